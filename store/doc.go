@@ -1,0 +1,106 @@
+// Package store is the contract between the idempotency dispatcher and the
+// place it keeps the record of what already happened: the [Store] interface,
+// its records, states and errors, and [Memory], a store for one process and
+// for tests.
+//
+// The package imports the standard library only. The durable stores
+// (PostgreSQL, Redis) live in packages of their own and implement [Store];
+// package storetest proves that they keep this contract.
+//
+// # The record
+//
+// A [Record] is what a store keeps under one idempotency key within one
+// tenant: the key's digest (never the activity's arguments), the [State] it
+// is in, who claimed it ([Record.Holder]) under which fencing token
+// ([Record.Token]), until when that claim's lease runs ([Record.LeaseUntil]),
+// when the record expires ([Record.ExpiresAt]), and, once known, the outcome
+// as opaque bytes ([Record.Outcome]) or the reason it is unknown
+// ([Record.Reason]).
+//
+// # States
+//
+// A live record is in one of three states:
+//
+//   - [StatePending]: a caller holds the claim and its body may be running.
+//   - [StateCompleted]: an outcome is recorded; every later claim gets it.
+//   - [StateIndeterminate]: the effect may or may not have happened and
+//     nobody can say which; every later claim is refused until a person
+//     decides.
+//
+// A key with no live record is free: never claimed, released, resolved free,
+// forgotten, or expired.
+//
+// # The claim protocol
+//
+// [Store.Claim] takes a free key in one atomic operation and answers with a
+// [Status]: [StatusAcquired] for the caller that now holds it,
+// [StatusCompleted] with the recorded outcome, [StatusIndeterminate], or
+// [StatusHeld] with the current holder's record. Of any number of concurrent
+// claims on a free key, exactly one is acquired.
+//
+// The holder then ends its claim in one of three ways:
+//
+//   - [Store.Complete] records the outcome;
+//   - [Store.Release] frees the key, as if it had never been claimed (the
+//     body failed and may safely run again);
+//   - [Store.MarkIndeterminate] records that the effect's outcome is unknown.
+//
+// While the body runs, the holder extends its lease with [Store.Renew].
+//
+// A caller that saw StatusHeld waits for the holder with [Store.Wait], which
+// returns when the claim ends, is taken over, or its lease runs out. A lease
+// that ran out is reported ([Result.LeaseExpired]), never acted on: the
+// holder may be slow rather than dead, so the caller decides, and takes the
+// claim over explicitly by claiming again with [ClaimParams.Supersede] set to
+// the token it saw. A takeover succeeds only against exactly that token, so
+// two callers cannot both take over the same dead holder.
+//
+// An indeterminate record waits for a person: [Store.Resolve] either records
+// the outcome they established ([DecisionComplete]) or frees the key
+// ([DecisionFree]).
+//
+// # Fencing tokens
+//
+// Every claim gets a fresh, positive token ([NewToken]); a token is never
+// reused for the same key. Complete, Release, MarkIndeterminate and Renew
+// carry the token and succeed only while the record is pending under exactly
+// that token. A holder that was taken over, released, or outlived its
+// record's retention gets [ErrNotHolder], and the record stays as it is: a
+// late holder cannot overwrite its successor's outcome.
+//
+// # Retention
+//
+// A record expires [DefaultTTL] (or the store's configured TTL) after it was
+// last written: Claim, Complete, MarkIndeterminate and Resolve start the
+// window again. An expired record reads as free everywhere (Claim acquires
+// the key with a new token, Lookup returns [ErrNotFound], fenced calls return
+// [ErrNotHolder]) whether or not it is still physically present;
+// [Store.Sweep] reclaims the space. The promise, at most one side effect per
+// key, holds within the retention window, so choose one longer than the
+// longest replay you intend to support.
+//
+// # Tenant scoping
+//
+// Every record belongs to a tenant, and every method names one. Nothing done
+// through one tenant reads or changes a record of another. Tenants and keys
+// are compared as bytes: two Unicode spellings of one name are two tenants
+// (the keyspace package normalises what it hashes). [Store.Forget] erases a
+// tenant's records outright.
+//
+// # Errors
+//
+// Stores return the sentinel errors of this package, wrapped with context;
+// test for them with errors.Is:
+//
+//   - [ErrNotFound]: the key has no live record (Lookup, Resolve).
+//   - [ErrNotHolder]: the token no longer holds a pending claim.
+//   - [ErrNotIndeterminate]: Resolve on a record that is not indeterminate.
+//   - [ErrUnavailable]: the store could not be reached; it never reads as
+//     permission to run an effect. Stores wrap backend failures with
+//     [Unavailable].
+//   - [ErrInvalid]: malformed parameters, as an [*InvalidError] naming the
+//     field; nothing was written.
+//
+// A cancelled or expired context returns an error matching the context's
+// error and leaves no claim behind.
+package store

@@ -1,0 +1,50 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Sentinel errors every store returns, wrapped with context. Test for them
+// with errors.Is.
+var (
+	// ErrNotFound: the key has no live record.
+	ErrNotFound = errors.New("idempotency record not found")
+	// ErrNotHolder: the token no longer holds a pending claim on the key
+	// (it completed, was released, marked, taken over or expired).
+	ErrNotHolder = errors.New("not the holder of the claim")
+	// ErrNotIndeterminate: Resolve was asked to decide a record that is not
+	// indeterminate.
+	ErrNotIndeterminate = errors.New("idempotency record is not indeterminate")
+	// ErrUnavailable: the store could not be reached or did not answer. A
+	// store that is down never reads as permission to run an effect.
+	ErrUnavailable = errors.New("idempotency store unavailable")
+	// ErrInvalid: the call's parameters are malformed; see [InvalidError].
+	ErrInvalid = errors.New("invalid idempotency store parameters")
+)
+
+// InvalidError names the parameter a store refused. It matches [ErrInvalid].
+type InvalidError struct {
+	// Field is the parameter's name, such as "Tenant" or "Lease".
+	Field string
+	// Reason says what is wrong with it.
+	Reason string
+}
+
+// Error implements error.
+func (e *InvalidError) Error() string {
+	return fmt.Sprintf("idempotency store: invalid %s: %s", e.Field, e.Reason)
+}
+
+// Is reports whether target is ErrInvalid.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+// Unavailable wraps a backend error so that it matches both [ErrUnavailable]
+// and the original error. Stores call it at their edge for connection
+// failures, timeouts and closed clients.
+func Unavailable(op string, err error) error {
+	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+}
+
+func quote(s string) string { return strconv.Quote(s) }

@@ -1,0 +1,414 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// DefaultPollInterval is how often [Memory.Wait] re-reads its clock when
+// MemoryOptions.PollInterval is unset.
+const DefaultPollInterval = 10 * time.Millisecond
+
+// MemoryOptions configure [NewMemory].
+type MemoryOptions struct {
+	// TTL is the retention window: a record expires this long after it was
+	// last written. Must not be negative. Defaults to DefaultTTL.
+	TTL time.Duration
+	// Clock tells the store the time. Defaults to SystemClock{}.
+	Clock Clock
+	// PollInterval is how often Wait re-reads the clock to notice a lease
+	// running out; changes to the key itself wake waiters at once. Must not
+	// be negative. Defaults to DefaultPollInterval.
+	PollInterval time.Duration
+}
+
+// Memory is a [Store] that keeps its records in the process's memory. It is
+// enough for one worker and for tests: its records die with the process and
+// other processes cannot see them. It is safe for concurrent use.
+type Memory struct {
+	ttl   time.Duration
+	clock Clock
+	poll  time.Duration
+
+	mu sync.Mutex
+	// records holds every record, live or expired, by tenant then key.
+	records map[string]map[string]*Record
+	// changed holds, for each key somebody waits on, a channel that is
+	// closed (and removed) the next time the key's record changes.
+	changed map[scope]chan struct{}
+}
+
+var _ Store = (*Memory)(nil)
+
+type scope struct{ tenant, key string }
+
+// NewMemory returns an empty memory store. It returns an [*InvalidError]
+// naming the field when opts hold a negative duration.
+func NewMemory(opts MemoryOptions) (*Memory, error) {
+	if opts.TTL < 0 {
+		return nil, &InvalidError{Field: "MemoryOptions.TTL", Reason: "must not be negative"}
+	}
+	if opts.PollInterval < 0 {
+		return nil, &InvalidError{Field: "MemoryOptions.PollInterval", Reason: "must not be negative"}
+	}
+	m := &Memory{
+		ttl:     opts.TTL,
+		clock:   opts.Clock,
+		poll:    opts.PollInterval,
+		records: make(map[string]map[string]*Record),
+		changed: make(map[scope]chan struct{}),
+	}
+	if m.ttl == 0 {
+		m.ttl = DefaultTTL
+	}
+	if m.clock == nil {
+		m.clock = SystemClock{}
+	}
+	if m.poll == 0 {
+		m.poll = DefaultPollInterval
+	}
+	return m, nil
+}
+
+// Len returns how many records the store holds, counting expired records
+// that [Memory.Sweep] has not yet reclaimed.
+func (m *Memory) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, keys := range m.records {
+		n += len(keys)
+	}
+	return n
+}
+
+// Claim implements [Store.Claim].
+func (m *Memory) Claim(ctx context.Context, params ClaimParams) (Result, error) {
+	if err := begin(ctx, "claim", params); err != nil {
+		return Result{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock.Now()
+	rec := m.live(params.Tenant, params.Key, now)
+	if rec != nil {
+		switch {
+		case rec.State == StateCompleted:
+			return Result{Status: StatusCompleted, Record: copyRecord(rec)}, nil
+		case rec.State == StateIndeterminate:
+			return Result{Status: StatusIndeterminate, Record: copyRecord(rec)}, nil
+		case params.Supersede == 0 || params.Supersede != rec.Token:
+			return Result{Status: StatusHeld, Record: copyRecord(rec), LeaseExpired: !now.Before(rec.LeaseUntil)}, nil
+		}
+		// Pending under exactly the superseded token: take it over below.
+	}
+	fresh := &Record{
+		Tenant:     params.Tenant,
+		Key:        params.Key,
+		State:      StatePending,
+		Holder:     params.Holder,
+		Token:      m.newToken(rec),
+		LeaseUntil: now.Add(params.Lease),
+		ExpiresAt:  now.Add(m.ttl),
+		CreatedAt:  now,
+		UpdatedAt:  now,
+	}
+	m.put(fresh)
+	return Result{Status: StatusAcquired, Record: copyRecord(fresh)}, nil
+}
+
+// Renew implements [Store.Renew].
+func (m *Memory) Renew(ctx context.Context, params RenewParams) (time.Time, error) {
+	if err := begin(ctx, "renew", params); err != nil {
+		return time.Time{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock.Now()
+	rec, err := m.held("renew", params.Tenant, params.Key, params.Token, now)
+	if err != nil {
+		return time.Time{}, err
+	}
+	rec.LeaseUntil = now.Add(params.Lease)
+	rec.UpdatedAt = now
+	m.notify(params.Tenant, params.Key)
+	return rec.LeaseUntil, nil
+}
+
+// Complete implements [Store.Complete].
+func (m *Memory) Complete(ctx context.Context, params CompleteParams) error {
+	if err := begin(ctx, "complete", params); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock.Now()
+	rec, err := m.held("complete", params.Tenant, params.Key, params.Token, now)
+	if err != nil {
+		return err
+	}
+	rec.State = StateCompleted
+	rec.Outcome = slices.Clone(params.Outcome)
+	rec.UpdatedAt = now
+	rec.ExpiresAt = now.Add(m.ttl)
+	m.notify(params.Tenant, params.Key)
+	return nil
+}
+
+// Release implements [Store.Release].
+func (m *Memory) Release(ctx context.Context, params ReleaseParams) error {
+	if err := begin(ctx, "release", params); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, err := m.held("release", params.Tenant, params.Key, params.Token, m.clock.Now()); err != nil {
+		return err
+	}
+	m.remove(params.Tenant, params.Key)
+	return nil
+}
+
+// MarkIndeterminate implements [Store.MarkIndeterminate].
+func (m *Memory) MarkIndeterminate(ctx context.Context, params MarkIndeterminateParams) error {
+	if err := begin(ctx, "mark indeterminate", params); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock.Now()
+	rec, err := m.held("mark indeterminate", params.Tenant, params.Key, params.Token, now)
+	if err != nil {
+		return err
+	}
+	rec.State = StateIndeterminate
+	rec.Reason = params.Reason
+	rec.UpdatedAt = now
+	rec.ExpiresAt = now.Add(m.ttl)
+	m.notify(params.Tenant, params.Key)
+	return nil
+}
+
+// Lookup implements [Store.Lookup].
+func (m *Memory) Lookup(ctx context.Context, params LookupParams) (Record, error) {
+	if err := begin(ctx, "lookup", params); err != nil {
+		return Record{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec := m.live(params.Tenant, params.Key, m.clock.Now())
+	if rec == nil {
+		return Record{}, fmt.Errorf("memory store: lookup %q in tenant %q: %w", params.Key, params.Tenant, ErrNotFound)
+	}
+	return copyRecord(rec), nil
+}
+
+// Wait implements [Store.Wait]. A change to the key wakes it at once; a
+// lease running out by the store's clock is noticed within PollInterval.
+func (m *Memory) Wait(ctx context.Context, params WaitParams) (Result, error) {
+	if err := begin(ctx, "wait", params); err != nil {
+		return Result{}, err
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		res, changed, done := m.check(params)
+		if done {
+			return res, nil
+		}
+		if timer == nil {
+			timer = time.NewTimer(m.poll)
+		} else {
+			timer.Reset(m.poll)
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+		case <-ctx.Done():
+			return Result{}, fmt.Errorf("memory store: wait on %q in tenant %q: %w", params.Key, params.Tenant, ctx.Err())
+		}
+	}
+}
+
+// check reports the key's state for Wait, or, while it is still pending
+// under params.Token within its lease, a channel closed on its next change.
+func (m *Memory) check(params WaitParams) (res Result, changed <-chan struct{}, done bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock.Now()
+	rec := m.live(params.Tenant, params.Key, now)
+	switch {
+	case rec == nil:
+		return Result{Status: StatusFree}, nil, true
+	case rec.State == StateCompleted:
+		return Result{Status: StatusCompleted, Record: copyRecord(rec)}, nil, true
+	case rec.State == StateIndeterminate:
+		return Result{Status: StatusIndeterminate, Record: copyRecord(rec)}, nil, true
+	}
+	expired := !now.Before(rec.LeaseUntil)
+	if rec.Token != params.Token || expired {
+		return Result{Status: StatusHeld, Record: copyRecord(rec), LeaseExpired: expired}, nil, true
+	}
+	s := scope{params.Tenant, params.Key}
+	ch, ok := m.changed[s]
+	if !ok {
+		ch = make(chan struct{})
+		m.changed[s] = ch
+	}
+	return Result{}, ch, false
+}
+
+// Resolve implements [Store.Resolve].
+func (m *Memory) Resolve(ctx context.Context, params ResolveParams) error {
+	if err := begin(ctx, "resolve", params); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock.Now()
+	rec := m.live(params.Tenant, params.Key, now)
+	if rec == nil {
+		return fmt.Errorf("memory store: resolve %q in tenant %q: %w", params.Key, params.Tenant, ErrNotFound)
+	}
+	if rec.State != StateIndeterminate {
+		return fmt.Errorf("memory store: resolve %q in tenant %q, which is %s: %w", params.Key, params.Tenant, rec.State, ErrNotIndeterminate)
+	}
+	switch params.Decision {
+	case DecisionComplete:
+		rec.State = StateCompleted
+		rec.Outcome = slices.Clone(params.Outcome)
+		rec.UpdatedAt = now
+		rec.ExpiresAt = now.Add(m.ttl)
+		m.notify(params.Tenant, params.Key)
+	case DecisionFree:
+		m.remove(params.Tenant, params.Key)
+	}
+	return nil
+}
+
+// Forget implements [Store.Forget]. It counts expired records it erases too.
+func (m *Memory) Forget(ctx context.Context, params ForgetParams) (int, error) {
+	if err := begin(ctx, "forget", params); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	keys := m.records[params.Tenant]
+	for key := range keys {
+		m.notify(params.Tenant, key)
+	}
+	delete(m.records, params.Tenant)
+	return len(keys), nil
+}
+
+// Sweep implements [Store.Sweep].
+func (m *Memory) Sweep(ctx context.Context, params SweepParams) (int, error) {
+	if err := begin(ctx, "sweep", params); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock.Now()
+	limit := params.EffectiveLimit()
+	n := 0
+	for tenant, keys := range m.records {
+		for key, rec := range keys {
+			if n == limit {
+				return n, nil
+			}
+			if !now.Before(rec.ExpiresAt) {
+				m.remove(tenant, key)
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
+// validator is every params struct.
+type validator interface{ Validate() error }
+
+// begin refuses a done context and malformed parameters.
+func begin(ctx context.Context, op string, params validator) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memory store: %s: %w", op, ctx.Err())
+	}
+	if err := params.Validate(); err != nil {
+		return fmt.Errorf("memory store: %s: %w", op, err)
+	}
+	return nil
+}
+
+// live returns the key's record unless there is none or it has expired.
+// Callers hold m.mu.
+func (m *Memory) live(tenant, key string, now time.Time) *Record {
+	rec := m.records[tenant][key]
+	if rec == nil || !now.Before(rec.ExpiresAt) {
+		return nil
+	}
+	return rec
+}
+
+// held returns the key's record if it is live and pending under token, and
+// an error matching ErrNotHolder otherwise. Callers hold m.mu.
+func (m *Memory) held(op, tenant, key string, token int64, now time.Time) (*Record, error) {
+	rec := m.live(tenant, key, now)
+	if rec == nil || rec.State != StatePending || rec.Token != token {
+		return nil, fmt.Errorf("memory store: %s %q in tenant %q with token %d: %w", op, key, tenant, token, ErrNotHolder)
+	}
+	return rec, nil
+}
+
+// newToken returns a token that differs from the one prev (if any) held.
+func (m *Memory) newToken(prev *Record) int64 {
+	for {
+		t := NewToken()
+		if prev == nil || t != prev.Token {
+			return t
+		}
+	}
+}
+
+// put stores rec, replacing whatever the key held. Callers hold m.mu.
+func (m *Memory) put(rec *Record) {
+	keys := m.records[rec.Tenant]
+	if keys == nil {
+		keys = make(map[string]*Record)
+		m.records[rec.Tenant] = keys
+	}
+	keys[rec.Key] = rec
+	m.notify(rec.Tenant, rec.Key)
+}
+
+// remove deletes the key's record. Callers hold m.mu.
+func (m *Memory) remove(tenant, key string) {
+	keys := m.records[tenant]
+	delete(keys, key)
+	if len(keys) == 0 {
+		delete(m.records, tenant)
+	}
+	m.notify(tenant, key)
+}
+
+// notify wakes everybody waiting on the key. Callers hold m.mu.
+func (m *Memory) notify(tenant, key string) {
+	s := scope{tenant, key}
+	if ch, ok := m.changed[s]; ok {
+		close(ch)
+		delete(m.changed, s)
+	}
+}
+
+// copyRecord returns a copy of rec that shares no memory with the store.
+func copyRecord(rec *Record) Record {
+	out := *rec
+	out.Outcome = slices.Clone(rec.Outcome)
+	return out
+}

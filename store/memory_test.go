@@ -1,0 +1,56 @@
+package store_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/tesserix/idempotency/store"
+	"github.com/tesserix/idempotency/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestMemoryConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, cfg storetest.Config) store.Store {
+		m, err := store.NewMemory(store.MemoryOptions{TTL: cfg.TTL, Clock: cfg.Clock})
+		require.NoError(t, err)
+		return m
+	})
+}
+
+func TestNewMemoryOptions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		opts      store.MemoryOptions
+		wantField string
+	}{
+		{name: "Zero", opts: store.MemoryOptions{}},
+		{name: "Set", opts: store.MemoryOptions{TTL: 1, PollInterval: 1, Clock: store.SystemClock{}}},
+		{name: "NegativeTTL", opts: store.MemoryOptions{TTL: -1}, wantField: "MemoryOptions.TTL"},
+		{name: "NegativePollInterval", opts: store.MemoryOptions{PollInterval: -1}, wantField: "MemoryOptions.PollInterval"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m, err := store.NewMemory(tt.opts)
+			if tt.wantField == "" {
+				require.NoError(t, err)
+				require.NotNil(t, m)
+				assert.Zero(t, m.Len())
+				return
+			}
+			require.ErrorIs(t, err, store.ErrInvalid)
+			var invalid *store.InvalidError
+			require.ErrorAs(t, err, &invalid)
+			assert.Equal(t, tt.wantField, invalid.Field)
+			assert.Nil(t, m)
+		})
+	}
+}

@@ -1,0 +1,351 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"time"
+)
+
+// DefaultTTL is the retention window a store applies when its options leave
+// the TTL unset: a record expires this long after it was last written, and an
+// expired key is free again.
+const DefaultTTL = 24 * time.Hour
+
+// MaxKeyLength bounds [ClaimParams.Key] and every other key a store is given.
+// Keys produced by the keyspace package are 67 bytes.
+const MaxKeyLength = 256
+
+// MaxTenantLength bounds the tenant, in bytes, that a store accepts.
+const MaxTenantLength = 256
+
+// MaxHolderLength bounds [ClaimParams.Holder], in bytes.
+const MaxHolderLength = 512
+
+// Store keeps the record of what already happened under each idempotency key.
+//
+// Every method is safe for concurrent use by many goroutines and, for the
+// durable stores, by many processes. Records are scoped by tenant: nothing a
+// method does through one tenant reads or changes a record of another.
+//
+// Errors: a store that cannot be reached returns an error matching
+// [ErrUnavailable]; a call with malformed parameters one matching [ErrInvalid];
+// a fenced call whose token no longer holds the claim one matching
+// [ErrNotHolder]. A cancelled context returns the context's error and leaves
+// no claim behind.
+type Store interface {
+	// Claim tries to take the key in one atomic operation. It returns
+	// StatusAcquired with the new record (and its fencing token) when the key
+	// was free or its record had expired; StatusCompleted with the recorded
+	// outcome; StatusIndeterminate when the key's effect is unknown; or
+	// StatusHeld with the current holder's record when another caller holds
+	// it. A held claim is not taken over because its lease ran out: the
+	// result says so ([Result.LeaseExpired]) and the caller decides, taking
+	// it over explicitly with [ClaimParams.Supersede].
+	Claim(ctx context.Context, params ClaimParams) (Result, error)
+
+	// Renew extends the lease of a pending claim held under params.Token and
+	// returns the new lease deadline. It returns ErrNotHolder when the token
+	// no longer holds a pending claim on the key.
+	Renew(ctx context.Context, params RenewParams) (time.Time, error)
+
+	// Complete records the outcome of a pending claim held under
+	// params.Token; the record becomes StatusCompleted and its retention
+	// window starts again. It returns ErrNotHolder when the token no longer
+	// holds a pending claim on the key.
+	Complete(ctx context.Context, params CompleteParams) error
+
+	// Release frees a pending claim held under params.Token, as if it had
+	// never been made. It returns ErrNotHolder when the token no longer holds
+	// a pending claim on the key.
+	Release(ctx context.Context, params ReleaseParams) error
+
+	// MarkIndeterminate keeps a pending claim held under params.Token and
+	// records that its outcome is unknown; every later claim on the key sees
+	// StatusIndeterminate until a person resolves it or the record expires.
+	// It returns ErrNotHolder when the token no longer holds a pending claim
+	// on the key.
+	MarkIndeterminate(ctx context.Context, params MarkIndeterminateParams) error
+
+	// Lookup returns the live record of a key, or ErrNotFound when there is
+	// none (never claimed, released, resolved free, forgotten or expired).
+	Lookup(ctx context.Context, params LookupParams) (Record, error)
+
+	// Wait blocks until the key is no longer pending under params.Token, or
+	// the pending claim's lease has run out by the store's clock, or ctx is
+	// done. It returns the key's state as it then stands: StatusCompleted,
+	// StatusIndeterminate, StatusFree (released, resolved free or expired),
+	// or StatusHeld (taken over by another token, or with LeaseExpired set).
+	// Stores wake waiters promptly when they can and poll otherwise.
+	Wait(ctx context.Context, params WaitParams) (Result, error)
+
+	// Resolve applies a person's decision to an indeterminate record: record
+	// an outcome (the key becomes StatusCompleted) or free the key. It
+	// returns ErrNotFound when there is no live record and
+	// ErrNotIndeterminate when the record is in another state.
+	Resolve(ctx context.Context, params ResolveParams) error
+
+	// Forget erases every record of the tenant outright and returns how many
+	// it erased.
+	Forget(ctx context.Context, params ForgetParams) (int, error)
+
+	// Sweep deletes up to params.Limit records whose retention window has
+	// passed and returns how many it deleted. Expired records already read as
+	// free; sweeping only reclaims their space.
+	Sweep(ctx context.Context, params SweepParams) (int, error)
+}
+
+// Clock tells a store the time. Stores take one in their options so tests can
+// move time by hand.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the [Clock] that reads the system's time.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// State is where a record stands.
+type State uint8
+
+// The states a live record can be in.
+const (
+	// StatePending: a caller holds the claim and its body may be running.
+	StatePending State = iota + 1
+	// StateCompleted: an outcome is recorded.
+	StateCompleted
+	// StateIndeterminate: the effect may or may not have happened and nobody
+	// can say which; a person decides.
+	StateIndeterminate
+)
+
+// String returns the state's lower-case name.
+func (s State) String() string {
+	switch s {
+	case StatePending:
+		return "pending"
+	case StateCompleted:
+		return "completed"
+	case StateIndeterminate:
+		return "indeterminate"
+	default:
+		return "unknown"
+	}
+}
+
+// ParseState is the inverse of [State.String].
+func ParseState(s string) (State, error) {
+	switch s {
+	case "pending":
+		return StatePending, nil
+	case "completed":
+		return StateCompleted, nil
+	case "indeterminate":
+		return StateIndeterminate, nil
+	default:
+		return 0, &InvalidError{Field: "State", Reason: "unknown state " + quote(s)}
+	}
+}
+
+// Record is what a store keeps under one key. It holds a digest of the
+// arguments, never the arguments themselves.
+type Record struct {
+	// Tenant scopes the record.
+	Tenant string
+	// Key is the idempotency key's digest.
+	Key string
+	// State is where the record stands.
+	State State
+	// Holder names the caller that claimed the key.
+	Holder string
+	// Token fences the claim: only calls carrying it may complete, release,
+	// renew or mark it. A token is never reused for the same key.
+	Token int64
+	// LeaseUntil is when the holder's lease runs out unless renewed.
+	LeaseUntil time.Time
+	// ExpiresAt is when the record's retention window ends.
+	ExpiresAt time.Time
+	// CreatedAt is when the key was claimed.
+	CreatedAt time.Time
+	// UpdatedAt is when the record last changed.
+	UpdatedAt time.Time
+	// Outcome is the recorded result of a completed record, as opaque bytes.
+	Outcome []byte
+	// Reason says why a record is indeterminate.
+	Reason string
+}
+
+// Status is the answer to a [Store.Claim] or [Store.Wait].
+type Status uint8
+
+// The statuses a claim or a wait can answer with.
+const (
+	// StatusAcquired: the caller now holds the key (Claim only).
+	StatusAcquired Status = iota + 1
+	// StatusCompleted: an outcome is recorded; Result.Record.Outcome holds it.
+	StatusCompleted
+	// StatusHeld: another claim is pending on the key.
+	StatusHeld
+	// StatusIndeterminate: the key's effect is unknown.
+	StatusIndeterminate
+	// StatusFree: the key has no live record (Wait only).
+	StatusFree
+)
+
+// String returns the status's lower-case name.
+func (s Status) String() string {
+	switch s {
+	case StatusAcquired:
+		return "acquired"
+	case StatusCompleted:
+		return "completed"
+	case StatusHeld:
+		return "held"
+	case StatusIndeterminate:
+		return "indeterminate"
+	case StatusFree:
+		return "free"
+	default:
+		return "unknown"
+	}
+}
+
+// Result is what [Store.Claim] and [Store.Wait] report.
+type Result struct {
+	// Status is the answer.
+	Status Status
+	// Record is the key's record as it stood; the zero Record for StatusFree.
+	Record Record
+	// LeaseExpired is set with StatusHeld when the holder's lease has run
+	// out by the store's clock: the holder is presumed dead, not slow.
+	LeaseExpired bool
+}
+
+// ClaimParams are the parameters of [Store.Claim].
+type ClaimParams struct {
+	// Tenant scopes the key. Required.
+	Tenant string
+	// Key is the idempotency key. Required.
+	Key string
+	// Holder names the caller, for the record and for operators. Required.
+	Holder string
+	// Lease is how long the claim holds before waiters may presume the holder
+	// dead, unless renewed. Required, positive.
+	Lease time.Duration
+	// Supersede, when non-zero, takes the key over if it is pending under
+	// exactly this token: the caller has decided that holder is gone. A
+	// claim pending under any other token is reported as StatusHeld.
+	Supersede int64
+}
+
+// RenewParams are the parameters of [Store.Renew].
+type RenewParams struct {
+	Tenant string
+	Key    string
+	Token  int64
+	// Lease is the new lease, counted from now. Required, positive.
+	Lease time.Duration
+}
+
+// CompleteParams are the parameters of [Store.Complete].
+type CompleteParams struct {
+	Tenant string
+	Key    string
+	Token  int64
+	// Outcome is the result to record; nil and empty are the same.
+	Outcome []byte
+}
+
+// ReleaseParams are the parameters of [Store.Release].
+type ReleaseParams struct {
+	Tenant string
+	Key    string
+	Token  int64
+}
+
+// MarkIndeterminateParams are the parameters of [Store.MarkIndeterminate].
+type MarkIndeterminateParams struct {
+	Tenant string
+	Key    string
+	Token  int64
+	// Reason says why the outcome is unknown, for the person who decides.
+	Reason string
+}
+
+// LookupParams are the parameters of [Store.Lookup].
+type LookupParams struct {
+	Tenant string
+	Key    string
+}
+
+// WaitParams are the parameters of [Store.Wait].
+type WaitParams struct {
+	Tenant string
+	Key    string
+	// Token is the pending claim the caller saw and waits on.
+	Token int64
+}
+
+// Decision is a person's answer to an indeterminate record.
+type Decision uint8
+
+// The decisions [Store.Resolve] applies.
+const (
+	// DecisionComplete records ResolveParams.Outcome: the effect happened.
+	DecisionComplete Decision = iota + 1
+	// DecisionFree frees the key: the effect did not happen and may be tried
+	// again.
+	DecisionFree
+)
+
+// String returns the decision's lower-case name.
+func (d Decision) String() string {
+	switch d {
+	case DecisionComplete:
+		return "complete"
+	case DecisionFree:
+		return "free"
+	default:
+		return "unknown"
+	}
+}
+
+// ResolveParams are the parameters of [Store.Resolve].
+type ResolveParams struct {
+	Tenant   string
+	Key      string
+	Decision Decision
+	// Outcome is recorded with DecisionComplete.
+	Outcome []byte
+}
+
+// ForgetParams are the parameters of [Store.Forget].
+type ForgetParams struct {
+	// Tenant whose records are erased. Required.
+	Tenant string
+}
+
+// DefaultSweepLimit is the batch [Store.Sweep] uses when SweepParams.Limit is
+// zero.
+const DefaultSweepLimit = 1000
+
+// SweepParams are the parameters of [Store.Sweep].
+type SweepParams struct {
+	// Limit bounds how many records one call deletes. Defaults to
+	// DefaultSweepLimit.
+	Limit int
+}
+
+// NewToken returns a fresh fencing token: positive, random, and for all
+// practical purposes never reused.
+func NewToken() int64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms.
+	t := int64(binary.BigEndian.Uint64(b[:]) >> 1)
+	if t == 0 {
+		t = 1
+	}
+	return t
+}

@@ -1,0 +1,120 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tesserix/idempotency/store"
+)
+
+func retentionCases() []testCase {
+	return []testCase{
+		{"CompletedRecordExpires", func(t *testing.T, h *harness) {
+			rec := h.completed(t, "k", []byte("x"))
+			h.clock.Advance(h.ttl - time.Second)
+			assert.Equal(t, store.StateCompleted, h.lookup(t, "k").State, "live just before its window ends")
+			h.clock.Advance(2 * time.Second)
+			h.requireMissing(t, h.tenant, "k")
+			again := h.acquire(t, "k")
+			assert.NotEqual(t, rec.Token, again.Token, "a token is never reused for the same key")
+			err := h.s.Complete(h.ctx, store.CompleteParams{Tenant: h.tenant, Key: "k", Token: rec.Token, Outcome: []byte("old")})
+			require.ErrorIs(t, err, store.ErrNotHolder, "the expired record's token")
+			assertRecord(t, again, h.lookup(t, "k"))
+		}},
+		{"PendingRecordExpires", func(t *testing.T, h *harness) {
+			rec := h.acquire(t, "k")
+			h.clock.Advance(h.ttl + time.Second)
+			h.requireMissing(t, h.tenant, "k")
+			for _, op := range fencedOps() {
+				require.ErrorIs(t, op.call(h, h.tenant, "k", rec.Token), store.ErrNotHolder, "%s after the record expired", op.name)
+			}
+			h.requireMissing(t, h.tenant, "k")
+			res := h.claim(t, "k", "worker-2")
+			require.Equal(t, store.StatusAcquired, res.Status, "an expired pending record reads as free")
+			assert.NotEqual(t, rec.Token, res.Record.Token)
+			for _, op := range fencedOps() {
+				require.ErrorIs(t, op.call(h, h.tenant, "k", rec.Token), store.ErrNotHolder, "%s with the expired token after a new claim", op.name)
+			}
+			assertRecord(t, res.Record, h.lookup(t, "k"))
+		}},
+		{"IndeterminateRecordExpires", func(t *testing.T, h *harness) {
+			h.indeterminate(t, "k", "r")
+			h.clock.Advance(h.ttl + time.Second)
+			res := h.claim(t, "k", "worker-2")
+			assert.Equal(t, store.StatusAcquired, res.Status)
+		}},
+		{"CompleteRestartsWindow", func(t *testing.T, h *harness) {
+			rec := h.acquire(t, "k")
+			h.clock.Advance(h.ttl / 2)
+			now := h.clock.Now()
+			require.NoError(t, h.s.Complete(h.ctx, store.CompleteParams{Tenant: h.tenant, Key: "k", Token: rec.Token, Outcome: []byte("x")}))
+			assertTime(t, now.Add(h.ttl), h.lookup(t, "k").ExpiresAt, "ExpiresAt")
+			h.clock.Advance(h.ttl/2 + time.Minute) // Past the claim's window, within the completion's.
+			res := h.claim(t, "k", "worker-2")
+			require.Equal(t, store.StatusCompleted, res.Status)
+			assertOutcome(t, []byte("x"), res.Record.Outcome)
+		}},
+		{"MarkRestartsWindow", func(t *testing.T, h *harness) {
+			rec := h.acquire(t, "k")
+			h.clock.Advance(h.ttl / 2)
+			now := h.clock.Now()
+			require.NoError(t, h.s.MarkIndeterminate(h.ctx, store.MarkIndeterminateParams{Tenant: h.tenant, Key: "k", Token: rec.Token, Reason: "r"}))
+			assertTime(t, now.Add(h.ttl), h.lookup(t, "k").ExpiresAt, "ExpiresAt")
+			h.clock.Advance(h.ttl/2 + time.Minute)
+			assert.Equal(t, store.StatusIndeterminate, h.claim(t, "k", "worker-2").Status)
+		}},
+		{"ResolveCompleteRestartsWindow", func(t *testing.T, h *harness) {
+			h.indeterminate(t, "k", "r")
+			h.clock.Advance(h.ttl / 2)
+			now := h.clock.Now()
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionComplete, Outcome: []byte("y")}))
+			assertTime(t, now.Add(h.ttl), h.lookup(t, "k").ExpiresAt, "ExpiresAt")
+			h.clock.Advance(h.ttl/2 + time.Minute)
+			assert.Equal(t, store.StatusCompleted, h.claim(t, "k", "worker-2").Status)
+		}},
+		{"SweepRemovesExpiredOnly", func(t *testing.T, h *harness) {
+			h.completedIn(t, "A", "old-completed", []byte("x"))
+			h.indeterminateIn(t, "A", "old-marked", "r")
+			h.acquireIn(t, "B", "old-pending")
+			h.clock.Advance(h.ttl + time.Second)
+			live := []string{"new-pending", "new-completed"}
+			h.acquireIn(t, "A", "new-pending")
+			h.completedIn(t, "B", "new-completed", []byte("y"))
+			h.clock.Advance(h.lease + time.Second) // The new claim's lease runs out; its record does not.
+
+			total := 0
+			for range 10 {
+				n, err := h.s.Sweep(h.ctx, store.SweepParams{Limit: 2})
+				require.NoError(t, err)
+				require.LessOrEqual(t, n, 2, "Sweep honours its limit")
+				if n == 0 {
+					break
+				}
+				total += n
+			}
+			assert.Equal(t, 3, total, "every expired record is swept, and nothing else")
+			n, err := h.s.Sweep(h.ctx, store.SweepParams{})
+			require.NoError(t, err)
+			assert.Zero(t, n, "nothing left to sweep")
+			assert.Equal(t, store.StatePending, h.lookupIn(t, "A", live[0]).State)
+			assert.Equal(t, store.StateCompleted, h.lookupIn(t, "B", live[1]).State)
+		}},
+		{"SweepDefaultLimit", func(t *testing.T, h *harness) {
+			for _, key := range []string{"k1", "k2", "k3"} {
+				h.completed(t, key, nil)
+			}
+			h.clock.Advance(h.ttl + time.Second)
+			n, err := h.s.Sweep(h.ctx, store.SweepParams{})
+			require.NoError(t, err)
+			assert.Equal(t, 3, n, "a zero limit means DefaultSweepLimit")
+		}},
+		{"SweepEmpty", func(t *testing.T, h *harness) {
+			n, err := h.s.Sweep(h.ctx, store.SweepParams{Limit: 10})
+			require.NoError(t, err)
+			assert.Zero(t, n)
+		}},
+	}
+}

@@ -1,0 +1,141 @@
+package store
+
+import (
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Validate reports the first malformed field of p as an [*InvalidError].
+// Stores call it before touching their backend.
+func (p ClaimParams) Validate() error {
+	if err := validateScope(p.Tenant, p.Key); err != nil {
+		return err
+	}
+	if p.Holder == "" {
+		return &InvalidError{Field: "Holder", Reason: "must not be empty"}
+	}
+	if len(p.Holder) > MaxHolderLength {
+		return &InvalidError{Field: "Holder", Reason: "longer than " + strconv.Itoa(MaxHolderLength) + " bytes"}
+	}
+	if err := validateText("Holder", p.Holder); err != nil {
+		return err
+	}
+	if err := validateLease(p.Lease); err != nil {
+		return err
+	}
+	if p.Supersede < 0 {
+		return &InvalidError{Field: "Supersede", Reason: "must not be negative"}
+	}
+	return nil
+}
+
+// Validate reports the first malformed field of p as an [*InvalidError].
+func (p RenewParams) Validate() error {
+	if err := validateFence(p.Tenant, p.Key, p.Token); err != nil {
+		return err
+	}
+	return validateLease(p.Lease)
+}
+
+// Validate reports the first malformed field of p as an [*InvalidError].
+func (p CompleteParams) Validate() error { return validateFence(p.Tenant, p.Key, p.Token) }
+
+// Validate reports the first malformed field of p as an [*InvalidError].
+func (p ReleaseParams) Validate() error { return validateFence(p.Tenant, p.Key, p.Token) }
+
+// Validate reports the first malformed field of p as an [*InvalidError].
+func (p MarkIndeterminateParams) Validate() error {
+	return validateFence(p.Tenant, p.Key, p.Token)
+}
+
+// Validate reports the first malformed field of p as an [*InvalidError].
+func (p LookupParams) Validate() error { return validateScope(p.Tenant, p.Key) }
+
+// Validate reports the first malformed field of p as an [*InvalidError].
+func (p WaitParams) Validate() error { return validateFence(p.Tenant, p.Key, p.Token) }
+
+// Validate reports the first malformed field of p as an [*InvalidError].
+func (p ResolveParams) Validate() error {
+	if err := validateScope(p.Tenant, p.Key); err != nil {
+		return err
+	}
+	switch p.Decision {
+	case DecisionComplete, DecisionFree:
+		return nil
+	default:
+		return &InvalidError{Field: "Decision", Reason: "unknown decision " + strconv.Itoa(int(p.Decision))}
+	}
+}
+
+// Validate reports the first malformed field of p as an [*InvalidError].
+func (p ForgetParams) Validate() error { return validateTenant(p.Tenant) }
+
+// Validate reports the first malformed field of p as an [*InvalidError].
+func (p SweepParams) Validate() error {
+	if p.Limit < 0 {
+		return &InvalidError{Field: "Limit", Reason: "must not be negative"}
+	}
+	return nil
+}
+
+// EffectiveLimit returns p.Limit, or DefaultSweepLimit when it is zero.
+func (p SweepParams) EffectiveLimit() int {
+	if p.Limit == 0 {
+		return DefaultSweepLimit
+	}
+	return p.Limit
+}
+
+func validateTenant(tenant string) error {
+	switch {
+	case tenant == "":
+		return &InvalidError{Field: "Tenant", Reason: "must not be empty"}
+	case len(tenant) > MaxTenantLength:
+		return &InvalidError{Field: "Tenant", Reason: "longer than " + strconv.Itoa(MaxTenantLength) + " bytes"}
+	}
+	return validateText("Tenant", tenant)
+}
+
+func validateScope(tenant, key string) error {
+	if err := validateTenant(tenant); err != nil {
+		return err
+	}
+	switch {
+	case key == "":
+		return &InvalidError{Field: "Key", Reason: "must not be empty"}
+	case len(key) > MaxKeyLength:
+		return &InvalidError{Field: "Key", Reason: "longer than " + strconv.Itoa(MaxKeyLength) + " bytes"}
+	}
+	return validateText("Key", key)
+}
+
+func validateFence(tenant, key string, token int64) error {
+	if err := validateScope(tenant, key); err != nil {
+		return err
+	}
+	if token <= 0 {
+		return &InvalidError{Field: "Token", Reason: "must be positive"}
+	}
+	return nil
+}
+
+func validateLease(lease time.Duration) error {
+	if lease <= 0 {
+		return &InvalidError{Field: "Lease", Reason: "must be positive"}
+	}
+	return nil
+}
+
+// validateText refuses what no backend can store faithfully: invalid UTF-8,
+// and the NUL byte, which PostgreSQL's text type cannot hold.
+func validateText(field, s string) error {
+	if !utf8.ValidString(s) {
+		return &InvalidError{Field: field, Reason: "not valid UTF-8"}
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return &InvalidError{Field: field, Reason: "contains a NUL byte"}
+	}
+	return nil
+}
