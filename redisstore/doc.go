@@ -1,0 +1,80 @@
+// Package redisstore is a [store.Store] kept in Redis, through
+// github.com/redis/go-redis/v9. Records survive a worker restart (as far as
+// the Redis deployment persists them) and are shared by every replica that
+// uses the same Redis and prefix.
+//
+// # Wiring
+//
+// The caller owns the client; any [redis.UniversalClient] works: a single
+// node, a Sentinel failover client or a Cluster client.
+//
+//	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+//	defer client.Close()
+//	s, err := redisstore.New(client, redisstore.Options{Prefix: "booking", TTL: 24 * time.Hour})
+//	if err != nil { ... }
+//	defer s.Close()
+//
+// [Options] are validated once, in [New], with an error naming the field.
+//
+// # Key layout
+//
+// For a prefix P and a tenant T, with E the unpadded base64url encoding of
+// T's bytes:
+//
+//	P:{E}:r:<key>   hash     one record: state, holder, token, lease, exp,
+//	                         created, updated, outcome, reason
+//	P:{E}:idx       set      the keys of the tenant's records
+//	P:events        channel  pub/sub: the Redis key of every record that changed
+//
+// E is the Cluster hash tag, so a tenant's records and index live in one slot
+// and a script may touch them together. Tenants may be any UTF-8, braces,
+// colons and emoji included: base64url never contains '{' or '}', and it is
+// injective, so two different tenants never map to the same Redis key. The
+// prefix may not contain braces or glob characters.
+//
+// # Scripts
+//
+// Claim, Renew, Complete, Release, MarkIndeterminate and Resolve are each one
+// Lua script, run with EVALSHA (EVAL when Redis does not have it cached, as
+// after a restart): a read followed by a write inside a script is not a
+// window another replica fits through. Forget and Sweep run a script per
+// bounded batch.
+//
+// Time comes from [Options.Clock], never from Redis: the client passes "now"
+// in unix microseconds, and a script treats a record whose exp <= now as
+// free. Redis also expires each record physically (PEXPIRE, the retention
+// window's remainder plus a minute), which only reclaims memory; the logical
+// check decides. Fencing tokens come from [store.NewToken] on the client and
+// are compared as strings, since int64 does not fit a Lua number. Outcomes are
+// binary-safe.
+//
+// # Forget and Sweep
+//
+// [Store.Forget] never scans the keyspace: it takes the tenant's keys from
+// its index in batches and deletes each batch, with its index entries, in one
+// script. The scripts keep the index: a claim adds its key, a release or a
+// free resolution removes it. [Store.Sweep] finds tenant indexes with SCAN
+// (on every master of a Cluster), walks them with SSCAN, deletes records
+// expired by the store's clock up to the limit, and drops index entries whose
+// record Redis already expired.
+//
+// # Waiting
+//
+// Every script that changes a record publishes its Redis key on P:events. The
+// first [Store.Wait] starts one subscriber per Store, which fans the messages
+// out to the waiters on that key; [Store.Close] stops it. A waiter re-reads
+// the record on every wake-up, and also polls with a backoff up to
+// [Options.PollInterval], because messages are lost while the subscriber
+// reconnects and a lease runs out by the clock with no write at all. In a
+// Cluster, classic pub/sub is broadcast to every node.
+//
+// # Errors
+//
+// Errors are translated at the edge: a client or pool that is closed, a
+// connection refused, reset or timed out, and Redis's "not now" replies
+// (LOADING, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, READONLY) match
+// [store.ErrUnavailable] and keep the cause. The caller's own cancelled or
+// expired context returns the context's error; a Claim interrupted that way
+// takes back the claim it may have made. Other Redis errors are wrapped with
+// the operation's name.
+package redisstore

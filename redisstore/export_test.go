@@ -1,0 +1,14 @@
+package redisstore
+
+// DisablePolling makes s's Waits wake on notifications (and a lease running
+// out by a real clock) alone, so a test can prove notifications arrive.
+func DisablePolling(s *Store) { s.noPoll = true }
+
+// RecordKey exposes the key layout to the tests.
+func RecordKey(s *Store, tenant, key string) string { return s.recordKey(tenant, key) }
+
+// IndexKey exposes the key layout to the tests.
+func IndexKey(s *Store, tenant string) string { return s.indexKey(tenant) }
+
+// Channel exposes the notification channel to the tests.
+func Channel(s *Store) string { return s.channel }

@@ -1,0 +1,97 @@
+package redisstore
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tesserix/idempotency/store"
+)
+
+// DefaultPrefix starts every key a [Store] writes when [Options.Prefix] is
+// empty.
+const DefaultPrefix = "idempotency"
+
+// DefaultPollInterval is the longest a [Store.Wait] sleeps between two
+// re-reads of the record when no notification arrives, when
+// [Options.PollInterval] is zero.
+const DefaultPollInterval = 500 * time.Millisecond
+
+// MaxPrefixLength bounds [Options.Prefix], in bytes.
+const MaxPrefixLength = 128
+
+// physicalMargin is how long Redis keeps a record after its retention window
+// ended by the store's clock, so that a clock a little ahead of Redis's own
+// never loses a live record; the logical expiry in the scripts decides.
+const physicalMargin = time.Minute
+
+// minPoll is where Wait's polling backoff starts.
+const minPoll = 10 * time.Millisecond
+
+// Options configure a [Store]. The zero value is valid.
+type Options struct {
+	// Prefix starts every key and the notification channel the store uses,
+	// so that several stores (or an application's own data) can share one
+	// Redis. It must not contain '{' or '}', which would change the Cluster
+	// hash tag, nor glob characters ('*', '?', '[', ']', '\'), and must be
+	// valid UTF-8. Defaults to DefaultPrefix.
+	Prefix string
+
+	// TTL is the retention window: a record expires this long after it was
+	// last written, and an expired key is free again. Must not be negative.
+	// Defaults to store.DefaultTTL.
+	TTL time.Duration
+
+	// Clock tells the store the time. Every timestamp and every expiry
+	// decision comes from it, never from Redis's own clock. Defaults to
+	// store.SystemClock{}.
+	Clock store.Clock
+
+	// PollInterval is the longest [Store.Wait] sleeps between two re-reads
+	// of a record when no change notification arrives (notifications can be
+	// lost while the subscriber reconnects, and a lease runs out by the
+	// clock without any write). Must not be negative. Defaults to
+	// DefaultPollInterval.
+	PollInterval time.Duration
+}
+
+// withDefaults validates o and fills in the defaults. Errors name the field.
+func (o Options) withDefaults() (Options, error) {
+	switch {
+	case o.Prefix == "":
+		o.Prefix = DefaultPrefix
+	case len(o.Prefix) > MaxPrefixLength:
+		return o, optionError("Prefix", fmt.Sprintf("longer than %d bytes", MaxPrefixLength))
+	case !utf8.ValidString(o.Prefix):
+		return o, optionError("Prefix", "not valid UTF-8")
+	case strings.ContainsAny(o.Prefix, "{}"):
+		return o, optionError("Prefix", "must not contain '{' or '}': the tenant is the Cluster hash tag")
+	case strings.ContainsAny(o.Prefix, `*?[]\`):
+		return o, optionError("Prefix", `must not contain glob characters (*?[]\)`)
+	case strings.IndexByte(o.Prefix, 0) >= 0:
+		return o, optionError("Prefix", "contains a NUL byte")
+	}
+	switch {
+	case o.TTL < 0:
+		return o, optionError("TTL", "must not be negative")
+	case o.TTL == 0:
+		o.TTL = store.DefaultTTL
+	case o.TTL < time.Millisecond:
+		return o, optionError("TTL", "must be at least a millisecond")
+	}
+	if o.Clock == nil {
+		o.Clock = store.SystemClock{}
+	}
+	switch {
+	case o.PollInterval < 0:
+		return o, optionError("PollInterval", "must not be negative")
+	case o.PollInterval == 0:
+		o.PollInterval = DefaultPollInterval
+	}
+	return o, nil
+}
+
+func optionError(field, reason string) error {
+	return fmt.Errorf("redisstore: invalid Options.%s: %s", field, reason)
+}

@@ -1,0 +1,165 @@
+package redisstore
+
+import "github.com/redis/go-redis/v9"
+
+// The scripts. Each is one server-side operation: Redis runs a script to the
+// end before any other command, so a read followed by a write inside one is
+// not a window another replica fits through.
+//
+// Conventions shared by all of them:
+//   - Times are unix microseconds, computed by the client from the store's
+//     clock and passed as decimal strings. Lua compares them with tonumber
+//     (exact: they are far below 2^53) but never does arithmetic on them, so
+//     what is stored is exactly what the client computed.
+//   - A record is live when its "exp" field is greater than ARGV now; a
+//     record whose exp <= now is free, whether or not Redis has dropped it
+//     yet.
+//   - Tokens are compared as strings: int64 tokens do not fit a Lua number.
+//   - PEXPIRE sets the physical expiry, relative to Redis's clock: the
+//     logical remainder (exp - now) plus a margin, passed in as ttl_ms.
+//   - Every state change publishes the record's key on the store's channel.
+//
+// Record hash fields: state, holder, token, lease, exp, created, updated,
+// outcome, reason.
+
+// extendIndex is shared Lua: keep the index alive at least as long as the
+// record just written. PTTL is -1 for a key without expiry and -2 for a
+// missing one; both are below any positive ttl.
+const extendIndex = `
+local function extend_index(idx, ttl)
+  if redis.call('PTTL', idx) < tonumber(ttl) then
+    redis.call('PEXPIRE', idx, ttl)
+  end
+end
+`
+
+// fencePrelude is shared Lua: true when KEYS[1] is a live pending record
+// held under ARGV[2] at ARGV[1].
+const fencePrelude = `
+local function holds(rec, now, token)
+  local cur = redis.call('HMGET', rec, 'state', 'exp', 'token')
+  return cur[1] == 'pending' and tonumber(cur[2]) > tonumber(now) and cur[3] == token
+end
+`
+
+// claimScript: KEYS rec, idx. ARGV now, holder, token, lease_until, exp,
+// supersede ("0" for none), ttl_ms, member, channel.
+// Returns {"acquired"}, or {state, HGETALL...} of the live record that
+// stopped the claim.
+var claimScript = redis.NewScript(extendIndex + `
+local now = tonumber(ARGV[1])
+local cur = redis.call('HMGET', KEYS[1], 'state', 'exp', 'token')
+if cur[1] and tonumber(cur[2]) > now then
+  if cur[1] ~= 'pending' or ARGV[6] == '0' or cur[3] ~= ARGV[6] then
+    local rec = redis.call('HGETALL', KEYS[1])
+    table.insert(rec, 1, cur[1])
+    return rec
+  end
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'state', 'pending', 'holder', ARGV[2], 'token', ARGV[3],
+  'lease', ARGV[4], 'exp', ARGV[5], 'created', ARGV[1], 'updated', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[7])
+redis.call('SADD', KEYS[2], ARGV[8])
+extend_index(KEYS[2], ARGV[7])
+if cur[1] then
+  redis.call('PUBLISH', ARGV[9], KEYS[1])
+end
+return {'acquired'}
+`)
+
+// renewScript: KEYS rec, idx. ARGV now, token, lease_until, exp, ttl_ms.
+// Returns 1, or 0 when the token does not hold the claim.
+var renewScript = redis.NewScript(extendIndex + fencePrelude + `
+if not holds(KEYS[1], ARGV[1], ARGV[2]) then return 0 end
+redis.call('HSET', KEYS[1], 'lease', ARGV[3], 'exp', ARGV[4], 'updated', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+extend_index(KEYS[2], ARGV[5])
+return 1
+`)
+
+// completeScript: KEYS rec, idx. ARGV now, token, exp, ttl_ms, outcome,
+// channel. Returns 1, or 0 when the token does not hold the claim.
+var completeScript = redis.NewScript(extendIndex + fencePrelude + `
+if not holds(KEYS[1], ARGV[1], ARGV[2]) then return 0 end
+redis.call('HSET', KEYS[1], 'state', 'completed', 'outcome', ARGV[5], 'exp', ARGV[3], 'updated', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+extend_index(KEYS[2], ARGV[4])
+redis.call('PUBLISH', ARGV[6], KEYS[1])
+return 1
+`)
+
+// releaseScript: KEYS rec, idx. ARGV now, token, member, channel.
+// Returns 1, or 0 when the token does not hold the claim.
+var releaseScript = redis.NewScript(fencePrelude + `
+if not holds(KEYS[1], ARGV[1], ARGV[2]) then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[3])
+redis.call('PUBLISH', ARGV[4], KEYS[1])
+return 1
+`)
+
+// markScript: KEYS rec, idx. ARGV now, token, exp, ttl_ms, reason, channel.
+// Returns 1, or 0 when the token does not hold the claim.
+var markScript = redis.NewScript(extendIndex + fencePrelude + `
+if not holds(KEYS[1], ARGV[1], ARGV[2]) then return 0 end
+redis.call('HSET', KEYS[1], 'state', 'indeterminate', 'reason', ARGV[5], 'exp', ARGV[3], 'updated', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+extend_index(KEYS[2], ARGV[4])
+redis.call('PUBLISH', ARGV[6], KEYS[1])
+return 1
+`)
+
+// resolveScript: KEYS rec, idx. ARGV now, decision ("complete" or "free"),
+// outcome, exp, ttl_ms, member, channel. Returns 1 when applied, -1 when
+// there is no live record, -2 when the record is not indeterminate.
+var resolveScript = redis.NewScript(extendIndex + `
+local cur = redis.call('HMGET', KEYS[1], 'state', 'exp')
+if not cur[1] or tonumber(cur[2]) <= tonumber(ARGV[1]) then return -1 end
+if cur[1] ~= 'indeterminate' then return -2 end
+if ARGV[2] == 'free' then
+  redis.call('DEL', KEYS[1])
+  redis.call('SREM', KEYS[2], ARGV[6])
+else
+  redis.call('HSET', KEYS[1], 'state', 'completed', 'outcome', ARGV[3], 'exp', ARGV[4], 'updated', ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+  extend_index(KEYS[2], ARGV[5])
+end
+redis.call('PUBLISH', ARGV[7], KEYS[1])
+return 1
+`)
+
+// forgetScript: KEYS idx, rec1..recN. ARGV channel, member1..memberN.
+// Deletes the records and their index entries; returns how many records
+// existed.
+var forgetScript = redis.NewScript(`
+local n = 0
+for i = 2, #KEYS do
+  if redis.call('DEL', KEYS[i]) == 1 then
+    n = n + 1
+    redis.call('PUBLISH', ARGV[1], KEYS[i])
+  end
+  redis.call('SREM', KEYS[1], ARGV[i])
+end
+return n
+`)
+
+// sweepScript: KEYS idx, rec1..recN. ARGV now, limit, member1..memberN.
+// Deletes up to limit records whose exp <= now, drops index entries whose
+// record is gone, and returns how many records it deleted.
+var sweepScript = redis.NewScript(`
+local now = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+local n = 0
+for i = 2, #KEYS do
+  local exp = redis.call('HGET', KEYS[i], 'exp')
+  if not exp then
+    redis.call('SREM', KEYS[1], ARGV[i + 1])
+  elseif n < limit and tonumber(exp) <= now then
+    redis.call('DEL', KEYS[i])
+    redis.call('SREM', KEYS[1], ARGV[i + 1])
+    n = n + 1
+  end
+end
+return n
+`)

@@ -1,0 +1,462 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tesserix/idempotency/store"
+)
+
+// Store is a [store.Store] kept in Redis. It is safe for concurrent use, and
+// any number of Stores in any number of processes may share one Redis (or
+// Sentinel group, or Cluster) under the same prefix.
+//
+// Create one with [New] and stop it with [Store.Close]. The Store does not
+// own the client: closing the client is the caller's business.
+type Store struct {
+	client  redis.UniversalClient
+	prefix  string
+	channel string
+	ttl     time.Duration
+	clock   store.Clock
+	poll    time.Duration
+	noPoll  bool // tests only: wake on notifications alone
+
+	// life ends when the Store is closed; the subscriber runs under it.
+	life   context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	waiters map[string]map[chan struct{}]struct{}
+	closed  bool
+
+	startMu  sync.Mutex // serialises starting the subscriber
+	sub      *redis.PubSub
+	subDone  chan struct{}
+	subRetry time.Time // no new attempt to subscribe before this
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Store on client, which may be a single-node client, a
+// Sentinel failover client or a Cluster client. It validates opts and returns
+// an error naming the first malformed field; it does not contact Redis.
+func New(client redis.UniversalClient, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: New: nil client")
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	life, cancel := context.WithCancel(context.Background())
+	return &Store{
+		client:  client,
+		prefix:  opts.Prefix,
+		channel: opts.Prefix + ":events",
+		ttl:     opts.TTL,
+		clock:   opts.Clock,
+		poll:    opts.PollInterval,
+		life:    life,
+		cancel:  cancel,
+		waiters: make(map[string]map[chan struct{}]struct{}),
+	}, nil
+}
+
+// Close stops the Store's notification subscriber and wakes every Wait in
+// progress, which then polls until it returns. Other methods keep working
+// after Close as long as the client does. Close is idempotent and does not
+// close the client.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+
+	s.startMu.Lock()
+	sub, done := s.sub, s.subDone
+	s.sub = nil
+	s.startMu.Unlock()
+	if sub != nil {
+		_ = sub.Close()
+		<-done
+	}
+	s.broadcast()
+	return nil
+}
+
+// stamp is a moment of the store's clock at the precision the records keep.
+type stamp int64
+
+func (s *Store) now() stamp { return stamp(s.clock.Now().UnixMicro()) }
+
+func (t stamp) add(d time.Duration) stamp { return t + stamp(d.Microseconds()) }
+func (t stamp) arg() string               { return strconv.FormatInt(int64(t), 10) }
+func (t stamp) time() time.Time           { return time.UnixMicro(int64(t)).UTC() }
+
+// expiry returns when a record written at now expires (the retention window,
+// never before the lease ends) and the physical TTL, in milliseconds, Redis
+// gets for it.
+func (s *Store) expiry(now, leaseUntil stamp) (exp stamp, ttlMillis string) {
+	exp = max(now.add(s.ttl), leaseUntil)
+	ms := (int64(exp-now)+999)/1000 + physicalMargin.Milliseconds()
+	return exp, strconv.FormatInt(ms, 10)
+}
+
+func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
+	return script.Run(ctx, s.client, keys, args...).Result()
+}
+
+// Claim implements [store.Store.Claim] in one script.
+func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, error) {
+	if err := p.Validate(); err != nil {
+		return store.Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Result{}, translate(ctx, "claim", err)
+	}
+	now := s.now()
+	lease := now.add(p.Lease)
+	exp, ttl := s.expiry(now, lease)
+	token := store.NewToken()
+	rec := s.recordKey(p.Tenant, p.Key)
+	keys := []string{rec, s.indexKey(p.Tenant)}
+	v, err := s.run(ctx, claimScript, keys,
+		now.arg(), p.Holder, strconv.FormatInt(token, 10), lease.arg(), exp.arg(),
+		strconv.FormatInt(p.Supersede, 10), ttl, p.Key, s.channel)
+	if err != nil {
+		if timedOut(ctx, err) {
+			// The script may have run: take back a claim nobody will use,
+			// so a cancelled Claim leaves none behind.
+			s.undoClaim(ctx, keys, p.Key, token)
+		}
+		return store.Result{}, translate(ctx, "claim", err)
+	}
+	reply, ok := v.([]any)
+	if !ok || len(reply) == 0 {
+		return store.Result{}, fmt.Errorf("redisstore: claim: unexpected reply %T", v)
+	}
+	status, _ := reply[0].(string)
+	if status == "acquired" {
+		return store.Result{Status: store.StatusAcquired, Record: store.Record{
+			Tenant:     p.Tenant,
+			Key:        p.Key,
+			State:      store.StatePending,
+			Holder:     p.Holder,
+			Token:      token,
+			LeaseUntil: lease.time(),
+			ExpiresAt:  exp.time(),
+			CreatedAt:  now.time(),
+			UpdatedAt:  now.time(),
+		}}, nil
+	}
+	r, err := parseRecord(p.Tenant, p.Key, pairs(reply[1:]))
+	if err != nil {
+		return store.Result{}, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	return resultOf(r, now), nil
+}
+
+func (s *Store) undoClaim(ctx context.Context, keys []string, member string, token int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_ = releaseScript.Run(ctx, s.client, keys, s.now().arg(), strconv.FormatInt(token, 10), member, s.channel).Err()
+}
+
+// resultOf answers a claim or a wait that found the live record r at now.
+func resultOf(r store.Record, now stamp) store.Result {
+	switch r.State {
+	case store.StateCompleted:
+		return store.Result{Status: store.StatusCompleted, Record: r}
+	case store.StateIndeterminate:
+		return store.Result{Status: store.StatusIndeterminate, Record: r}
+	default:
+		return store.Result{Status: store.StatusHeld, Record: r, LeaseExpired: !now.time().Before(r.LeaseUntil)}
+	}
+}
+
+// fenced runs one of the fenced scripts and maps a 0 reply to ErrNotHolder.
+func (s *Store) fenced(ctx context.Context, op, tenant, key string, token int64, script *redis.Script, args ...any) error {
+	if err := ctx.Err(); err != nil {
+		return translate(ctx, op, err)
+	}
+	v, err := s.run(ctx, script, []string{s.recordKey(tenant, key), s.indexKey(tenant)}, args...)
+	if err != nil {
+		return translate(ctx, op, err)
+	}
+	if n, _ := v.(int64); n != 1 {
+		return fmt.Errorf("redisstore: %s tenant %q key %q token %d: %w", op, tenant, key, token, store.ErrNotHolder)
+	}
+	return nil
+}
+
+// Renew implements [store.Store.Renew]. The retention window restarts too,
+// and never ends before the new lease.
+func (s *Store) Renew(ctx context.Context, p store.RenewParams) (time.Time, error) {
+	if err := p.Validate(); err != nil {
+		return time.Time{}, err
+	}
+	now := s.now()
+	lease := now.add(p.Lease)
+	exp, ttl := s.expiry(now, lease)
+	err := s.fenced(ctx, "renew", p.Tenant, p.Key, p.Token, renewScript,
+		now.arg(), strconv.FormatInt(p.Token, 10), lease.arg(), exp.arg(), ttl)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return lease.time(), nil
+}
+
+// Complete implements [store.Store.Complete].
+func (s *Store) Complete(ctx context.Context, p store.CompleteParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	now := s.now()
+	exp, ttl := s.expiry(now, now)
+	return s.fenced(ctx, "complete", p.Tenant, p.Key, p.Token, completeScript,
+		now.arg(), strconv.FormatInt(p.Token, 10), exp.arg(), ttl, p.Outcome, s.channel)
+}
+
+// Release implements [store.Store.Release].
+func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	return s.fenced(ctx, "release", p.Tenant, p.Key, p.Token, releaseScript,
+		s.now().arg(), strconv.FormatInt(p.Token, 10), p.Key, s.channel)
+}
+
+// MarkIndeterminate implements [store.Store.MarkIndeterminate].
+func (s *Store) MarkIndeterminate(ctx context.Context, p store.MarkIndeterminateParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	now := s.now()
+	exp, ttl := s.expiry(now, now)
+	return s.fenced(ctx, "mark indeterminate", p.Tenant, p.Key, p.Token, markScript,
+		now.arg(), strconv.FormatInt(p.Token, 10), exp.arg(), ttl, p.Reason, s.channel)
+}
+
+// Resolve implements [store.Store.Resolve].
+func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return translate(ctx, "resolve", err)
+	}
+	now := s.now()
+	exp, ttl := s.expiry(now, now)
+	decision := "complete"
+	if p.Decision == store.DecisionFree {
+		decision = "free"
+	}
+	v, err := s.run(ctx, resolveScript, []string{s.recordKey(p.Tenant, p.Key), s.indexKey(p.Tenant)},
+		now.arg(), decision, p.Outcome, exp.arg(), ttl, p.Key, s.channel)
+	if err != nil {
+		return translate(ctx, "resolve", err)
+	}
+	switch n, _ := v.(int64); n {
+	case 1:
+		return nil
+	case -1:
+		return fmt.Errorf("redisstore: resolve tenant %q key %q: %w", p.Tenant, p.Key, store.ErrNotFound)
+	case -2:
+		return fmt.Errorf("redisstore: resolve tenant %q key %q: %w", p.Tenant, p.Key, store.ErrNotIndeterminate)
+	default:
+		return fmt.Errorf("redisstore: resolve: unexpected reply %v", v)
+	}
+}
+
+// Lookup implements [store.Store.Lookup].
+func (s *Store) Lookup(ctx context.Context, p store.LookupParams) (store.Record, error) {
+	if err := p.Validate(); err != nil {
+		return store.Record{}, err
+	}
+	r, ok, err := s.read(ctx, "lookup", p.Tenant, p.Key, s.now())
+	if err != nil {
+		return store.Record{}, err
+	}
+	if !ok {
+		return store.Record{}, fmt.Errorf("redisstore: lookup tenant %q key %q: %w", p.Tenant, p.Key, store.ErrNotFound)
+	}
+	return r, nil
+}
+
+// read returns the live record of key at now, with ok false when there is
+// none.
+func (s *Store) read(ctx context.Context, op, tenant, key string, now stamp) (store.Record, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Record{}, false, translate(ctx, op, err)
+	}
+	m, err := s.client.HGetAll(ctx, s.recordKey(tenant, key)).Result()
+	if err != nil {
+		return store.Record{}, false, translate(ctx, op, err)
+	}
+	if len(m) == 0 {
+		return store.Record{}, false, nil
+	}
+	r, err := parseRecord(tenant, key, m)
+	if err != nil {
+		return store.Record{}, false, fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	if !now.time().Before(r.ExpiresAt) {
+		return store.Record{}, false, nil
+	}
+	return r, true, nil
+}
+
+// Forget implements [store.Store.Forget]: it takes the tenant's keys from
+// its index in batches and deletes each batch, with its index entries, in
+// one script. It never scans the keyspace.
+func (s *Store) Forget(ctx context.Context, p store.ForgetParams) (int, error) {
+	if err := p.Validate(); err != nil {
+		return 0, err
+	}
+	const batch = 256
+	idx := s.indexKey(p.Tenant)
+	total := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, translate(ctx, "forget", err)
+		}
+		members, err := s.client.SRandMemberN(ctx, idx, batch).Result()
+		if err != nil {
+			return total, translate(ctx, "forget", err)
+		}
+		if len(members) == 0 {
+			return total, nil
+		}
+		keys := make([]string, 1, len(members)+1)
+		keys[0] = idx
+		args := make([]any, 1, len(members)+1)
+		args[0] = s.channel
+		for _, m := range members {
+			keys = append(keys, recordKeyOfIndex(idx, m))
+			args = append(args, m)
+		}
+		v, err := s.run(ctx, forgetScript, keys, args...)
+		if err != nil {
+			return total, translate(ctx, "forget", err)
+		}
+		n, _ := v.(int64)
+		total += int(n)
+	}
+}
+
+// Sweep implements [store.Store.Sweep]: it finds the tenant indexes with
+// SCAN (on every master of a Cluster), walks each with SSCAN in batches,
+// and deletes records expired by the store's clock, up to the limit. Index
+// entries whose record Redis already expired are dropped on the way.
+func (s *Store) Sweep(ctx context.Context, p store.SweepParams) (int, error) {
+	if err := p.Validate(); err != nil {
+		return 0, err
+	}
+	limit := p.EffectiveLimit()
+	now := s.now()
+	deleted := 0
+	nodes, err := s.masters(ctx)
+	if err != nil {
+		return 0, translate(ctx, "sweep", err)
+	}
+	for _, node := range nodes {
+		var cursor uint64
+		for {
+			idxs, next, err := node.Scan(ctx, cursor, s.indexPattern(), 256).Result()
+			if err != nil {
+				return deleted, translate(ctx, "sweep", err)
+			}
+			for _, idx := range idxs {
+				if !s.isIndexKey(idx) {
+					continue
+				}
+				n, err := s.sweepIndex(ctx, idx, now, limit-deleted)
+				deleted += n
+				if err != nil {
+					return deleted, err
+				}
+				if deleted >= limit {
+					return deleted, nil
+				}
+			}
+			if next == 0 {
+				break
+			}
+			cursor = next
+		}
+	}
+	return deleted, nil
+}
+
+func (s *Store) sweepIndex(ctx context.Context, idx string, now stamp, limit int) (int, error) {
+	deleted := 0
+	var cursor uint64
+	for {
+		members, next, err := s.client.SScan(ctx, idx, cursor, "", 256).Result()
+		if err != nil {
+			return deleted, translate(ctx, "sweep", err)
+		}
+		if len(members) > 0 {
+			keys := make([]string, 1, len(members)+1)
+			keys[0] = idx
+			args := make([]any, 2, len(members)+2)
+			args[0], args[1] = now.arg(), strconv.Itoa(limit-deleted)
+			for _, m := range members {
+				keys = append(keys, recordKeyOfIndex(idx, m))
+				args = append(args, m)
+			}
+			v, err := s.run(ctx, sweepScript, keys, args...)
+			if err != nil {
+				return deleted, translate(ctx, "sweep", err)
+			}
+			n, _ := v.(int64)
+			deleted += int(n)
+			if deleted >= limit {
+				return deleted, nil
+			}
+		}
+		if next == 0 {
+			return deleted, nil
+		}
+		cursor = next
+	}
+}
+
+// masters returns the nodes whose keyspaces together hold every key: each
+// master of a Cluster, each shard of a Ring, or the client itself.
+func (s *Store) masters(ctx context.Context) ([]redis.Cmdable, error) {
+	var (
+		mu    sync.Mutex
+		nodes []redis.Cmdable
+	)
+	collect := func(_ context.Context, c *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		nodes = append(nodes, c)
+		return nil
+	}
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		if err := c.ForEachMaster(ctx, collect); err != nil {
+			return nil, err
+		}
+	case *redis.Ring:
+		if err := c.ForEachShard(ctx, collect); err != nil {
+			return nil, err
+		}
+	default:
+		nodes = append(nodes, s.client)
+	}
+	return nodes, nil
+}
