@@ -1,0 +1,255 @@
+package keyspace
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Input is what a key is derived from.
+type Input struct {
+	// Tenant scopes the key; required. It is hashed byte for byte.
+	Tenant string
+	// Run is the workflow run the activity belongs to; required. It is
+	// hashed byte for byte.
+	Run string
+	// Activity is the activity's registered name; required. It is hashed
+	// byte for byte.
+	Activity string
+	// Arguments is a map with string keys (map[string]T) or a struct /
+	// pointer to struct, read the way Temporal's default JSON data converter
+	// would send it. A nil value, nil map or nil pointer carries no
+	// arguments.
+	Arguments any
+	// KeyArguments names the arguments (map keys or JSON field names) that
+	// identify the effect. Only those are encoded; everything else is
+	// excluded entirely. Empty = no argument enters the key (one key per
+	// tenant+run+activity). Order does not matter; a name must not be
+	// empty or repeated.
+	KeyArguments []string
+}
+
+// Derive returns the idempotency key of in: the SHA-256 of the canonical
+// encoding described in the package documentation, as a [Key] of the
+// current [Version].
+//
+// Two inputs that are spellings of one payload (map keys in another order,
+// strings in another Unicode normal form, 2 for 2.0, a struct for a map
+// with the same JSON names) derive the same key; any other difference
+// derives another key.
+//
+// Errors: [ErrInvalidInput] (as an [*InputError]) for a malformed input,
+// [ErrMissingArgument] (as a [*MissingArgumentError]) when a key argument is
+// absent, [ErrUnencodable] (as a [*ValueError]) when a key argument's value
+// has no canonical form. Derive never panics on a value it cannot encode.
+func Derive(in Input) (Key, error) {
+	switch {
+	case in.Tenant == "":
+		return "", &InputError{Field: "Tenant", Reason: "must not be empty"}
+	case in.Run == "":
+		return "", &InputError{Field: "Run", Reason: "must not be empty"}
+	case in.Activity == "":
+		return "", &InputError{Field: "Activity", Reason: "must not be empty"}
+	}
+	e := getEncoder()
+	defer putEncoder(e)
+	if err := e.encodeInput(&in); err != nil {
+		return "", err
+	}
+	return formatKey(sha256.Sum256(e.buf)), nil
+}
+
+func appendField(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// maxStackNames is how many key arguments are sorted without allocating.
+const maxStackNames = 16
+
+func (e *encoder) encodeInput(in *Input) error {
+	// The key arguments, in canonical order, checked for duplicates. They
+	// are sorted in a stack array: no allocation, no write barriers.
+	var stack [maxStackNames]argName
+	names := stack[:0]
+	if len(in.KeyArguments) > maxStackNames {
+		names = make([]argName, 0, len(in.KeyArguments))
+	}
+	for _, name := range in.KeyArguments {
+		if name == "" {
+			return &InputError{Field: "KeyArguments", Reason: "a key argument name is empty"}
+		}
+		names = append(names, argName{norm: normalize(name), name: name})
+	}
+	if len(names) <= maxStackNames {
+		for i := 1; i < len(names); i++ { // insertion sort
+			for j := i; j > 0 && names[j].norm < names[j-1].norm; j-- {
+				names[j], names[j-1] = names[j-1], names[j]
+			}
+		}
+	} else {
+		slices.SortFunc(names, func(a, b argName) int { return strings.Compare(a.norm, b.norm) })
+	}
+	for i := 1; i < len(names); i++ {
+		if a, b := names[i-1], names[i]; a.norm == b.norm {
+			if a.name == b.name {
+				return &InputError{Field: "KeyArguments", Reason: "name " + strconv.Quote(a.name) + " appears twice"}
+			}
+			return &InputError{Field: "KeyArguments", Reason: "names " + strconv.Quote(a.name) + " and " + strconv.Quote(b.name) + " are equal after NFC normalisation"}
+		}
+	}
+
+	buf := appendField(e.buf, domain)
+	buf = appendField(buf, in.Tenant)
+	buf = appendField(buf, in.Run)
+	buf = appendField(buf, in.Activity)
+	e.buf = append(buf, tagObject)
+	if err := e.encodeArguments(in, names); err != nil {
+		return err
+	}
+	e.buf = append(e.buf, tagObjectEnd)
+	return nil
+}
+
+// missing reports the first declared key argument, for a deterministic
+// error when the arguments carry none.
+func missing(in *Input) error {
+	if len(in.KeyArguments) == 0 {
+		return nil
+	}
+	return &MissingArgumentError{Name: in.KeyArguments[0]}
+}
+
+func (e *encoder) encodeArguments(in *Input, names []argName) error {
+	switch args := in.Arguments.(type) {
+	case nil:
+		return missing(in)
+	case map[string]any:
+		for _, n := range names {
+			v, ok := args[n.name]
+			if !ok {
+				return &MissingArgumentError{Name: n.name}
+			}
+			e.buf = appendKey(e.buf, n.norm)
+			if err := e.encodeAny(v); err != nil {
+				return valueError(n.name, err)
+			}
+		}
+		return nil
+	}
+
+	v := reflect.ValueOf(in.Arguments)
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			return missing(in)
+		}
+		v = v.Elem()
+	}
+	p := planFor(v.Type())
+	if p.marshaled || (p.marshaledAddr && v.CanAddr()) {
+		return e.encodeMarshaledArguments(in, names, v)
+	}
+	switch p.kind {
+	case reflect.Map:
+		if v.IsNil() {
+			return missing(in)
+		}
+		for _, n := range names {
+			mv := v.MapIndex(reflect.ValueOf(n.name).Convert(p.key))
+			if !mv.IsValid() {
+				return &MissingArgumentError{Name: n.name}
+			}
+			e.buf = appendKey(e.buf, n.norm)
+			if err := p.elem(e, mv); err != nil {
+				return valueError(n.name, err)
+			}
+		}
+		return nil
+	case reflect.Struct:
+		fields := p.si.fields
+		for _, n := range names {
+			f := p.si.field(n.name)
+			if f < 0 {
+				return &MissingArgumentError{Name: n.name}
+			}
+			fv, ok := fieldValue(v, fields[f].index)
+			if !ok || fields[f].omitted(fv) {
+				return &MissingArgumentError{Name: n.name}
+			}
+			e.buf = appendKey(e.buf, n.norm)
+			if err := fields[f].enc(e, fv); err != nil {
+				return valueError(n.name, err)
+			}
+		}
+		return nil
+	}
+	return &InputError{Field: "Arguments", Reason: p.invalid}
+}
+
+// argsPlan is the cached description of how to read arguments of one type.
+type argsPlan struct {
+	marshaled     bool         // the type has its own JSON or text form
+	marshaledAddr bool         // its pointer has one
+	kind          reflect.Kind // Map, Struct, or Invalid
+	key           reflect.Type // map key type
+	elem          encFunc      // map element encoder
+	si            *structInfo  // struct fields, encoders built
+	invalid       string       // why the type cannot be arguments
+}
+
+var planCache sync.Map // map[reflect.Type]*argsPlan
+
+func planFor(t reflect.Type) *argsPlan {
+	if p, ok := planCache.Load(t); ok {
+		return p.(*argsPlan)
+	}
+	p := &argsPlan{
+		marshaled:     t == timeType || t == bigIntType || t.Implements(marshalerType) || t.Implements(textMarshalerType),
+		marshaledAddr: reflect.PointerTo(t).Implements(marshalerType) || reflect.PointerTo(t).Implements(textMarshalerType),
+	}
+	switch t.Kind() {
+	case reflect.Map:
+		if t.Key().Kind() != reflect.String {
+			p.invalid = "a map's keys must be strings, got " + t.String()
+			break
+		}
+		p.kind, p.key, p.elem = reflect.Map, t.Key(), typeEncoder(t.Elem())
+	case reflect.Struct:
+		typeEncoder(t) // builds the fields' encoders
+		p.kind, p.si = reflect.Struct, cachedStructInfo(t)
+	default:
+		p.invalid = "want a map with string keys or a struct, got " + t.String()
+	}
+	actual, _ := planCache.LoadOrStore(t, p)
+	return actual.(*argsPlan)
+}
+
+// encodeMarshaledArguments handles arguments whose type has its own JSON
+// form: they are read as the JSON object they marshal to.
+func (e *encoder) encodeMarshaledArguments(in *Input, names []argName, v reflect.Value) error {
+	if v.CanAddr() {
+		v = v.Addr()
+	}
+	b, err := json.Marshal(v.Interface())
+	if err != nil {
+		return &InputError{Field: "Arguments", Reason: "marshalling " + v.Type().String() + ": " + err.Error()}
+	}
+	var x any
+	if err := decodeJSON(b, &x); err != nil {
+		return &InputError{Field: "Arguments", Reason: "decoding the JSON of " + v.Type().String() + ": " + err.Error()}
+	}
+	switch m := x.(type) {
+	case nil:
+		return missing(in)
+	case map[string]any:
+		sub := *in
+		sub.Arguments = m
+		return e.encodeArguments(&sub, names)
+	}
+	return &InputError{Field: "Arguments", Reason: v.Type().String() + " marshals to JSON that is not an object"}
+}

@@ -1,0 +1,108 @@
+// Package keyspace derives canonical idempotency keys: a [Key] is the
+// SHA-256 of a canonical binary encoding of a tenant, a workflow run, an
+// activity name and the activity's key arguments.
+//
+//	key, err := keyspace.Derive(keyspace.Input{
+//		Tenant:       "acme",
+//		Run:          "run_1",
+//		Activity:     "book",
+//		Arguments:    map[string]any{"flight": "BA117", "request_id": "a"},
+//		KeyArguments: []string{"flight"},
+//	})
+//
+// Only the arguments named in [Input.KeyArguments] enter the key; a request
+// id, a trace header or a regenerated timestamp is excluded, so a retry that
+// renumbers itself derives the same key. The arguments are hashed, never
+// stored. The package imports no Temporal code.
+//
+// # Canonical values
+//
+// Arguments are read the way Temporal's default JSON data converter sends
+// them (encoding/json), then canonicalised, so two spellings of one payload
+// are one key:
+//
+//   - Objects (maps with string, integer or TextMarshaler keys, and structs)
+//     have their member names NFC-normalised and sorted by those bytes. Two
+//     names that are equal after normalisation are refused.
+//   - Strings are NFC-normalised; invalid UTF-8 bytes first become U+FFFD,
+//     one for one, as encoding/json does.
+//   - Numbers are compared by value: 2, 2.0, int8(2), uint64(2), float32(2),
+//     json.Number("2") and json.Number("2.0") agree. Integers, *big.Int and
+//     json.Number are exact at any size. An integral float is its exact
+//     integer value (1e300 is the 301-digit integer the float holds); a
+//     fractional float is the shortest decimal that reads back as the same
+//     float of its size (strconv 'g', -1, with bitSize 32 for float32, so
+//     float32(0.1) agrees with 0.1). -0 is 0. NaN and ±Inf are refused.
+//   - Booleans never equal numbers; null, "", 0, false, [] and {} are all
+//     distinct.
+//   - Structs follow encoding/json: json tags, "-", omitempty, omitzero,
+//     embedded-field promotion with Go's dominance rules, unexported fields
+//     skipped, and the ",string" option (the value's JSON text as a string).
+//   - time.Time (value or pointer, at any depth) is the string
+//     t.UTC().Format(time.RFC3339Nano); this rule comes before the
+//     Marshaler rules. A json.Marshaler's output is decoded (numbers as
+//     json.Number) and canonicalised; an encoding.TextMarshaler is its text
+//     as a string; big.Int, even by value, is its exact integer.
+//   - []byte is its standard base64 string; other slices and arrays are
+//     lists. A nil slice, nil map, nil pointer or nil interface is null; an
+//     empty non-nil slice is an empty list.
+//   - Pointers and interfaces are followed. Channels, functions, complex
+//     numbers, unsafe pointers, maps with other key types, cycles and values
+//     nested deeper than 10000 levels have no canonical form.
+//
+// A value with no canonical form fails with a [*ValueError] naming the key
+// argument and the JSON Pointer path of the value.
+//
+// # Arguments and key arguments
+//
+// [Input.Arguments] is a map with string keys or a struct (or a pointer to
+// either; a type with its own JSON form is read as the object it marshals
+// to). For a map, a key argument is a map key; for a struct, a JSON field
+// name as [FieldNames] lists it. A map and a struct with the same JSON
+// names and values derive the same key. A key argument the arguments do not
+// carry — a missing map key, an unknown field name, or a field encoding/json
+// would omit (omitempty or omitzero on a zero value) — fails with a
+// [*MissingArgumentError]: no key can be derived. A nil pointer field
+// without omitempty is present, as null.
+//
+// # Encoding (version v1)
+//
+// The hashed bytes are, in order:
+//
+//	field("github.com/tesserix/idempotency/keyspace v1")
+//	field(Tenant) field(Run) field(Activity)
+//	value(object of the key arguments)
+//
+// where field(s) is uvarint(len(s)) followed by the bytes of s, unchanged
+// (identifiers are not normalised), and value is one of:
+//
+//	null     'n'
+//	false    'f'
+//	true     't'
+//	number   'd' sign digits exponent
+//	string   's' uvarint(len) bytes        (NFC, valid UTF-8)
+//	list     '[' value* ']'
+//	object   '{' ('s' uvarint(len) name value)* '}'   (names strictly ascending)
+//
+// A number ±D×10^E is sign '+' or '-', uvarint(len(D)) and the ASCII
+// digits of D with no leading or trailing zero, then E as a zig-zag varint
+// (encoding/binary's AppendVarint); zero is '+', no digits and exponent 0.
+// uvarint is encoding/binary's AppendUvarint. Every value is self-delimiting
+// and every field is length-prefixed, so two different inputs never share
+// an encoding: tenant "a" with run "bc" differs from tenant "ab" with run
+// "c", the string "1" from the number 1, a list of two values from two
+// arguments.
+//
+// The key is [Version], ':' and the lower-case hexadecimal SHA-256 of those
+// bytes; [ParseKey] checks that form.
+//
+// # Version rule
+//
+// Keys are a compatibility promise: a key stored under v1 must keep matching
+// the key v1 derives for the same input, for as long as records are
+// retained. Any change to the encoding or to the canonicalisation above —
+// a tag, a prefix, how a type is read, how numbers or strings are
+// normalised — is a new version: the [Version] prefix (and the domain
+// string, which contains it) changes with it, so old and new keys never
+// collide and never silently match.
+package keyspace

@@ -1,0 +1,541 @@
+package keyspace
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"math/big"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// Tags of the canonical encoding; see the package documentation.
+const (
+	tagNull      = 'n'
+	tagFalse     = 'f'
+	tagTrue      = 't'
+	tagNumber    = 'd'
+	tagString    = 's'
+	tagList      = '['
+	tagListEnd   = ']'
+	tagObject    = '{'
+	tagObjectEnd = '}'
+)
+
+// domain opens every encoding so that its bytes cannot be mistaken for any
+// other use of SHA-256, and so that the version is part of what is hashed.
+const domain = "github.com/tesserix/idempotency/keyspace " + Version
+
+const (
+	// cycleDepth is how deep values nest before the encoder starts
+	// remembering the containers on its path to detect cycles; shallower
+	// values cannot be cyclic without going deeper.
+	cycleDepth = 64
+	// maxDepth bounds nesting, cyclic or not.
+	maxDepth = 10000
+)
+
+// encoder streams the canonical encoding into buf. Encoders are pooled; the
+// scratch slices are stacks shared by nested containers.
+type encoder struct {
+	buf     []byte
+	scratch []byte
+	digits  []byte
+	anyKV   []anyKV
+	refKV   []refKV
+	depth   int
+	seen    map[seenKey]struct{}
+}
+
+type anyKV struct {
+	norm, key string
+	val       any
+}
+
+type refKV struct {
+	norm, key string
+	val       reflect.Value
+}
+
+type argName struct {
+	norm, name string
+}
+
+type seenKey struct {
+	ptr uintptr
+	n   int
+	typ reflect.Type
+}
+
+var encoderPool = sync.Pool{New: func() any { return &encoder{buf: make([]byte, 0, 512)} }}
+
+func getEncoder() *encoder { return encoderPool.Get().(*encoder) }
+
+func putEncoder(e *encoder) {
+	if cap(e.buf) > 64<<10 || cap(e.anyKV) > 1024 || cap(e.refKV) > 1024 {
+		return // let an unusually large encoder go rather than pin its memory
+	}
+	e.buf = e.buf[:0]
+	e.scratch = e.scratch[:0]
+	clear(e.anyKV[:cap(e.anyKV)])
+	e.anyKV = e.anyKV[:0]
+	clear(e.refKV[:cap(e.refKV)])
+	e.refKV = e.refKV[:0]
+	e.depth = 0
+	e.seen = nil
+	encoderPool.Put(e)
+}
+
+// enter is called on the way into a pointer, map or slice; past cycleDepth
+// it remembers v's identity to refuse cycles.
+func (e *encoder) enter(v reflect.Value) error {
+	e.depth++
+	if e.depth <= cycleDepth {
+		return nil
+	}
+	if e.depth > maxDepth {
+		return unencodable("values nested deeper than %d levels have no canonical form", maxDepth)
+	}
+	k := identity(v)
+	if _, dup := e.seen[k]; dup {
+		return unencodable("cycle: this %s contains itself, which has no canonical form", v.Type())
+	}
+	if e.seen == nil {
+		e.seen = make(map[seenKey]struct{})
+	}
+	e.seen[k] = struct{}{}
+	return nil
+}
+
+func (e *encoder) leave(v reflect.Value) {
+	if e.depth > cycleDepth {
+		delete(e.seen, identity(v))
+	}
+	e.depth--
+}
+
+func identity(v reflect.Value) seenKey {
+	k := seenKey{ptr: v.Pointer(), typ: v.Type()}
+	if v.Kind() == reflect.Slice {
+		k.n = v.Len()
+	}
+	return k
+}
+
+// ---- scalars ----
+
+func (e *encoder) writeNull() { e.buf = append(e.buf, tagNull) }
+func (e *encoder) writeBool(b bool) {
+	if b {
+		e.buf = append(e.buf, tagTrue)
+	} else {
+		e.buf = append(e.buf, tagFalse)
+	}
+}
+
+// writeString writes s as a string: valid UTF-8 (invalid bytes replaced by
+// U+FFFD, as encoding/json does), NFC-normalised, length-prefixed.
+func (e *encoder) writeString(s string) {
+	if isASCII(s) {
+		e.writeRaw(s)
+		return
+	}
+	e.scratch = appendNFC(e.scratch[:0], s)
+	e.buf = appendKey(e.buf, string(e.scratch))
+}
+
+// writeRaw writes s, already canonical, as a string.
+func (e *encoder) writeRaw(s string) {
+	e.buf = appendKey(e.buf, s)
+}
+
+// appendKey appends the encoding of an object key that is already
+// normalised.
+func appendKey(dst []byte, norm string) []byte {
+	dst = append(dst, tagString)
+	dst = binary.AppendUvarint(dst, uint64(len(norm)))
+	return append(dst, norm...)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// appendNFC appends the canonical form of s: invalid UTF-8 bytes replaced by
+// U+FFFD one for one (encoding/json's rule), then NFC.
+func appendNFC(dst []byte, s string) []byte {
+	if !utf8.ValidString(s) {
+		var b strings.Builder
+		for i := 0; i < len(s); {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				b.WriteRune(utf8.RuneError)
+			} else {
+				b.WriteString(s[i : i+size])
+			}
+			i += size
+		}
+		s = b.String()
+	}
+	if norm.NFC.IsNormalString(s) {
+		return append(dst, s...)
+	}
+	return norm.NFC.AppendString(dst, s)
+}
+
+// normalize returns the canonical form of s as a string, without
+// allocating when s is already canonical.
+func normalize(s string) string {
+	if isASCII(s) {
+		return s
+	}
+	if utf8.ValidString(s) && norm.NFC.IsNormalString(s) {
+		return s
+	}
+	return string(appendNFC(nil, s))
+}
+
+func (e *encoder) writeTime(t time.Time) {
+	var a [64]byte
+	b := t.UTC().AppendFormat(a[:0], time.RFC3339Nano)
+	e.buf = appendKey(e.buf, string(b)) // no allocation: the conversion does not escape
+}
+
+func (e *encoder) writeBytes(b []byte) {
+	n := base64.StdEncoding.EncodedLen(len(b))
+	buf := append(e.buf, tagString)
+	buf = binary.AppendUvarint(buf, uint64(n))
+	e.buf = base64.StdEncoding.AppendEncode(buf, b)
+}
+
+// ---- numbers ----
+//
+// Every number is written as tagNumber, a sign byte ('+' or '-'), the
+// length-prefixed decimal digits of its significand with no leading or
+// trailing zeros, and a zig-zag varint exponent: value = ±digits × 10^exp.
+// Zero is '+', no digits, exponent 0.
+
+func (e *encoder) writeZero() {
+	e.buf = append(e.buf, tagNumber, '+', 0, 0)
+}
+
+func (e *encoder) writeInt(i int64) {
+	if i < 0 {
+		e.writeMagnitude(true, uint64(^i)+1)
+		return
+	}
+	e.writeMagnitude(false, uint64(i))
+}
+
+func (e *encoder) writeUint(u uint64) { e.writeMagnitude(false, u) }
+
+func (e *encoder) writeMagnitude(neg bool, u uint64) {
+	if u == 0 {
+		e.writeZero()
+		return
+	}
+	var a [20]byte
+	d := strconv.AppendUint(a[:0], u, 10)
+	n := len(d)
+	for d[n-1] == '0' {
+		n--
+	}
+	e.writeDecimal(neg, d[:n], int64(len(d)-n))
+}
+
+// writeDecimal writes a normalised number: digits non-empty, without
+// leading or trailing zeros.
+func (e *encoder) writeDecimal(neg bool, digits []byte, exp int64) {
+	sign := byte('+')
+	if neg {
+		sign = '-'
+	}
+	buf := append(e.buf, tagNumber, sign)
+	buf = binary.AppendUvarint(buf, uint64(len(digits)))
+	buf = append(buf, digits...)
+	e.buf = binary.AppendVarint(buf, exp)
+}
+
+// writeFloat writes f, read as a float of bitSize bits: an integral value as
+// its exact integer, a fractional one as the shortest decimal that reads
+// back as the same float of that size.
+func (e *encoder) writeFloat(f float64, bitSize int) error {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return unencodable("%v has no canonical form", f)
+	}
+	if f == 0 {
+		e.writeZero()
+		return nil
+	}
+	var a [32]byte
+	if f == math.Trunc(f) {
+		if f > -(1<<63) && f < 1<<63 {
+			e.writeInt(int64(f))
+			return nil
+		}
+		// 'f' with precision 0 formats the exact value of an integral float.
+		e.scratch = strconv.AppendFloat(e.scratch[:0], f, 'f', 0, 64)
+		return writeNumberText(e, e.scratch, "float")
+	}
+	return writeNumberText(e, strconv.AppendFloat(a[:0], f, 'e', -1, bitSize), "float")
+}
+
+func (e *encoder) writeBigInt(x *big.Int) error {
+	if x.Sign() == 0 {
+		e.writeZero()
+		return nil
+	}
+	e.scratch = x.Append(e.scratch[:0], 10)
+	return writeNumberText(e, e.scratch, "big.Int")
+}
+
+// maxExponent bounds the exponent of a number's text; a larger one is
+// refused rather than computed with.
+const maxExponent = 1 << 30
+
+// writeNumberText writes a number given as JSON number text (with leading
+// zeros allowed in the exponent, as strconv writes it). The text is parsed
+// exactly: no precision is lost however many digits it has.
+func writeNumberText[S string | []byte](e *encoder, s S, what string) error {
+	neg, digits, exp, reason := parseNumber(s, e.digits[:0])
+	e.digits = digits[:0]
+	if reason != "" {
+		return unencodable("%s %q is not a valid JSON number: %s", what, string(s), reason)
+	}
+	if len(digits) == 0 {
+		e.writeZero()
+		return nil
+	}
+	e.writeDecimal(neg, digits, exp)
+	return nil
+}
+
+// writeJSONNumber writes a json.Number; like encoding/json, an empty one
+// reads as 0.
+func (e *encoder) writeJSONNumber(n json.Number) error {
+	if n == "" {
+		e.writeZero()
+		return nil
+	}
+	return writeNumberText(e, string(n), "json.Number")
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// parseNumber parses JSON number text. It appends the significand's digits
+// without leading or trailing zeros to dst (nothing for zero) and returns
+// them with the exponent. reason is non-empty when s is malformed.
+func parseNumber[S string | []byte](s S, dst []byte) (neg bool, digits []byte, exp int64, reason string) {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		neg = true
+		i++
+	}
+	if i+1 < len(s) && s[i] == '0' && isDigit(s[i+1]) {
+		return false, dst, 0, "leading zero"
+	}
+	intStart := i
+	for i < len(s) && isDigit(s[i]) {
+		if len(dst) > 0 || s[i] != '0' {
+			dst = append(dst, s[i])
+		}
+		i++
+	}
+	if i == intStart {
+		return false, dst, 0, "no digits before the fraction or exponent"
+	}
+	fracLen := int64(0)
+	if i < len(s) && s[i] == '.' {
+		i++
+		fracStart := i
+		for i < len(s) && isDigit(s[i]) {
+			if len(dst) > 0 || s[i] != '0' {
+				dst = append(dst, s[i])
+			}
+			fracLen++
+			i++
+		}
+		if i == fracStart {
+			return false, dst, 0, "no digits after the decimal point"
+		}
+	}
+	var e10 int64
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		eneg := false
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			eneg = s[i] == '-'
+			i++
+		}
+		expStart := i
+		for i < len(s) && isDigit(s[i]) {
+			e10 = e10*10 + int64(s[i]-'0')
+			if e10 > maxExponent {
+				return false, dst, 0, "exponent out of range"
+			}
+			i++
+		}
+		if i == expStart {
+			return false, dst, 0, "no digits in the exponent"
+		}
+		if eneg {
+			e10 = -e10
+		}
+	}
+	if i != len(s) {
+		return false, dst, 0, "unexpected " + strconv.Quote(string(s[i:i+1]))
+	}
+	n := len(dst)
+	for n > 0 && dst[n-1] == '0' {
+		n--
+	}
+	if n == 0 {
+		return false, dst[:0], 0, ""
+	}
+	return neg, dst[:n], e10 - fracLen + int64(len(dst)-n), ""
+}
+
+// ---- dynamic values ----
+
+var (
+	timeType       = reflect.TypeFor[time.Time]()
+	bigIntType     = reflect.TypeFor[big.Int]()
+	jsonNumberType = reflect.TypeFor[json.Number]()
+	mapAnyType     = reflect.TypeFor[map[string]any]()
+)
+
+// encodeAny writes x, with a type switch for the types JSON decoding and
+// ordinary Go code produce, and reflection for the rest.
+func (e *encoder) encodeAny(x any) error {
+	switch v := x.(type) {
+	case nil:
+		e.writeNull()
+	case string:
+		e.writeString(v)
+	case bool:
+		e.writeBool(v)
+	case int:
+		e.writeInt(int64(v))
+	case int8:
+		e.writeInt(int64(v))
+	case int16:
+		e.writeInt(int64(v))
+	case int32:
+		e.writeInt(int64(v))
+	case int64:
+		e.writeInt(v)
+	case uint:
+		e.writeUint(uint64(v))
+	case uint8:
+		e.writeUint(uint64(v))
+	case uint16:
+		e.writeUint(uint64(v))
+	case uint32:
+		e.writeUint(uint64(v))
+	case uint64:
+		e.writeUint(v)
+	case uintptr:
+		e.writeUint(uint64(v))
+	case float64:
+		return e.writeFloat(v, 64)
+	case float32:
+		return e.writeFloat(float64(v), 32)
+	case json.Number:
+		return e.writeJSONNumber(v)
+	case time.Time:
+		e.writeTime(v)
+	case *time.Time:
+		if v == nil {
+			e.writeNull()
+		} else {
+			e.writeTime(*v)
+		}
+	case *big.Int:
+		if v == nil {
+			e.writeNull()
+			return nil
+		}
+		return e.writeBigInt(v)
+	case map[string]any:
+		return e.encodeMapAny(v)
+	case []byte:
+		if v == nil {
+			e.writeNull()
+		} else {
+			e.writeBytes(v)
+		}
+	default:
+		rv := reflect.ValueOf(x)
+		return typeEncoder(rv.Type())(e, rv)
+	}
+	return nil
+}
+
+func (e *encoder) encodeMapAny(m map[string]any) error {
+	if m == nil {
+		e.writeNull()
+		return nil
+	}
+	rv := reflect.ValueOf(m)
+	if err := e.enter(rv); err != nil {
+		return err
+	}
+	start := len(e.anyKV)
+	for k, v := range m {
+		e.anyKV = append(e.anyKV, anyKV{norm: normalize(k), key: k, val: v})
+	}
+	end := len(e.anyKV)
+	kvs := e.anyKV[start:end]
+	slices.SortFunc(kvs, func(a, b anyKV) int { return strings.Compare(a.norm, b.norm) })
+	for i := 1; i < len(kvs); i++ {
+		if kvs[i-1].norm == kvs[i].norm {
+			return unencodable("map keys %q and %q are equal after NFC normalisation, so the map has no canonical form", kvs[i-1].key, kvs[i].key)
+		}
+	}
+	e.buf = append(e.buf, tagObject)
+	for i := start; i < end; i++ {
+		kv := &e.anyKV[i] // re-read: nested maps may grow the stack
+		e.buf = appendKey(e.buf, kv.norm)
+		if err := e.encodeAny(kv.val); err != nil {
+			return withSeg(err, pointerToken(e.anyKV[i].key))
+		}
+	}
+	e.buf = append(e.buf, tagObjectEnd)
+	clear(e.anyKV[start:end])
+	e.anyKV = e.anyKV[:start]
+	e.leave(rv)
+	return nil
+}
+
+// decodeJSON decodes one JSON value with numbers kept as json.Number.
+func decodeJSON(b []byte, x *any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return dec.Decode(x)
+}
+
+// encodeJSON canonicalises JSON text produced by a MarshalJSON method.
+func (e *encoder) encodeJSON(b []byte, t reflect.Type) error {
+	if !json.Valid(b) {
+		return unencodable("MarshalJSON of %s returned invalid JSON", t)
+	}
+	var x any
+	if err := decodeJSON(b, &x); err != nil {
+		return unencodable("decoding the JSON of %s: %v", t, err)
+	}
+	return e.encodeAny(x)
+}
