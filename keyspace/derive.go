@@ -220,8 +220,11 @@ func planFor(t reflect.Type) *argsPlan {
 		}
 		p.kind, p.key, p.elem = reflect.Map, t.Key(), typeEncoder(t.Elem())
 	case reflect.Struct:
-		typeEncoder(t) // builds the fields' encoders
+		typeEncoder(t)
 		p.kind, p.si = reflect.Struct, cachedStructInfo(t)
+		// typeEncoder may hand back an encoder another goroutine is still
+		// building; encoders waits for it, so the fields read below are set.
+		p.si.encoders()
 	default:
 		p.invalid = "want a map with string keys or a struct, got " + t.String()
 	}

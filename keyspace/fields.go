@@ -96,8 +96,9 @@ func FieldNames(t reflect.Type) ([]string, error) {
 	}
 	si := cachedStructInfo(st)
 	names := make([]string, len(si.fields))
-	for i, f := range si.fields {
-		names[i] = f.name
+	for i := range si.fields {
+		// Only the name: another goroutine may be filling in the encoders.
+		names[i] = si.fields[i].name
 	}
 	return names, nil
 }

@@ -1,0 +1,311 @@
+package activity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tesserix/idempotency/keyspace"
+)
+
+// ErrInvalidDeclaration matches every error [Declare] returns; see
+// [DeclarationError] for the details.
+var ErrInvalidDeclaration = errors.New("invalid idempotency declaration")
+
+// DeclarationError says which declaration was refused and why. It matches
+// [ErrInvalidDeclaration].
+type DeclarationError struct {
+	// Activity is the activity's name, when it could be determined.
+	Activity string
+	// Argument is the key argument or parameter name at fault, if any.
+	Argument string
+	// Reason says what is wrong.
+	Reason string
+}
+
+// Error implements error.
+func (e *DeclarationError) Error() string {
+	var b strings.Builder
+	b.WriteString("idempotency: declaration")
+	if e.Activity != "" {
+		fmt.Fprintf(&b, " of activity %q", e.Activity)
+	}
+	if e.Argument != "" {
+		fmt.Fprintf(&b, ", argument %q", e.Argument)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Reason)
+	return b.String()
+}
+
+// Is reports whether target is ErrInvalidDeclaration.
+func (e *DeclarationError) Is(target error) bool { return target == ErrInvalidDeclaration }
+
+// Policy is what an activity declares about repeating it.
+type Policy struct {
+	// Kind says what repeating the activity would do. Required.
+	Kind Kind
+	// KeyArguments names the arguments that identify the effect. Everything
+	// else — a request id, a trace header, a timestamp — is left out of the
+	// key, so a retry that renumbers itself is still one key. For an
+	// activity whose one argument is a struct, the names are the JSON field
+	// names of that struct as the data converter sends them; otherwise they
+	// are names from Params. Empty means the activity's name alone, within
+	// the tenant and run, is the key: one effect per run. Ignored for
+	// KindReadOnly.
+	KeyArguments []string
+	// Params names the activity's parameters in order, not counting a
+	// leading context.Context. Go keeps no parameter names at run time, so
+	// an activity taking positional arguments declares them here once.
+	// Leave it empty for an activity whose one argument is a struct.
+	Params []string
+	// Name is the activity type name the activity is registered under.
+	// Defaults to the function's name as Temporal derives it (the method
+	// name, for a method value).
+	Name string
+}
+
+// Declaration binds a [Policy] to an activity function. It is immutable and
+// safe for concurrent use. Create one with [Declare] or a shorthand such as
+// [Effectful], and register it with the worker.
+type Declaration struct {
+	name   string
+	fn     any
+	policy Policy
+	// argIndex maps a key argument to its position among the activity's
+	// arguments, for positional activities. Nil for struct-argument ones.
+	argIndex map[string]int
+}
+
+// Declare checks p against fn and returns the declaration. It refuses, with
+// a [*DeclarationError]: a fn that is not an activity function (a func
+// returning error or (T, error)); an unknown Kind; a key argument that is
+// not a parameter or field of the activity; duplicate names; Params that do
+// not match the function's parameter count. Errors surface here, at
+// declaration, never at the call that matters.
+func Declare(fn any, p Policy) (*Declaration, error) {
+	name := p.Name
+	if name == "" {
+		name = FunctionName(fn)
+	}
+	fail := func(arg, format string, a ...any) (*Declaration, error) {
+		return nil, &DeclarationError{Activity: name, Argument: arg, Reason: fmt.Sprintf(format, a...)}
+	}
+	if fn == nil {
+		return fail("", "the activity function is nil")
+	}
+	if name == "" {
+		return fail("", "the activity has no name; set Policy.Name")
+	}
+	params, err := activityParams(reflect.TypeOf(fn))
+	if err != nil {
+		return fail("", "%v", err)
+	}
+	if !p.Kind.Valid() {
+		return fail("", "unknown kind %d", p.Kind)
+	}
+	p.KeyArguments = slices.Clone(p.KeyArguments)
+	p.Params = slices.Clone(p.Params)
+	p.Name = name
+	if dup, ok := firstDuplicate(p.KeyArguments); ok {
+		return fail(dup, "named twice in KeyArguments")
+	}
+	if dup, ok := firstDuplicate(p.Params); ok {
+		return fail(dup, "named twice in Params")
+	}
+	for _, n := range p.Params {
+		if n == "" {
+			return fail("", "Params holds an empty name")
+		}
+	}
+	d := &Declaration{name: name, fn: fn, policy: p}
+	if p.Kind == KindReadOnly {
+		return d, nil
+	}
+
+	switch {
+	case len(p.Params) > 0:
+		if len(p.Params) != len(params) {
+			return fail("", "Params names %d parameters but the function takes %d (not counting its context)", len(p.Params), len(params))
+		}
+		d.argIndex = make(map[string]int, len(p.KeyArguments))
+		for _, k := range p.KeyArguments {
+			i := slices.Index(p.Params, k)
+			if i < 0 {
+				return fail(k, "not a parameter of the activity (Params: %s)", strings.Join(p.Params, ", "))
+			}
+			d.argIndex[k] = i
+		}
+	case len(params) == 1 && isStructType(params[0]):
+		fields, err := keyspace.FieldNames(params[0])
+		if err != nil {
+			return fail("", "%v", err)
+		}
+		for _, k := range p.KeyArguments {
+			if !slices.Contains(fields, k) {
+				return fail(k, "not a JSON field of %s (fields: %s)", params[0], strings.Join(fields, ", "))
+			}
+		}
+	case len(p.KeyArguments) == 0:
+		d.argIndex = map[string]int{}
+	default:
+		return fail(p.KeyArguments[0], "the activity takes %d positional parameters: name them in Policy.Params", len(params))
+	}
+	return d, nil
+}
+
+// MustDeclare is [Declare] that panics on a refused declaration, for
+// package-level variables: a bad declaration stops the program at start.
+func MustDeclare(fn any, p Policy) *Declaration {
+	d, err := Declare(fn, p)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
+// ReadOnly declares that fn reads and changes nothing. It panics on a
+// refused declaration.
+func ReadOnly(fn any) *Declaration {
+	return MustDeclare(fn, Policy{Kind: KindReadOnly})
+}
+
+// Idempotent declares that fn writes, but repeating it lands the same state,
+// with keyArguments identifying the effect: the JSON field names of the
+// activity's one struct argument. It panics on a refused declaration; use
+// [Declare] with Policy.Params for positional activities.
+func Idempotent(fn any, keyArguments ...string) *Declaration {
+	return MustDeclare(fn, Policy{Kind: KindIdempotent, KeyArguments: keyArguments})
+}
+
+// Effectful declares that repeating fn is a second effect, with keyArguments
+// identifying the effect: the JSON field names of the activity's one struct
+// argument. It panics on a refused declaration; use [Declare] with
+// Policy.Params for positional activities.
+//
+//	var Book = activity.Effectful(book, "flight")
+func Effectful(fn any, keyArguments ...string) *Declaration {
+	return MustDeclare(fn, Policy{Kind: KindEffectful, KeyArguments: keyArguments})
+}
+
+// Name returns the activity type name the declaration applies to.
+func (d *Declaration) Name() string { return d.name }
+
+// Func returns the activity function.
+func (d *Declaration) Func() any { return d.fn }
+
+// Kind returns the declared kind.
+func (d *Declaration) Kind() Kind { return d.policy.Kind }
+
+// Policy returns a copy of the declared policy, with Name filled in.
+func (d *Declaration) Policy() Policy {
+	p := d.policy
+	p.KeyArguments = slices.Clone(p.KeyArguments)
+	p.Params = slices.Clone(p.Params)
+	return p
+}
+
+// Key derives the idempotency key of one execution from its tenant, its run
+// and its decoded arguments (without the context), as the dispatcher does.
+// It returns an error matching keyspace.ErrMissingArgument when a named key
+// argument is absent, and the keyspace package's other errors as they are.
+func (d *Declaration) Key(tenant, run string, args []any) (keyspace.Key, error) {
+	in := keyspace.Input{Tenant: tenant, Run: run, Activity: d.name, KeyArguments: d.policy.KeyArguments}
+	if d.argIndex == nil {
+		switch {
+		case len(args) > 0:
+			in.Arguments = args[0]
+		case len(in.KeyArguments) > 0:
+			return "", &keyspace.MissingArgumentError{Name: in.KeyArguments[0]}
+		default:
+			in.Arguments = map[string]any{}
+		}
+	} else {
+		m := make(map[string]any, len(d.argIndex))
+		for k, i := range d.argIndex {
+			if i < len(args) {
+				m[k] = args[i]
+			}
+		}
+		in.Arguments = m
+	}
+	return keyspace.Derive(in)
+}
+
+// WithName returns a copy of d that applies to the activity registered under
+// name, for an activity registered with a name of its own.
+func (d *Declaration) WithName(name string) (*Declaration, error) {
+	p := d.Policy()
+	p.Name = name
+	return Declare(d.fn, p)
+}
+
+// FunctionName returns the activity type name Temporal registers fn under
+// when no name is given: the function's name, or the method's name for a
+// method value. It returns "" for a value that is not a function.
+func FunctionName(fn any) string {
+	v := reflect.ValueOf(fn)
+	if v.Kind() != reflect.Func || v.IsNil() {
+		return ""
+	}
+	full := runtime.FuncForPC(v.Pointer()).Name()
+	short := full[strings.LastIndexByte(full, '.')+1:]
+	return strings.TrimSuffix(short, "-fm")
+}
+
+var (
+	contextType = reflect.TypeFor[context.Context]()
+	errorType   = reflect.TypeFor[error]()
+	timeType    = reflect.TypeFor[time.Time]()
+)
+
+// activityParams checks that t is an activity function's type and returns
+// its parameter types after an optional leading context.Context.
+func activityParams(t reflect.Type) ([]reflect.Type, error) {
+	if t == nil || t.Kind() != reflect.Func {
+		return nil, fmt.Errorf("%v is not a function", t)
+	}
+	if t.IsVariadic() {
+		return nil, errors.New("variadic activities are not supported")
+	}
+	switch t.NumOut() {
+	case 1:
+	case 2:
+	default:
+		return nil, fmt.Errorf("an activity returns error or (T, error); %v returns %d values", t, t.NumOut())
+	}
+	if t.Out(t.NumOut()-1) != errorType {
+		return nil, fmt.Errorf("an activity's last result must be error; %v", t)
+	}
+	params := make([]reflect.Type, 0, t.NumIn())
+	for i := range t.NumIn() {
+		if i == 0 && t.In(i) == contextType {
+			continue
+		}
+		params = append(params, t.In(i))
+	}
+	return params, nil
+}
+
+func isStructType(t reflect.Type) bool {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.Kind() == reflect.Struct && t != timeType
+}
+
+func firstDuplicate(names []string) (string, bool) {
+	seen := make(map[string]struct{}, len(names))
+	for _, n := range names {
+		if _, ok := seen[n]; ok {
+			return n, true
+		}
+		seen[n] = struct{}{}
+	}
+	return "", false
+}

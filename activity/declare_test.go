@@ -1,0 +1,295 @@
+package activity_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/keyspace"
+)
+
+type BookRequest struct {
+	Flight    string `json:"flight"`
+	Seat      string `json:"seat,omitempty"`
+	RequestID string `json:"request_id"`
+}
+
+func Book(context.Context, BookRequest) (string, error) { return "", nil }
+
+func Charge(_ context.Context, card string, amount int, requestID string) error { return nil }
+
+func Ping(context.Context) error { return nil }
+
+func LookupFare(context.Context, string) (int, error) { return 0, nil }
+
+func Stamp(context.Context, time.Time) error { return nil }
+
+func NoError(context.Context, BookRequest) string { return "" }
+
+func ThreeResults(context.Context) (int, int, error) { return 0, 0, nil }
+
+func Variadic(context.Context, ...string) error { return nil }
+
+type bookings struct{}
+
+func (bookings) Reserve(context.Context, BookRequest) error { return nil }
+
+func TestDeclareAccepts(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		fn       any
+		policy   activity.Policy
+		wantName string
+	}{
+		{"StructKeyArgument", Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}}, "Book"},
+		{"StructNoKeyArguments", Book, activity.Policy{Kind: activity.KindIdempotent}, "Book"},
+		{"Positional", Charge, activity.Policy{Kind: activity.KindEffectful, Params: []string{"card", "amount", "requestID"}, KeyArguments: []string{"card", "amount"}}, "Charge"},
+		{"NoParameters", Ping, activity.Policy{Kind: activity.KindEffectful}, "Ping"},
+		{"ReadOnlyIgnoresKeyArguments", LookupFare, activity.Policy{Kind: activity.KindReadOnly, KeyArguments: []string{"anything"}}, "LookupFare"},
+		{"ExplicitName", Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}, Name: "book-v2"}, "book-v2"},
+		{"MethodValue", bookings{}.Reserve, activity.Policy{Kind: activity.KindIdempotent, KeyArguments: []string{"flight"}}, "Reserve"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d, err := activity.Declare(tt.fn, tt.policy)
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantName, d.Name())
+			assert.Equal(t, tt.policy.Kind, d.Kind())
+			assert.Equal(t, tt.wantName, d.Policy().Name)
+			assert.NotNil(t, d.Func())
+		})
+	}
+}
+
+func TestDeclareRefuses(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		fn       any
+		policy   activity.Policy
+		activity string
+		argument string
+		reason   string
+	}{
+		{"Nil", nil, activity.Policy{Kind: activity.KindEffectful, Name: "x"}, "x", "", "nil"},
+		{"NotAFunction", "book", activity.Policy{Kind: activity.KindEffectful, Name: "x"}, "x", "", "not a function"},
+		{"NoNameForNonFunction", 42, activity.Policy{Kind: activity.KindEffectful}, "", "", "no name"},
+		{"NotReturningError", NoError, activity.Policy{Kind: activity.KindEffectful}, "NoError", "", "last result must be error"},
+		{"ThreeResults", ThreeResults, activity.Policy{Kind: activity.KindEffectful}, "ThreeResults", "", "returns 3 values"},
+		{"Variadic", Variadic, activity.Policy{Kind: activity.KindEffectful}, "Variadic", "", "variadic"},
+		{"UnknownKind", Book, activity.Policy{Kind: 9}, "Book", "", "unknown kind"},
+		{"ZeroKind", Book, activity.Policy{}, "Book", "", "unknown kind"},
+		{"UnknownStructField", Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flihgt"}}, "Book", "flihgt", "not a JSON field"},
+		{"GoFieldNameIsNotJSONName", Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"Flight"}}, "Book", "Flight", "not a JSON field"},
+		{"DuplicateKeyArgument", Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight", "flight"}}, "Book", "flight", "named twice in KeyArguments"},
+		{"DuplicateParam", Charge, activity.Policy{Kind: activity.KindEffectful, Params: []string{"card", "card", "id"}}, "Charge", "card", "named twice in Params"},
+		{"EmptyParam", Charge, activity.Policy{Kind: activity.KindEffectful, Params: []string{"card", "", "id"}}, "Charge", "", "empty name"},
+		{"ParamsCountMismatch", Charge, activity.Policy{Kind: activity.KindEffectful, Params: []string{"card", "amount"}, KeyArguments: []string{"card"}}, "Charge", "", "Params names 2 parameters but the function takes 3"},
+		{"UnknownPositional", Charge, activity.Policy{Kind: activity.KindEffectful, Params: []string{"card", "amount", "requestID"}, KeyArguments: []string{"currency"}}, "Charge", "currency", "not a parameter"},
+		{"PositionalWithoutParams", Charge, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"card"}}, "Charge", "card", "name them in Policy.Params"},
+		{"TimeIsNotAStruct", Stamp, activity.Policy{Kind: activity.KindIdempotent, KeyArguments: []string{"wall"}}, "Stamp", "wall", "name them in Policy.Params"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d, err := activity.Declare(tt.fn, tt.policy)
+			require.Error(t, err)
+			assert.Nil(t, d)
+			assert.ErrorIs(t, err, activity.ErrInvalidDeclaration)
+			var de *activity.DeclarationError
+			require.ErrorAs(t, err, &de)
+			assert.Equal(t, tt.activity, de.Activity, "Activity")
+			assert.Equal(t, tt.argument, de.Argument, "Argument")
+			assert.Contains(t, de.Reason, tt.reason, "Reason")
+			if tt.activity != "" {
+				assert.Contains(t, err.Error(), `"`+tt.activity+`"`, "the message names the activity")
+			}
+			if tt.argument != "" {
+				assert.Contains(t, err.Error(), `"`+tt.argument+`"`, "the message names the argument")
+			}
+		})
+	}
+}
+
+func TestMustDeclarePanics(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		f    func()
+	}{
+		{"MustDeclare", func() { activity.MustDeclare(Book, activity.Policy{}) }},
+		{"ReadOnly", func() { activity.ReadOnly("not a function") }},
+		{"Idempotent", func() { activity.Idempotent(Book, "nope") }},
+		{"Effectful", func() { activity.Effectful(Book, "nope") }},
+		{"EffectfulPositional", func() { activity.Effectful(Charge, "card") }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			defer func() {
+				p := recover()
+				require.NotNil(t, p, "want a panic")
+				err, ok := p.(error)
+				require.True(t, ok, "the panic value is the declaration error, got %T", p)
+				assert.ErrorIs(t, err, activity.ErrInvalidDeclaration)
+			}()
+			tt.f()
+		})
+	}
+}
+
+func TestShorthands(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		d    *activity.Declaration
+		kind activity.Kind
+		keys []string
+	}{
+		{"ReadOnly", activity.ReadOnly(LookupFare), activity.KindReadOnly, nil},
+		{"Idempotent", activity.Idempotent(Book, "flight", "seat"), activity.KindIdempotent, []string{"flight", "seat"}},
+		{"Effectful", activity.Effectful(Book, "flight"), activity.KindEffectful, []string{"flight"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.kind, tt.d.Kind())
+			assert.Equal(t, tt.keys, tt.d.Policy().KeyArguments)
+		})
+	}
+}
+
+func TestPolicyIsACopy(t *testing.T) {
+	t.Parallel()
+	keys := []string{"card", "amount"}
+	params := []string{"card", "amount", "requestID"}
+	d, err := activity.Declare(Charge, activity.Policy{Kind: activity.KindEffectful, Params: params, KeyArguments: keys})
+	require.NoError(t, err)
+	keys[0], params[0] = "changed", "changed"
+	p := d.Policy()
+	assert.Equal(t, []string{"card", "amount"}, p.KeyArguments, "Declare copies KeyArguments")
+	assert.Equal(t, []string{"card", "amount", "requestID"}, p.Params, "Declare copies Params")
+	p.KeyArguments[0] = "mutated"
+	assert.Equal(t, "card", d.Policy().KeyArguments[0], "Policy returns a copy")
+}
+
+func TestFunctionName(t *testing.T) {
+	t.Parallel()
+	var nilFn func()
+	tests := []struct {
+		name string
+		fn   any
+		want string
+	}{
+		{"Function", Book, "Book"},
+		{"MethodValue", bookings{}.Reserve, "Reserve"},
+		{"PointerMethodValue", (&bookings{}).Reserve, "Reserve"},
+		{"NotAFunction", "Book", ""},
+		{"Nil", nil, ""},
+		{"NilFunc", nilFn, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, activity.FunctionName(tt.fn))
+		})
+	}
+}
+
+func TestDeclarationKey(t *testing.T) {
+	t.Parallel()
+	book := activity.Effectful(Book, "flight")
+	charge, err := activity.Declare(Charge, activity.Policy{
+		Kind: activity.KindEffectful, Params: []string{"card", "amount", "requestID"}, KeyArguments: []string{"card", "amount"},
+	})
+	require.NoError(t, err)
+	ping, err := activity.Declare(Ping, activity.Policy{Kind: activity.KindEffectful})
+	require.NoError(t, err)
+
+	key := func(t *testing.T, d *activity.Declaration, tenant, run string, args ...any) keyspace.Key {
+		t.Helper()
+		k, err := d.Key(tenant, run, args)
+		require.NoError(t, err)
+		_, err = keyspace.ParseKey(string(k))
+		require.NoError(t, err, "a derived key has the canonical form")
+		return k
+	}
+
+	t.Run("StructRequestIDExcluded", func(t *testing.T) {
+		t.Parallel()
+		a := key(t, book, "acme", "run", BookRequest{Flight: "BA117", RequestID: "a"})
+		b := key(t, book, "acme", "run", BookRequest{Flight: "BA117", RequestID: "b"})
+		assert.Equal(t, a, b)
+	})
+	t.Run("StructPointerSameAsValue", func(t *testing.T) {
+		t.Parallel()
+		a := key(t, book, "acme", "run", BookRequest{Flight: "BA117"})
+		b := key(t, book, "acme", "run", &BookRequest{Flight: "BA117", RequestID: "z"})
+		assert.Equal(t, a, b)
+	})
+	t.Run("PositionalRequestIDExcluded", func(t *testing.T) {
+		t.Parallel()
+		a := key(t, charge, "acme", "run", "4111", 100, "req-1")
+		b := key(t, charge, "acme", "run", "4111", 100, "req-2")
+		assert.Equal(t, a, b)
+	})
+	t.Run("Distinct", func(t *testing.T) {
+		t.Parallel()
+		base := key(t, book, "acme", "run", BookRequest{Flight: "BA117"})
+		others := map[string]keyspace.Key{
+			"flight":   key(t, book, "acme", "run", BookRequest{Flight: "BA118"}),
+			"tenant":   key(t, book, "globex", "run", BookRequest{Flight: "BA117"}),
+			"run":      key(t, book, "acme", "run-2", BookRequest{Flight: "BA117"}),
+			"activity": key(t, renamed(t, book, "Book2"), "acme", "run", BookRequest{Flight: "BA117"}),
+		}
+		for what, k := range others {
+			assert.NotEqual(t, base, k, "a different %s is a different key", what)
+		}
+		assert.NotEqual(t, key(t, charge, "acme", "run", "4111", 100, "r"), key(t, charge, "acme", "run", "4111", 101, "r"))
+	})
+	t.Run("NoKeyArgumentsOneEffectPerRun", func(t *testing.T) {
+		t.Parallel()
+		assert.Equal(t, key(t, ping, "acme", "run"), key(t, ping, "acme", "run"))
+		assert.NotEqual(t, key(t, ping, "acme", "run"), key(t, ping, "acme", "other"))
+	})
+	t.Run("MissingStructArgument", func(t *testing.T) {
+		t.Parallel()
+		_, err := book.Key("acme", "run", nil)
+		require.ErrorIs(t, err, keyspace.ErrMissingArgument)
+	})
+	t.Run("MissingPositionalArgument", func(t *testing.T) {
+		t.Parallel()
+		_, err := charge.Key("acme", "run", []any{"4111"})
+		require.ErrorIs(t, err, keyspace.ErrMissingArgument)
+	})
+	t.Run("EmptyTenant", func(t *testing.T) {
+		t.Parallel()
+		_, err := book.Key("", "run", []any{BookRequest{Flight: "BA117"}})
+		require.Error(t, err)
+		assert.True(t, errors.Is(err, keyspace.ErrInvalidInput), "got %v", err)
+	})
+}
+
+func TestWithName(t *testing.T) {
+	t.Parallel()
+	d := activity.Effectful(Book, "flight")
+	renamed, err := d.WithName("book-v2")
+	require.NoError(t, err)
+	assert.Equal(t, "book-v2", renamed.Name())
+	assert.Equal(t, "Book", d.Name(), "the original is unchanged")
+	assert.Equal(t, d.Policy().KeyArguments, renamed.Policy().KeyArguments)
+}
+
+func renamed(t *testing.T, d *activity.Declaration, name string) *activity.Declaration {
+	t.Helper()
+	r, err := d.WithName(name)
+	require.NoError(t, err)
+	return r
+}

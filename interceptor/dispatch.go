@@ -1,0 +1,528 @@
+package interceptor
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	sdkactivity "go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/keyspace"
+	"github.com/tesserix/idempotency/store"
+)
+
+// The types of the retryable application errors an IDEMPOTENT activity
+// fails with when it cannot be deduplicated before its body runs. Its retry
+// policy applies to them as to any failure.
+const (
+	ErrorTypeKeyNotDerivable  = "IdempotencyKeyNotDerivable"
+	ErrorTypeStoreUnavailable = "IdempotencyStoreUnavailable"
+	// ErrorTypeOutcomeUnreadable: a recorded outcome could not be decoded
+	// (the data converter changed incompatibly). Non-retryable.
+	ErrorTypeOutcomeUnreadable = "IdempotencyOutcomeUnreadable"
+)
+
+var errNoTenant = errors.New("idempotency: no tenant could be resolved for the execution")
+
+type activityInbound struct {
+	interceptor.ActivityInboundInterceptorBase
+	root *Interceptor
+}
+
+var _ interceptor.ActivityInboundInterceptor = (*activityInbound)(nil)
+
+// ExecuteActivity is the dispatcher: it claims the key, deduplicates, waits
+// and records around the activity's body.
+func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	info := sdkactivity.GetInfo(ctx)
+	decl, ok := a.root.Declaration(info.ActivityType.Name)
+	if !ok || !decl.Kind().Deduplicated() {
+		// No policy, or READ_ONLY: nothing is claimed or recorded and the
+		// retry policy is unchanged.
+		return a.Next.ExecuteActivity(ctx, in)
+	}
+	x := &execution{
+		opts:  &a.root.opts,
+		next:  a.Next,
+		decl:  decl,
+		kind:  decl.Kind(),
+		info:  info,
+		event: baseEvent(decl, info),
+	}
+	x.metrics = sdkactivity.GetMetricsHandler(ctx).WithTags(map[string]string{
+		"activity_type":    decl.Name(),
+		"idempotency_kind": decl.Kind().String(),
+	})
+	return x.run(ctx, in)
+}
+
+func baseEvent(decl *activity.Declaration, info sdkactivity.Info) Event {
+	return Event{
+		Activity:     decl.Name(),
+		ActivityKind: decl.Kind(),
+		WorkflowID:   info.WorkflowExecution.ID,
+		RunID:        info.WorkflowExecution.RunID,
+		ActivityID:   info.ActivityID,
+		Attempt:      info.Attempt,
+	}
+}
+
+// execution is one activity execution going through the dispatcher.
+type execution struct {
+	opts    *Options
+	next    interceptor.ActivityInboundInterceptor
+	decl    *activity.Declaration
+	kind    activity.Kind
+	info    sdkactivity.Info
+	metrics client.MetricsHandler
+	event   Event // the fields every event of this execution shares
+
+	tenant string
+	key    string
+	holder string
+	token  int64
+}
+
+func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	tenant, ok := x.opts.Tenant(ctx, x.info)
+	if !ok {
+		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, errNoTenant)
+	}
+	x.tenant, x.event.Tenant = tenant, tenant
+	run := x.info.WorkflowExecution.RunID
+	if x.opts.Scope == ScopeWorkflow {
+		run = x.info.WorkflowExecution.ID
+	}
+	if run == "" {
+		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable,
+			errors.New("idempotency: the execution belongs to no workflow run"))
+	}
+	key, err := x.decl.Key(tenant, run, in.Args)
+	if err != nil {
+		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
+	}
+	x.key, x.event.Key = string(key), string(key)
+	x.holder = holderName(x.info, x.opts.Identity)
+
+	var (
+		supersede int64
+		lost      *store.Record // a holder presumed gone, taken over to be marked
+		waited    time.Duration
+	)
+	res, err := x.claim(ctx, 0)
+	for {
+		if err != nil {
+			return nil, x.storeFailed(ctx, err)
+		}
+		switch res.Status {
+		case store.StatusAcquired:
+			x.token = res.Record.Token
+			if lost != nil {
+				if x.kind == activity.KindEffectful {
+					return nil, x.holderLost(ctx, lost)
+				}
+				x.observe(ctx, EventTakenOver, nil)
+				x.count(MetricTakeovers)
+			}
+			return x.runBody(ctx, in)
+		case store.StatusCompleted:
+			return x.deduplicated(ctx, res.Record, waited)
+		case store.StatusIndeterminate:
+			return nil, x.indeterminate(ctx, activity.ReasonRecorded, false, errors.New(res.Record.Reason))
+		case store.StatusFree:
+			supersede, lost = 0, nil
+		case store.StatusHeld:
+			if res.LeaseExpired || x.isEarlierAttempt(res.Record.Holder) {
+				// The holder is gone: its lease ran out, or it is an earlier
+				// attempt of this very activity that Temporal gave up on.
+				// Take the key over, then run the body (IDEMPOTENT) or mark
+				// the outcome unknown (EFFECTFUL).
+				rec := res.Record
+				supersede, lost = rec.Token, &rec
+				break
+			}
+			var d time.Duration
+			res, d, err = x.wait(ctx, res.Record.Token)
+			waited += d
+			continue
+		default:
+			return nil, x.storeFailed(ctx, fmt.Errorf("idempotency: store answered with unknown status %d", res.Status))
+		}
+		res, err = x.claim(ctx, supersede)
+	}
+}
+
+func (x *execution) claim(ctx context.Context, supersede int64) (store.Result, error) {
+	start := time.Now()
+	res, err := x.opts.Store.Claim(ctx, store.ClaimParams{
+		Tenant:    x.tenant,
+		Key:       x.key,
+		Holder:    x.holder,
+		Lease:     x.opts.Lease,
+		Supersede: supersede,
+	})
+	x.metrics.Timer(MetricClaimLatency).Record(time.Since(start))
+	if err == nil && res.Status == store.StatusAcquired {
+		x.count(MetricClaims)
+		x.event.Duration = time.Since(start)
+		x.observe(ctx, EventClaimed, nil)
+		x.event.Duration = 0
+	}
+	return res, err
+}
+
+// wait blocks until the pending claim under token is no longer pending, or
+// its lease ran out, heartbeating as it goes so Temporal knows this
+// execution is alive.
+func (x *execution) wait(ctx context.Context, token int64) (store.Result, time.Duration, error) {
+	x.observe(ctx, EventWaiting, nil)
+	x.count(MetricWaits)
+	start := time.Now()
+	every := x.opts.WaitHeartbeat
+	if hb := x.info.HeartbeatTimeout; hb > 0 && hb/2 < every {
+		every = hb / 2
+	}
+	defer func() { x.metrics.Timer(MetricWaitLatency).Record(time.Since(start)) }()
+	for {
+		wctx, cancel := context.WithTimeout(ctx, every)
+		res, err := x.opts.Store.Wait(wctx, store.WaitParams{Tenant: x.tenant, Key: x.key, Token: token})
+		cancel()
+		switch {
+		case err == nil:
+			return res, time.Since(start), nil
+		case ctx.Err() != nil:
+			return store.Result{}, time.Since(start), ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded):
+			sdkactivity.RecordHeartbeat(ctx)
+		default:
+			return store.Result{}, time.Since(start), err
+		}
+	}
+}
+
+// runBody runs the activity's body under the claim, renewing the lease
+// while it runs, and records what it returned.
+func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivityInput) (result any, err error) {
+	bodyCtx := activity.WithKey(ctx, keyspace.Key(x.key))
+	stop := x.renew(ctx)
+	var panicked any
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				panicked = p
+			}
+		}()
+		result, err = x.next.ExecuteActivity(bodyCtx, in)
+	}()
+	stop()
+
+	// The body has returned: what follows must happen even if the
+	// activity's context has ended.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), x.opts.StoreTimeout)
+	defer cancel()
+
+	if panicked != nil {
+		perr := fmt.Errorf("activity panicked: %v", panicked)
+		if x.kind == activity.KindEffectful {
+			return nil, x.markIndeterminate(sctx, activity.ReasonBodyFailed, perr)
+		}
+		x.release(sctx, perr)
+		panic(panicked)
+	}
+	if err != nil {
+		if x.kind == activity.KindEffectful && !activity.IsNoEffect(err) {
+			return nil, x.markIndeterminate(sctx, activity.ReasonBodyFailed, err)
+		}
+		err = activity.UnwrapNoEffect(err)
+		x.release(sctx, err)
+		return nil, err
+	}
+
+	payloads, encErr := x.encode(result)
+	if encErr != nil {
+		// The body ran but its result cannot cross the wire; Temporal would
+		// fail the attempt the same way.
+		if x.kind == activity.KindEffectful {
+			return nil, x.markIndeterminate(sctx, activity.ReasonBodyFailed, encErr)
+		}
+		x.release(sctx, encErr)
+		return nil, encErr
+	}
+	x.record(sctx, payloads)
+	if payloads == nil {
+		return nil, nil
+	}
+	return payloads, nil
+}
+
+// renew keeps the claim's lease alive until the returned function is called
+// or ctx ends, whichever is first.
+func (x *execution) renew(ctx context.Context) (stop func()) {
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(x.opts.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+			}
+			_, err := x.opts.Store.Renew(rctx, store.RenewParams{
+				Tenant: x.tenant, Key: x.key, Token: x.token, Lease: x.opts.Lease,
+			})
+			switch {
+			case err == nil:
+			case rctx.Err() != nil:
+				return
+			case errors.Is(err, store.ErrNotHolder):
+				// Another caller took the key over; nothing left to renew.
+				x.storeError(ctx, fmt.Errorf("renewing the lease: %w", err))
+				return
+			default:
+				x.storeError(ctx, fmt.Errorf("renewing the lease: %w", err))
+			}
+		}
+	}()
+	return func() { cancel(); wg.Wait() }
+}
+
+func (x *execution) encode(result any) (*commonpb.Payloads, error) {
+	if result == nil {
+		return nil, nil
+	}
+	if p, ok := result.(*commonpb.Payloads); ok {
+		return p, nil
+	}
+	p, err := x.opts.DataConverter.ToPayloads(result)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency: encoding the result of %s: %w", x.decl.Name(), err)
+	}
+	return p, nil
+}
+
+// record stores the outcome under the claim, retrying briefly. If the store
+// stays down the result is still returned: the effect happened, and Temporal
+// records it durably in the workflow's history.
+func (x *execution) record(ctx context.Context, payloads *commonpb.Payloads) {
+	var outcome []byte
+	if payloads != nil {
+		var err error
+		if outcome, err = proto.Marshal(payloads); err != nil {
+			x.orphaned(ctx, err)
+			return
+		}
+	}
+	backoff := x.opts.RecordBackoff
+	var err error
+	for attempt := 0; attempt < x.opts.RecordAttempts; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				x.orphaned(ctx, errors.Join(err, ctx.Err()))
+				return
+			case <-time.After(backoff):
+			}
+			backoff *= 2
+		}
+		err = x.opts.Store.Complete(ctx, store.CompleteParams{
+			Tenant: x.tenant, Key: x.key, Token: x.token, Outcome: outcome,
+		})
+		if err == nil {
+			x.observe(ctx, EventCompleted, nil)
+			return
+		}
+		x.storeError(ctx, fmt.Errorf("recording the outcome: %w", err))
+		if errors.Is(err, store.ErrNotHolder) || errors.Is(err, store.ErrInvalid) {
+			break // retrying cannot help
+		}
+	}
+	x.orphaned(ctx, err)
+}
+
+func (x *execution) orphaned(ctx context.Context, err error) {
+	x.count(MetricOrphaned)
+	x.observe(ctx, EventOrphaned, err)
+}
+
+func (x *execution) release(ctx context.Context, cause error) {
+	err := x.opts.Store.Release(ctx, store.ReleaseParams{Tenant: x.tenant, Key: x.key, Token: x.token})
+	if err != nil {
+		// The claim stays pending until its lease runs out; the retry, an
+		// attempt of this same activity, takes it over at once.
+		x.storeError(ctx, fmt.Errorf("releasing the claim: %w", err))
+		return
+	}
+	x.observe(ctx, EventReleased, cause)
+}
+
+// markIndeterminate keeps the claim and records that its outcome is
+// unknown, then returns the indeterminate error. If the store cannot be
+// reached the claim stays pending; once its lease runs out every duplicate
+// finds the holder lost, which ends the same way.
+func (x *execution) markIndeterminate(ctx context.Context, reason activity.Reason, cause error) error {
+	err := x.opts.Store.MarkIndeterminate(ctx, store.MarkIndeterminateParams{
+		Tenant: x.tenant, Key: x.key, Token: x.token, Reason: string(reason) + ": " + cause.Error(),
+	})
+	if err != nil {
+		x.storeError(ctx, fmt.Errorf("marking the claim indeterminate: %w", err))
+	}
+	return x.indeterminate(ctx, reason, true, cause)
+}
+
+// holderLost handles an EFFECTFUL key taken over from a holder that is gone:
+// its effect may have landed, so the key is marked indeterminate and this
+// execution stops without entering the body.
+func (x *execution) holderLost(ctx context.Context, lost *store.Record) error {
+	cause := fmt.Errorf("holder %q stopped answering without recording an outcome", lost.Holder)
+	err := x.opts.Store.MarkIndeterminate(ctx, store.MarkIndeterminateParams{
+		Tenant: x.tenant, Key: x.key, Token: x.token, Reason: string(activity.ReasonHolderLost) + ": " + cause.Error(),
+	})
+	if err != nil {
+		x.storeError(ctx, fmt.Errorf("marking the claim indeterminate: %w", err))
+	}
+	return x.indeterminate(ctx, activity.ReasonHolderLost, false, cause)
+}
+
+// indeterminate reports and returns the non-retryable indeterminate error.
+func (x *execution) indeterminate(ctx context.Context, reason activity.Reason, entered bool, cause error) error {
+	x.count(MetricIndeterminate)
+	e := x.event
+	e.Kind, e.Reason, e.Err = EventIndeterminate, reason, cause
+	x.emit(ctx, e)
+	return activity.NewIndeterminateError(activity.IndeterminateOutcome{
+		Activity:    x.decl.Name(),
+		Tenant:      x.tenant,
+		Key:         x.key,
+		Reason:      reason,
+		BodyEntered: entered,
+		WorkflowID:  x.info.WorkflowExecution.ID,
+		RunID:       x.info.WorkflowExecution.RunID,
+		ActivityID:  x.info.ActivityID,
+	}, cause)
+}
+
+// notDeduplicable handles an execution that cannot be deduplicated before
+// its body runs: the body is never entered. IDEMPOTENT gets a retryable
+// error; EFFECTFUL the non-retryable indeterminate one.
+func (x *execution) notDeduplicable(ctx context.Context, reason activity.Reason, cause error) error {
+	if x.kind == activity.KindEffectful {
+		return x.indeterminate(ctx, reason, false, cause)
+	}
+	typ := ErrorTypeKeyNotDerivable
+	if reason == activity.ReasonStoreUnavailable {
+		typ = ErrorTypeStoreUnavailable
+	}
+	return temporal.NewApplicationErrorWithCause(
+		fmt.Sprintf("idempotency: activity %q was not run: %s: %v", x.decl.Name(), reason, cause), typ, cause)
+}
+
+// storeFailed handles a store error before the body runs. The caller's own
+// cancellation is returned as it is; anything else means the store could not
+// say whether the key is free, and a store that is down does not read as
+// permission.
+func (x *execution) storeFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	x.storeError(ctx, err)
+	if errors.Is(err, store.ErrInvalid) {
+		return x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
+	}
+	return x.notDeduplicable(ctx, activity.ReasonStoreUnavailable, err)
+}
+
+func (x *execution) deduplicated(ctx context.Context, rec store.Record, waited time.Duration) (any, error) {
+	x.count(MetricDeduplicated)
+	e := x.event
+	e.Kind, e.Duration = EventDeduplicated, waited
+	x.emit(ctx, e)
+	if len(rec.Outcome) == 0 {
+		return nil, nil
+	}
+	var p commonpb.Payloads
+	if err := proto.Unmarshal(rec.Outcome, &p); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("idempotency: the recorded outcome of %q (key %s) cannot be decoded: %v", x.decl.Name(), x.key, err),
+			ErrorTypeOutcomeUnreadable, err)
+	}
+	return &p, nil
+}
+
+func (x *execution) storeError(ctx context.Context, err error) {
+	x.count(MetricStoreErrors)
+	x.observe(ctx, EventStoreError, err)
+}
+
+func (x *execution) count(name string) { x.metrics.Counter(name).Inc(1) }
+
+func (x *execution) observe(ctx context.Context, kind EventKind, err error) {
+	e := x.event
+	e.Kind, e.Err = kind, err
+	x.emit(ctx, e)
+}
+
+func (x *execution) emit(ctx context.Context, e Event) {
+	if x.opts.Observer != nil {
+		x.opts.Observer.Observe(ctx, e)
+	}
+}
+
+// isEarlierAttempt reports whether holder is an earlier attempt of this very
+// activity execution. Temporal has already given up on it, so waiting for
+// it would only wait out its lease.
+func (x *execution) isEarlierAttempt(holder string) bool {
+	exec, attempt, ok := parseHolder(holder)
+	if !ok || exec != executionID(x.info) {
+		return false
+	}
+	return attempt < x.info.Attempt
+}
+
+// holderName identifies an execution attempt in a record:
+// "<execution digest>:<attempt>:<worker identity>". The digest stands for
+// the workflow ID, run ID and activity ID, which may hold any character.
+func holderName(info sdkactivity.Info, identity string) string {
+	return executionID(info) + ":" + strconv.FormatInt(int64(info.Attempt), 10) + ":" + identity
+}
+
+func executionID(info sdkactivity.Info) string {
+	h := sha256.New()
+	for _, s := range []string{info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID} {
+		h.Write([]byte(strconv.Itoa(len(s))))
+		h.Write([]byte{':'})
+		h.Write([]byte(s))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+func parseHolder(holder string) (exec string, attempt int32, ok bool) {
+	exec, rest, ok := strings.Cut(holder, ":")
+	if !ok || len(exec) != 16 {
+		return "", 0, false
+	}
+	num, _, ok := strings.Cut(rest, ":")
+	if !ok {
+		return "", 0, false
+	}
+	n, err := strconv.ParseInt(num, 10, 32)
+	if err != nil {
+		return "", 0, false
+	}
+	return exec, int32(n), true
+}

@@ -1,0 +1,423 @@
+package interceptor_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/store"
+)
+
+func TestKeyReachesBody(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	env := h.activityEnv(t, "acme")
+	runID, _ := h.runIDs(t, env)
+	req := BookRequest{Flight: "BA117", RequestID: "a"}
+
+	got, err := book(env, h.acts.Book, req)
+	require.NoError(t, err)
+	want := h.key(t, "Book", "acme", runID, req)
+	assert.Equal(t, want, got.Key, "the body reads the key derived from tenant, run, activity and key arguments")
+	claimed := h.rec.first(t, interceptor.EventClaimed)
+	assert.Equal(t, want, claimed.Key)
+	assert.Equal(t, "acme", claimed.Tenant)
+	assert.Equal(t, "Book", claimed.Activity)
+	assert.Equal(t, activity.KindEffectful, claimed.ActivityKind)
+	assert.Equal(t, runID, claimed.RunID)
+	assert.EqualValues(t, 1, claimed.Attempt)
+	assert.NotEmpty(t, claimed.ActivityID)
+
+	rec, err := h.lookup(t, "acme", want)
+	require.NoError(t, err)
+	assert.Equal(t, store.StateCompleted, rec.State)
+	assert.Equal(t, []interceptor.EventKind{interceptor.EventClaimed, interceptor.EventCompleted}, h.rec.kinds())
+}
+
+func TestUndeduplicatedPassThrough(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		fn     func(h *harness) any
+		ledger string
+	}{
+		{"NoPolicy", func(h *harness) any { return h.acts.Plain }, "Plain"},
+		{"ReadOnly", func(h *harness) any { return h.acts.Lookup }, "Lookup"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			env := h.activityEnv(t, "acme")
+			req := BookRequest{Flight: "BA117", RequestID: "a"}
+			for call := 1; call <= 2; call++ {
+				got, err := book(env, tt.fn(h), req)
+				require.NoError(t, err)
+				assert.Equal(t, call, got.Call, "the body runs every time")
+				assert.Empty(t, got.Key, "no key reaches the body")
+			}
+			assert.Equal(t, 2, h.acts.ledger.count(tt.ledger))
+			assert.Zero(t, h.mem.Len(), "nothing is claimed or recorded")
+			assert.Empty(t, h.rec.kinds(), "no events")
+		})
+	}
+}
+
+func TestUndeduplicatedFailureUnchanged(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		fn   func(h *harness) any
+		act  string
+	}{
+		{"NoPolicy", func(h *harness) any { return h.acts.Plain }, "Plain"},
+		{"ReadOnly", func(h *harness) any { return h.acts.Lookup }, "Lookup"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			h.acts.on(tt.act, func(context.Context, int, BookRequest) error {
+				return temporal.NewApplicationError("fare service down", "FareDown")
+			})
+			env := h.activityEnv(t, "")
+			_, err := book(env, tt.fn(h), BookRequest{Flight: "BA117"})
+			appErr := requireApplicationError(t, err, "FareDown")
+			assert.False(t, appErr.NonRetryable(), "the retry policy is unchanged")
+			assert.Zero(t, h.mem.Len())
+		})
+	}
+}
+
+func TestDeduplicated(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		fn   func(h *harness) any
+		act  string
+	}{
+		{"Effectful", func(h *harness) any { return h.acts.Book }, "Book"},
+		{"Idempotent", func(h *harness) any { return h.acts.Reserve }, "Reserve"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			env := h.activityEnv(t, "acme")
+			first, err := book(env, tt.fn(h), BookRequest{Flight: "BA117", RequestID: "a"})
+			require.NoError(t, err)
+			second, err := book(env, tt.fn(h), BookRequest{Flight: "BA117", RequestID: "b"})
+			require.NoError(t, err)
+
+			assert.Equal(t, first, second, "the duplicate receives exactly what the first call returned")
+			assert.Equal(t, 1, h.acts.ledger.count(tt.act), "the body ran once")
+			assert.Equal(t, 1, h.rec.count(interceptor.EventDeduplicated))
+			dedup := h.rec.first(t, interceptor.EventDeduplicated)
+			assert.Equal(t, first.Key, dedup.Key)
+
+			other, err := book(env, tt.fn(h), BookRequest{Flight: "BA118", RequestID: "c"})
+			require.NoError(t, err)
+			assert.Equal(t, 2, other.Call, "another key argument is another effect")
+			assert.NotEqual(t, first.Key, other.Key)
+		})
+	}
+}
+
+func TestDeduplicatedNoValue(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	env := h.activityEnv(t, "acme")
+	for range 2 {
+		val, err := env.ExecuteActivity(h.acts.Notify, BookRequest{Flight: "BA117"})
+		require.NoError(t, err)
+		assert.False(t, val.HasValue(), "an activity returning only an error has no value")
+	}
+	assert.Equal(t, 1, h.acts.ledger.count("Notify"))
+	assert.Equal(t, 1, h.rec.count(interceptor.EventDeduplicated))
+}
+
+func TestOutcomeUnreadable(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	env := h.activityEnv(t, "acme")
+	runID, _ := h.runIDs(t, env)
+	req := BookRequest{Flight: "BA117"}
+	key := h.key(t, "Book", "acme", runID, req)
+	ctx := context.Background()
+	res, err := h.mem.Claim(ctx, store.ClaimParams{Tenant: "acme", Key: key, Holder: "other", Lease: time.Minute})
+	require.NoError(t, err)
+	require.NoError(t, h.mem.Complete(ctx, store.CompleteParams{Tenant: "acme", Key: key, Token: res.Record.Token, Outcome: []byte{0xff, 0xff, 0xff}}))
+
+	_, err = book(env, h.acts.Book, req)
+	appErr := requireApplicationError(t, err, interceptor.ErrorTypeOutcomeUnreadable)
+	assert.True(t, appErr.NonRetryable())
+	assert.Zero(t, h.acts.ledger.total(), "the body is not entered")
+}
+
+func TestEffectfulFailure(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		hook  hook
+		cause string
+	}{
+		{"Error", func(context.Context, int, BookRequest) error { return errors.New("gateway timeout") }, "gateway timeout"},
+		{"RetryableApplicationError", func(context.Context, int, BookRequest) error {
+			return temporal.NewApplicationError("gateway timeout", "Gateway")
+		}, "gateway timeout"},
+		{"Panic", func(context.Context, int, BookRequest) error { panic("seat map corrupt") }, "seat map corrupt"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			h.acts.on("Book", tt.hook)
+			env := h.activityEnv(t, "acme")
+			req := BookRequest{Flight: "BA117", RequestID: "a"}
+
+			_, err := book(env, h.acts.Book, req)
+			o := requireIndeterminate(t, err, activity.ReasonBodyFailed, true)
+			assert.Equal(t, "Book", o.Activity)
+			assert.Equal(t, "acme", o.Tenant)
+			assert.NotEmpty(t, o.Key)
+			assert.Contains(t, o.Cause, tt.cause)
+			assert.NotEmpty(t, o.RunID)
+			assert.NotEmpty(t, o.ActivityID)
+
+			rec, err := h.lookup(t, "acme", o.Key)
+			require.NoError(t, err)
+			assert.Equal(t, store.StateIndeterminate, rec.State, "the claim is kept and marked")
+			assert.Contains(t, rec.Reason, string(activity.ReasonBodyFailed))
+			ind := h.rec.first(t, interceptor.EventIndeterminate)
+			assert.Equal(t, activity.ReasonBodyFailed, ind.Reason)
+
+			// A duplicate never runs the body again.
+			_, err = book(env, h.acts.Book, BookRequest{Flight: "BA117", RequestID: "b"})
+			again := requireIndeterminate(t, err, activity.ReasonRecorded, false)
+			assert.Equal(t, o.Key, again.Key)
+			assert.Equal(t, 1, h.acts.ledger.count("Book"), "the body ran once")
+		})
+	}
+}
+
+func TestIdempotentFailureReleases(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.acts.on("Reserve", func(_ context.Context, call int, _ BookRequest) error {
+		if call == 1 {
+			return temporal.NewApplicationError("inventory busy", "Busy")
+		}
+		return nil
+	})
+	env := h.activityEnv(t, "acme")
+
+	_, err := book(env, h.acts.Reserve, BookRequest{Flight: "BA117", RequestID: "a"})
+	appErr := requireApplicationError(t, err, "Busy")
+	assert.False(t, appErr.NonRetryable(), "the error is returned unchanged, still retryable")
+	_, isInd := activity.AsIndeterminate(err)
+	assert.False(t, isInd)
+	released := h.rec.first(t, interceptor.EventReleased)
+	require.Error(t, released.Err)
+	assert.Contains(t, released.Err.Error(), "inventory busy")
+	_, err = h.lookup(t, "acme", released.Key)
+	require.ErrorIs(t, err, store.ErrNotFound, "the claim is released")
+
+	got, err := book(env, h.acts.Reserve, BookRequest{Flight: "BA117", RequestID: "b"})
+	require.NoError(t, err)
+	assert.Equal(t, 2, got.Call, "the retry runs the body")
+}
+
+func TestIdempotentPanicReleases(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.acts.on("Reserve", func(context.Context, int, BookRequest) error { panic("inventory corrupt") })
+	env := h.activityEnv(t, "acme")
+
+	_, err := book(env, h.acts.Reserve, BookRequest{Flight: "BA117"})
+	require.Error(t, err)
+	var panicErr *temporal.PanicError
+	require.ErrorAs(t, err, &panicErr, "the SDK reports the panic as it would without the dispatcher")
+	assert.Contains(t, panicErr.Error(), "inventory corrupt")
+	_, isInd := activity.AsIndeterminate(err)
+	assert.False(t, isInd)
+
+	released := h.rec.first(t, interceptor.EventReleased)
+	_, err = h.lookup(t, "acme", released.Key)
+	require.ErrorIs(t, err, store.ErrNotFound, "the claim is released")
+	assert.Zero(t, h.mem.Len())
+}
+
+func TestNoEffectReleases(t *testing.T) {
+	t.Parallel()
+	declined := temporal.NewNonRetryableApplicationError("card declined", "Declined", nil)
+	h := newHarness(t)
+	h.acts.on("Book", func(_ context.Context, call int, _ BookRequest) error {
+		if call == 1 {
+			return activity.NoEffect(declined)
+		}
+		return nil
+	})
+	env := h.activityEnv(t, "acme")
+
+	_, err := book(env, h.acts.Book, BookRequest{Flight: "BA117", RequestID: "a"})
+	appErr := requireApplicationError(t, err, "Declined")
+	assert.True(t, appErr.NonRetryable(), "the error is returned as it was")
+	_, isInd := activity.AsIndeterminate(err)
+	assert.False(t, isInd, "a failure without effect is not indeterminate")
+	assert.Zero(t, h.rec.count(interceptor.EventIndeterminate))
+	assert.Equal(t, 1, h.rec.count(interceptor.EventReleased))
+	assert.Zero(t, h.mem.Len(), "the key is freed")
+
+	got, err := book(env, h.acts.Book, BookRequest{Flight: "BA117", RequestID: "b"})
+	require.NoError(t, err)
+	assert.Equal(t, 2, got.Call, "a freed key runs the body again")
+}
+
+func TestKeyNotDerivable(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		tenant     string
+		standalone bool
+		req        BookRequest
+	}{
+		{"NoTenant", "", false, BookRequest{Flight: "BA117"}},
+		{"MissingKeyArgument", "acme", false, BookRequest{RequestID: "a"}},
+		{"NoWorkflowRun", "acme", true, BookRequest{Flight: "BA117"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			t.Run("Idempotent", func(t *testing.T) {
+				t.Parallel()
+				h := newHarness(t)
+				env := h.activityEnv(t, tt.tenant)
+				env.SetExecuteActivitiesInWorkflow(!tt.standalone)
+				_, err := book(env, h.acts.Reserve, tt.req)
+				appErr := requireApplicationError(t, err, interceptor.ErrorTypeKeyNotDerivable)
+				assert.False(t, appErr.NonRetryable(), "IDEMPOTENT: retryable")
+				assert.Zero(t, h.acts.ledger.total(), "the body is never entered")
+				assert.Zero(t, h.mem.Len())
+			})
+			t.Run("Effectful", func(t *testing.T) {
+				t.Parallel()
+				h := newHarness(t)
+				env := h.activityEnv(t, tt.tenant)
+				env.SetExecuteActivitiesInWorkflow(!tt.standalone)
+				_, err := book(env, h.acts.Book, tt.req)
+				o := requireIndeterminate(t, err, activity.ReasonKeyNotDerivable, false)
+				assert.Empty(t, o.Key)
+				assert.Zero(t, h.acts.ledger.total(), "the body is never entered")
+				assert.Zero(t, h.mem.Len())
+				assert.Equal(t, 1, h.rec.count(interceptor.EventIndeterminate))
+			})
+		})
+	}
+}
+
+func TestStoreUnavailableAtClaim(t *testing.T) {
+	t.Parallel()
+	t.Run("Idempotent", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		h.faults.setDown("Claim", true)
+		env := h.activityEnv(t, "acme")
+		_, err := book(env, h.acts.Reserve, BookRequest{Flight: "BA117"})
+		appErr := requireApplicationError(t, err, interceptor.ErrorTypeStoreUnavailable)
+		assert.False(t, appErr.NonRetryable(), "IDEMPOTENT: retryable")
+		assert.Zero(t, h.acts.ledger.total(), "a store that is down is not permission")
+		assert.Equal(t, 1, h.rec.count(interceptor.EventStoreError))
+
+		h.faults.setDown("Claim", false)
+		got, err := book(env, h.acts.Reserve, BookRequest{Flight: "BA117"})
+		require.NoError(t, err, "the retry succeeds once the store is back")
+		assert.Equal(t, 1, got.Call)
+	})
+	t.Run("Effectful", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		h.faults.setDown("Claim", true)
+		env := h.activityEnv(t, "acme")
+		_, err := book(env, h.acts.Book, BookRequest{Flight: "BA117"})
+		o := requireIndeterminate(t, err, activity.ReasonStoreUnavailable, false)
+		assert.NotEmpty(t, o.Key, "the key was derived")
+		assert.Contains(t, o.Cause, "down")
+		assert.Zero(t, h.acts.ledger.total(), "a store that is down is not permission")
+	})
+}
+
+func TestCompleteFailsOrphaned(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.faults.setDown("Complete", true)
+	env := h.activityEnv(t, "acme")
+
+	got, err := book(env, h.acts.Book, BookRequest{Flight: "BA117"})
+	require.NoError(t, err, "the effect happened: its result is returned")
+	assert.Equal(t, 1, got.Call)
+	assert.Equal(t, 1, h.rec.count(interceptor.EventOrphaned))
+	assert.Equal(t, 2, h.rec.count(interceptor.EventStoreError), "one per recording attempt (RecordAttempts: 2)")
+	assert.Zero(t, h.rec.count(interceptor.EventCompleted))
+	orphaned := h.rec.first(t, interceptor.EventOrphaned)
+	require.ErrorIs(t, orphaned.Err, store.ErrUnavailable)
+
+	rec, err := h.lookup(t, "acme", got.Key)
+	require.NoError(t, err)
+	assert.Equal(t, store.StatePending, rec.State, "the claim stays pending until its lease runs out")
+}
+
+func TestCompleteRetried(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.faults.failNext("Complete", 1)
+	env := h.activityEnv(t, "acme")
+
+	got, err := book(env, h.acts.Book, BookRequest{Flight: "BA117"})
+	require.NoError(t, err)
+	assert.Equal(t, 1, h.rec.count(interceptor.EventStoreError))
+	assert.Equal(t, 1, h.rec.count(interceptor.EventCompleted), "the second attempt records the outcome")
+	assert.Zero(t, h.rec.count(interceptor.EventOrphaned))
+	rec, err := h.lookup(t, "acme", got.Key)
+	require.NoError(t, err)
+	assert.Equal(t, store.StateCompleted, rec.State)
+}
+
+func TestReleaseFails(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.faults.setDown("Release", true)
+	h.acts.on("Reserve", func(context.Context, int, BookRequest) error {
+		return temporal.NewApplicationError("inventory busy", "Busy")
+	})
+	env := h.activityEnv(t, "acme")
+
+	_, err := book(env, h.acts.Reserve, BookRequest{Flight: "BA117"})
+	requireApplicationError(t, err, "Busy")
+	assert.Zero(t, h.rec.count(interceptor.EventReleased))
+	storeErr := h.rec.first(t, interceptor.EventStoreError)
+	require.ErrorIs(t, storeErr.Err, store.ErrUnavailable)
+	rec, err := h.lookup(t, "acme", storeErr.Key)
+	require.NoError(t, err)
+	assert.Equal(t, store.StatePending, rec.State, "the claim stays pending until its lease runs out")
+}
+
+func TestMarkIndeterminateFails(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.faults.setDown("MarkIndeterminate", true)
+	h.acts.on("Book", func(context.Context, int, BookRequest) error { return errors.New("gateway timeout") })
+	env := h.activityEnv(t, "acme")
+
+	_, err := book(env, h.acts.Book, BookRequest{Flight: "BA117"})
+	o := requireIndeterminate(t, err, activity.ReasonBodyFailed, true)
+	rec, err := h.lookup(t, "acme", o.Key)
+	require.NoError(t, err)
+	assert.Equal(t, store.StatePending, rec.State, "the claim is kept: a duplicate will find the holder lost")
+}

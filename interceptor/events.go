@@ -1,0 +1,120 @@
+package interceptor
+
+import (
+	"context"
+	"time"
+
+	"github.com/tesserix/idempotency/activity"
+)
+
+// EventKind names what the dispatcher did with one execution.
+type EventKind uint8
+
+// The events the dispatcher reports.
+const (
+	// EventClaimed: the execution took the key; its body is about to run.
+	EventClaimed EventKind = iota + 1
+	// EventDeduplicated: a recorded outcome answered the execution; the body
+	// was not entered (the specification's TOOL_DEDUPLICATED).
+	EventDeduplicated
+	// EventWaiting: another caller holds the key; the execution waits for
+	// its answer instead of running alongside it.
+	EventWaiting
+	// EventTakenOver: the execution took the key over from a holder that is
+	// gone (an IDEMPOTENT activity only).
+	EventTakenOver
+	// EventCompleted: the body returned and its outcome was recorded.
+	EventCompleted
+	// EventReleased: the body failed and the key was freed for a retry.
+	EventReleased
+	// EventIndeterminate: an effect whose outcome nobody can state; the run
+	// stops with the indeterminate error (the specification's
+	// TOOL_INDETERMINATE).
+	EventIndeterminate
+	// EventStoreError: a call to the store failed.
+	EventStoreError
+	// EventOrphaned: the body returned but its outcome could not be
+	// recorded; the claim is left pending until its lease runs out, and a
+	// duplicate will then find the holder lost.
+	EventOrphaned
+)
+
+// String returns the event's name.
+func (k EventKind) String() string {
+	switch k {
+	case EventClaimed:
+		return "claimed"
+	case EventDeduplicated:
+		return "deduplicated"
+	case EventWaiting:
+		return "waiting"
+	case EventTakenOver:
+		return "taken_over"
+	case EventCompleted:
+		return "completed"
+	case EventReleased:
+		return "released"
+	case EventIndeterminate:
+		return "indeterminate"
+	case EventStoreError:
+		return "store_error"
+	case EventOrphaned:
+		return "orphaned"
+	default:
+		return "unknown"
+	}
+}
+
+// Event is one thing the dispatcher did. It never holds the activity's
+// arguments or its result.
+type Event struct {
+	Kind EventKind
+	// Activity is the activity type name; ActivityKind its declared kind.
+	Activity     string
+	ActivityKind activity.Kind
+	// Tenant and Key identify the record; Key is empty when none could be
+	// derived.
+	Tenant string
+	Key    string
+	// WorkflowID, RunID, ActivityID and Attempt name the execution.
+	WorkflowID string
+	RunID      string
+	ActivityID string
+	Attempt    int32
+	// Reason is set on EventIndeterminate.
+	Reason activity.Reason
+	// Err is the error behind EventStoreError, EventOrphaned,
+	// EventReleased and EventIndeterminate, if any.
+	Err error
+	// Duration is how long the store took to answer the claim
+	// (EventClaimed, EventDeduplicated) or how long the execution waited
+	// (EventWaiting is reported when the wait starts, with zero).
+	Duration time.Duration
+}
+
+// Observer receives the dispatcher's events. Observe is called on the
+// activity's goroutine: it must be quick and must not block.
+type Observer interface {
+	Observe(ctx context.Context, e Event)
+}
+
+// ObserverFunc adapts a function to [Observer].
+type ObserverFunc func(ctx context.Context, e Event)
+
+// Observe calls f(ctx, e).
+func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
+
+// Metric names, reported through the activity's Temporal metrics handler
+// with the tags activity_type and idempotency_kind, so they reach whatever
+// backend the worker already uses.
+const (
+	MetricClaims        = "idempotency_claims"        // counter: keys taken
+	MetricDeduplicated  = "idempotency_deduplicated"  // counter: recorded outcomes returned
+	MetricWaits         = "idempotency_waits"         // counter: executions that waited for a holder
+	MetricTakeovers     = "idempotency_takeovers"     // counter: keys taken over from a lost holder
+	MetricIndeterminate = "idempotency_indeterminate" // counter: indeterminate outcomes
+	MetricStoreErrors   = "idempotency_store_errors"  // counter: failed store calls
+	MetricOrphaned      = "idempotency_orphaned"      // counter: outcomes that could not be recorded
+	MetricClaimLatency  = "idempotency_claim_latency" // timer: how long a claim took
+	MetricWaitLatency   = "idempotency_wait_latency"  // timer: how long a waiter waited
+)

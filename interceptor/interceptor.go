@@ -1,0 +1,234 @@
+package interceptor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
+
+	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/store"
+)
+
+// Scope chooses which identifier of the workflow scopes a key.
+type Scope uint8
+
+const (
+	// ScopeRun scopes keys by the workflow run ID, as the specification
+	// does. A reset, a workflow retry or a continue-as-new starts a new run
+	// with a new run ID, and an activity repeated there is a new key: its
+	// effect happens again.
+	ScopeRun Scope = iota
+	// ScopeWorkflow scopes keys by the workflow ID, so effects are not
+	// repeated across runs of one workflow ID (resets, retries,
+	// continue-as-new) within the retention window. The price: two
+	// executions that reuse a workflow ID on purpose share keys too.
+	ScopeWorkflow
+)
+
+// String returns "run" or "workflow".
+func (s Scope) String() string {
+	if s == ScopeWorkflow {
+		return "workflow"
+	}
+	return "run"
+}
+
+// Defaults applied by [New] to the zero fields of [Options].
+const (
+	DefaultLease          = 30 * time.Second
+	DefaultWaitHeartbeat  = 5 * time.Second
+	DefaultRecordAttempts = 5
+	DefaultRecordBackoff  = 100 * time.Millisecond
+	DefaultStoreTimeout   = 10 * time.Second
+)
+
+// Options configure the dispatcher. The zero value of each field but Store
+// has a documented default.
+type Options struct {
+	// Store keeps the records. Required.
+	Store store.Store
+	// Tenant resolves the tenant of an execution. Defaults to
+	// [TenantFromHeader], the tenant carried by [TenantPropagator].
+	Tenant TenantFunc
+	// Scope chooses the run ID or the workflow ID as the key's run. Defaults
+	// to ScopeRun.
+	Scope Scope
+	// Lease is how long a claim holds before a waiting duplicate may presume
+	// its holder dead. The dispatcher renews it every third of its length
+	// while the body runs, until the body returns or the activity's context
+	// ends (its start-to-close timeout). Defaults to DefaultLease.
+	Lease time.Duration
+	// WaitHeartbeat is how often an execution waiting for another holder
+	// heartbeats; it is halved heartbeat timeout when the activity has a
+	// shorter one. Defaults to DefaultWaitHeartbeat.
+	WaitHeartbeat time.Duration
+	// RecordAttempts is how many times the dispatcher tries to record an
+	// outcome before it gives up, returns the result anyway and reports the
+	// claim orphaned. Defaults to DefaultRecordAttempts.
+	RecordAttempts int
+	// RecordBackoff is the pause before the second attempt to record an
+	// outcome; it doubles after each. Defaults to DefaultRecordBackoff.
+	RecordBackoff time.Duration
+	// StoreTimeout bounds the store calls made after the body returned,
+	// which run even when the activity's context has ended. Defaults to
+	// DefaultStoreTimeout.
+	StoreTimeout time.Duration
+	// DataConverter encodes recorded outcomes. Use the client's, so payload
+	// codecs such as encryption apply to records too. Defaults to
+	// converter.GetDefaultDataConverter().
+	DataConverter converter.DataConverter
+	// Observer receives every event. Defaults to none; the worker package
+	// installs one that logs through zap.
+	Observer Observer
+	// Identity names this worker in the records' holders. Defaults to
+	// hostname@pid.
+	Identity string
+}
+
+// Interceptor is the worker interceptor that makes declared activities safe
+// to retry. Install it in worker.Options.Interceptors and declare policies
+// with [Interceptor.Declare]; activities without a declaration pass through
+// untouched.
+type Interceptor struct {
+	interceptor.WorkerInterceptorBase
+
+	opts Options
+
+	mu    sync.RWMutex
+	decls map[string]*activity.Declaration
+}
+
+var _ interceptor.WorkerInterceptor = (*Interceptor)(nil)
+
+// ErrInvalidOptions matches every error [New] returns for malformed
+// options.
+var ErrInvalidOptions = errors.New("idempotency: invalid interceptor options")
+
+// OptionsError names the option [New] refused. It matches
+// [ErrInvalidOptions].
+type OptionsError struct {
+	Field  string
+	Reason string
+}
+
+// Error implements error.
+func (e *OptionsError) Error() string {
+	return fmt.Sprintf("idempotency: interceptor option %s: %s", e.Field, e.Reason)
+}
+
+// Is reports whether target is ErrInvalidOptions.
+func (e *OptionsError) Is(target error) bool { return target == ErrInvalidOptions }
+
+// New validates opts, applies the defaults and returns the interceptor.
+func New(opts Options) (*Interceptor, error) {
+	switch {
+	case opts.Store == nil:
+		return nil, &OptionsError{Field: "Store", Reason: "is required"}
+	case opts.Scope > ScopeWorkflow:
+		return nil, &OptionsError{Field: "Scope", Reason: "unknown scope " + strconv.Itoa(int(opts.Scope))}
+	case opts.Lease < 0:
+		return nil, &OptionsError{Field: "Lease", Reason: "must not be negative"}
+	case opts.WaitHeartbeat < 0:
+		return nil, &OptionsError{Field: "WaitHeartbeat", Reason: "must not be negative"}
+	case opts.RecordAttempts < 0:
+		return nil, &OptionsError{Field: "RecordAttempts", Reason: "must not be negative"}
+	case opts.RecordBackoff < 0:
+		return nil, &OptionsError{Field: "RecordBackoff", Reason: "must not be negative"}
+	case opts.StoreTimeout < 0:
+		return nil, &OptionsError{Field: "StoreTimeout", Reason: "must not be negative"}
+	case len(opts.Identity) > 256:
+		return nil, &OptionsError{Field: "Identity", Reason: "longer than 256 bytes"}
+	}
+	if opts.Tenant == nil {
+		opts.Tenant = TenantFromHeader
+	}
+	if opts.Lease == 0 {
+		opts.Lease = DefaultLease
+	}
+	if opts.WaitHeartbeat == 0 {
+		opts.WaitHeartbeat = DefaultWaitHeartbeat
+	}
+	if opts.RecordAttempts == 0 {
+		opts.RecordAttempts = DefaultRecordAttempts
+	}
+	if opts.RecordBackoff == 0 {
+		opts.RecordBackoff = DefaultRecordBackoff
+	}
+	if opts.StoreTimeout == 0 {
+		opts.StoreTimeout = DefaultStoreTimeout
+	}
+	if opts.DataConverter == nil {
+		opts.DataConverter = converter.GetDefaultDataConverter()
+	}
+	if opts.Identity == "" {
+		host, _ := os.Hostname()
+		opts.Identity = host + "@" + strconv.Itoa(os.Getpid())
+	}
+	return &Interceptor{opts: opts, decls: make(map[string]*activity.Declaration)}, nil
+}
+
+// ErrAlreadyDeclared is returned by [Interceptor.Declare] for a second
+// declaration under one activity name.
+var ErrAlreadyDeclared = errors.New("idempotency: activity already declared")
+
+// Declare makes the dispatcher apply each declaration's policy to the
+// activity registered under its name. Declaring one name twice is refused,
+// and then none of decls is applied.
+func (i *Interceptor) Declare(decls ...*activity.Declaration) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	seen := make(map[string]bool, len(decls))
+	for _, d := range decls {
+		if d == nil {
+			return fmt.Errorf("idempotency: nil declaration")
+		}
+		if _, ok := i.decls[d.Name()]; ok || seen[d.Name()] {
+			return fmt.Errorf("%w: %q", ErrAlreadyDeclared, d.Name())
+		}
+		seen[d.Name()] = true
+	}
+	for _, d := range decls {
+		i.decls[d.Name()] = d
+	}
+	return nil
+}
+
+// Undeclare removes the declarations of the named activities, if any: from
+// then on they pass through the dispatcher untouched. The worker package
+// uses it to undo a declaration whose activity the SDK refused to register.
+func (i *Interceptor) Undeclare(names ...string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for _, n := range names {
+		delete(i.decls, n)
+	}
+}
+
+// Declaration returns the declaration applied to the activity type name, if
+// any.
+func (i *Interceptor) Declaration(name string) (*activity.Declaration, bool) {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	d, ok := i.decls[name]
+	return d, ok
+}
+
+// Store returns the store the interceptor records in.
+func (i *Interceptor) Store() store.Store { return i.opts.Store }
+
+// InterceptActivity implements interceptor.WorkerInterceptor.
+func (i *Interceptor) InterceptActivity(
+	ctx context.Context,
+	next interceptor.ActivityInboundInterceptor,
+) interceptor.ActivityInboundInterceptor {
+	a := &activityInbound{root: i}
+	a.Next = next
+	return a
+}

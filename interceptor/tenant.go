@@ -1,0 +1,123 @@
+package interceptor
+
+import (
+	"context"
+	"errors"
+
+	sdkactivity "go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/workflow"
+)
+
+// TenantHeader is the Temporal header that carries the tenant from the
+// workflow starter to the workflow and on to its activities.
+const TenantHeader = "idempotency-tenant"
+
+type tenantKey struct{}
+
+// WithTenant returns a copy of ctx carrying tenant. Pass it to
+// client.ExecuteWorkflow on a client configured with [TenantPropagator], and
+// the workflow and every activity it schedules run under that tenant.
+func WithTenant(ctx context.Context, tenant string) context.Context {
+	return context.WithValue(ctx, tenantKey{}, tenant)
+}
+
+// TenantFromContext returns the tenant ctx carries, if any: the starter's, or
+// in an activity the one propagated to it.
+func TenantFromContext(ctx context.Context) (string, bool) {
+	t, ok := ctx.Value(tenantKey{}).(string)
+	return t, ok && t != ""
+}
+
+// WorkflowTenant returns the tenant a workflow runs under, if any.
+func WorkflowTenant(ctx workflow.Context) (string, bool) {
+	t, ok := ctx.Value(tenantKey{}).(string)
+	return t, ok && t != ""
+}
+
+// WithWorkflowTenant returns a copy of the workflow context carrying tenant,
+// so activities and child workflows scheduled with it run under that tenant.
+func WithWorkflowTenant(ctx workflow.Context, tenant string) workflow.Context {
+	return workflow.WithValue(ctx, tenantKey{}, tenant)
+}
+
+// TenantPropagator returns the context propagator that carries the tenant in
+// the [TenantHeader] header: from a client context to the workflow, from the
+// workflow to its activities and child workflows. Install it in
+// client.Options.ContextPropagators; the worker package's Dial does.
+func TenantPropagator() workflow.ContextPropagator { return tenantPropagator{} }
+
+type tenantPropagator struct{}
+
+var errTenantPayload = errors.New("idempotency: the tenant header does not hold a string")
+
+func (tenantPropagator) Inject(ctx context.Context, w workflow.HeaderWriter) error {
+	if t, ok := TenantFromContext(ctx); ok {
+		return writeTenant(t, w)
+	}
+	return nil
+}
+
+func (tenantPropagator) InjectFromWorkflow(ctx workflow.Context, w workflow.HeaderWriter) error {
+	if t, ok := WorkflowTenant(ctx); ok {
+		return writeTenant(t, w)
+	}
+	return nil
+}
+
+func (tenantPropagator) Extract(ctx context.Context, r workflow.HeaderReader) (context.Context, error) {
+	t, ok, err := readTenant(r)
+	if err != nil || !ok {
+		return ctx, err
+	}
+	return WithTenant(ctx, t), nil
+}
+
+func (tenantPropagator) ExtractToWorkflow(ctx workflow.Context, r workflow.HeaderReader) (workflow.Context, error) {
+	t, ok, err := readTenant(r)
+	if err != nil || !ok {
+		return ctx, err
+	}
+	return WithWorkflowTenant(ctx, t), nil
+}
+
+// The header is encoded with the default converter, never the user's: a
+// payload codec (encryption) must not stand between a worker and the tenant
+// it needs to scope a key.
+func writeTenant(t string, w workflow.HeaderWriter) error {
+	p, err := converter.GetDefaultDataConverter().ToPayload(t)
+	if err != nil {
+		return err
+	}
+	w.Set(TenantHeader, p)
+	return nil
+}
+
+func readTenant(r workflow.HeaderReader) (string, bool, error) {
+	p, ok := r.Get(TenantHeader)
+	if !ok {
+		return "", false, nil
+	}
+	var t string
+	if err := converter.GetDefaultDataConverter().FromPayload(p, &t); err != nil {
+		return "", false, errors.Join(errTenantPayload, err)
+	}
+	return t, t != "", nil
+}
+
+// TenantFunc resolves the tenant an activity execution runs under. It
+// reports false when there is none: then no key can be derived, and the
+// execution is treated as the specification says for an underivable key.
+type TenantFunc func(ctx context.Context, info sdkactivity.Info) (string, bool)
+
+// TenantFromHeader is the default [TenantFunc]: the tenant carried by
+// [TenantPropagator] from the workflow starter.
+func TenantFromHeader(ctx context.Context, _ sdkactivity.Info) (string, bool) {
+	return TenantFromContext(ctx)
+}
+
+// TenantFromNamespace is the [TenantFunc] for namespace-per-tenant
+// deployments: the workflow's namespace is the tenant.
+func TenantFromNamespace(_ context.Context, info sdkactivity.Info) (string, bool) {
+	return info.Namespace, info.Namespace != ""
+}

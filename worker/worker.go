@@ -1,0 +1,209 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	sdkactivity "go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"go.uber.org/zap"
+
+	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/interceptor"
+)
+
+// Options configure [New].
+type Options struct {
+	// Worker are the Temporal worker's own options. The idempotency
+	// interceptor is appended to Worker.Interceptors.
+	Worker sdkworker.Options
+	// Idempotency configure the dispatcher; Idempotency.Store is required.
+	// Set Idempotency.DataConverter to the client's when it has one of its
+	// own, so recorded outcomes go through the same codecs. When Observer
+	// is nil, events are logged through Logger; when it is set, they go to
+	// both.
+	Idempotency interceptor.Options
+	// Logger receives the library's events. Defaults to zap.NewNop().
+	Logger *zap.Logger
+}
+
+// Worker is a Temporal worker with the idempotency interceptor installed.
+// The embedded worker's methods work as usual; an activity registered
+// through them, with no declaration, behaves exactly as without this library.
+type Worker struct {
+	sdkworker.Worker
+	interceptor *interceptor.Interceptor
+}
+
+// New creates a Temporal worker for taskQueue on c with the idempotency
+// interceptor installed. The client must carry the tenant propagator (see
+// [ClientOptions]) for the default tenant resolution to find a tenant.
+func New(c client.Client, taskQueue string, opts Options) (*Worker, error) {
+	if c == nil {
+		return nil, &interceptor.OptionsError{Field: "client", Reason: "is required"}
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	iopts := opts.Idempotency
+	iopts.Observer = Observers(ZapObserver(logger), iopts.Observer)
+	if iopts.Identity == "" {
+		iopts.Identity = opts.Worker.Identity
+	}
+	ic, err := interceptor.New(iopts)
+	if err != nil {
+		return nil, err
+	}
+	wopts := opts.Worker
+	wopts.Interceptors = append(slices.Clone(wopts.Interceptors), ic)
+	return &Worker{Worker: sdkworker.New(c, taskQueue, wopts), interceptor: ic}, nil
+}
+
+// Interceptor returns the worker's idempotency interceptor.
+func (w *Worker) Interceptor() *interceptor.Interceptor { return w.interceptor }
+
+// ErrRegistration matches every error the Register methods return.
+var ErrRegistration = errors.New("idempotency: registration refused")
+
+// Register registers each declaration's activity under its name and applies
+// its policy. Two declarations under one name, or a name already declared,
+// are refused before anything is registered. An activity the SDK refuses
+// (a name it already registered) stops the registration there: the
+// activities before it stay registered with their policies, and the refused
+// one and those after it are neither registered nor declared. A registered
+// activity never runs without the policy it was declared with.
+func (w *Worker) Register(decls ...*activity.Declaration) error {
+	seen := make(map[string]bool, len(decls))
+	for _, d := range decls {
+		if d == nil {
+			return fmt.Errorf("%w: nil declaration", ErrRegistration)
+		}
+		if _, ok := w.interceptor.Declaration(d.Name()); ok || seen[d.Name()] {
+			return fmt.Errorf("%w: %w: %q", ErrRegistration, interceptor.ErrAlreadyDeclared, d.Name())
+		}
+		seen[d.Name()] = true
+	}
+	for _, d := range decls {
+		if err := w.register(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// register declares d and registers its activity, or neither.
+func (w *Worker) register(d *activity.Declaration) error {
+	if err := w.interceptor.Declare(d); err != nil {
+		return fmt.Errorf("%w: %w", ErrRegistration, err)
+	}
+	if err := registerActivity(w.Worker, d.Func(), d.Name()); err != nil {
+		w.interceptor.Undeclare(d.Name())
+		return err
+	}
+	return nil
+}
+
+// RegisterActivities registers every exported method of the struct pointer
+// a as an activity named prefix + method name, as the SDK's
+// RegisterActivityWithOptions does, and applies policies[method name] to it.
+// Every method must have an entry: the zero Policy leaves a method
+// undeclared on purpose. An entry naming no method, a method with no entry,
+// or a refused declaration fails the whole registration before anything is
+// registered; an activity the SDK refuses is handled as [Worker.Register]
+// does.
+func (w *Worker) RegisterActivities(a any, prefix string, policies map[string]activity.Policy) error {
+	v := reflect.ValueOf(a)
+	if !v.IsValid() || v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return fmt.Errorf("%w: %T is not a pointer to a struct of activities", ErrRegistration, a)
+	}
+	t := v.Type()
+	var (
+		decls   []*activity.Declaration
+		plain   []string
+		missing []string
+	)
+	methods := make(map[string]bool, t.NumMethod())
+	for i := range t.NumMethod() {
+		m := t.Method(i)
+		methods[m.Name] = true
+		p, ok := policies[m.Name]
+		if !ok {
+			missing = append(missing, m.Name)
+			continue
+		}
+		if p.Kind == 0 {
+			plain = append(plain, m.Name)
+			continue
+		}
+		p.Name = prefix + m.Name
+		d, err := activity.Declare(v.Method(i).Interface(), p)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrRegistration, err)
+		}
+		decls = append(decls, d)
+	}
+	var unknown []string
+	for name := range policies {
+		if !methods[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	slices.Sort(unknown)
+	switch {
+	case len(unknown) > 0:
+		return fmt.Errorf("%w: policies for %s, which %T has no exported method of that name", ErrRegistration, strings.Join(unknown, ", "), a)
+	case len(missing) > 0:
+		return fmt.Errorf("%w: %T has methods %s with no policy (give the zero activity.Policy to leave one undeclared)", ErrRegistration, a, strings.Join(missing, ", "))
+	}
+	if err := w.Register(decls...); err != nil {
+		return err
+	}
+	for _, name := range plain {
+		if err := registerActivity(w.Worker, v.MethodByName(name).Interface(), prefix+name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// registerActivity turns the SDK's panic on a bad or duplicate registration
+// into an error.
+func registerActivity(r sdkworker.ActivityRegistry, fn any, name string) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: registering activity %q: %v", ErrRegistration, name, p)
+		}
+	}()
+	r.RegisterActivityWithOptions(fn, sdkactivity.RegisterOptions{Name: name})
+	return nil
+}
+
+// ClientOptions returns a copy of opts with the tenant propagator appended
+// (once) and, when opts.Logger is nil and logger is not, the SDK's logger
+// bridged to logger.
+func ClientOptions(opts client.Options, logger *zap.Logger) client.Options {
+	props := slices.Clone(opts.ContextPropagators)
+	if !slices.ContainsFunc(props, isTenantPropagator) {
+		props = append(props, interceptor.TenantPropagator())
+	}
+	opts.ContextPropagators = props
+	if opts.Logger == nil && logger != nil {
+		opts.Logger = NewLogger(logger)
+	}
+	return opts
+}
+
+func isTenantPropagator(p workflow.ContextPropagator) bool {
+	return reflect.TypeOf(p) == reflect.TypeOf(interceptor.TenantPropagator())
+}
+
+// Dial connects a client configured by [ClientOptions].
+func Dial(opts client.Options, logger *zap.Logger) (client.Client, error) {
+	return client.Dial(ClientOptions(opts, logger))
+}
