@@ -153,6 +153,9 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 				supersede, lost = rec.Token, &rec
 				break
 			}
+			// A live holder: whatever was presumed lost before is not what
+			// holds the key now.
+			supersede, lost = 0, nil
 			var d time.Duration
 			res, d, err = x.wait(ctx, res.Record.Token)
 			waited += d
