@@ -1,0 +1,37 @@
+package pgstore
+
+import "github.com/tesserix/idempotency/store"
+
+// Listening reports whether the store's listener has a connection
+// LISTENing now.
+func (s *Store) Listening() bool {
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
+	return s.l.listening
+}
+
+// Waiters returns how many Wait calls are registered on the key.
+func (s *Store) Waiters(tenant, key string) int {
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
+	return len(s.l.waiters[payloadFor(tenant, key)])
+}
+
+// Delivered returns how many notifications found a waiter.
+func (s *Store) Delivered() int64 {
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
+	return s.l.delivered
+}
+
+// SetOnBlock sets a function called each time a Wait is about to block. Set
+// it before the store is used.
+func (s *Store) SetOnBlock(f func(store.WaitParams)) { s.onBlock = f }
+
+// ClaimSQL and CompleteSQL return the statements Claim and Complete run, so
+// the benchmarks' floor issues exactly the same SQL by hand.
+func (s *Store) ClaimSQL() string    { return s.sql.claim }
+func (s *Store) CompleteSQL() string { return s.sql.complete }
+
+// PayloadFor is payloadFor.
+var PayloadFor = payloadFor

@@ -1,0 +1,145 @@
+package pgstore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/tesserix/idempotency/store"
+)
+
+// Defaults applied by [New] to the zero fields of [Options].
+const (
+	// DefaultSchema is the schema the store's table lives in.
+	DefaultSchema = "public"
+	// DefaultTable is the name of the store's table.
+	DefaultTable = "idempotency_records"
+	// DefaultPollInterval is the first interval [Store.Wait] re-reads a
+	// record at when no notification arrives.
+	DefaultPollInterval = 250 * time.Millisecond
+	// DefaultMaxPollInterval bounds the backoff of [Store.Wait]'s polling.
+	DefaultMaxPollInterval = 2 * time.Second
+)
+
+// maxIdentifierLength is PostgreSQL's NAMEDATALEN-1: longer names are
+// silently truncated by the server, so they are refused here instead.
+const maxIdentifierLength = 63
+
+// Options configure [New]. The zero value is usable.
+type Options struct {
+	// Schema holds the store's table. It is used exactly as written
+	// (quoted, so case-sensitive) and must be 1–63 ASCII letters, digits or
+	// underscores, not starting with a digit. Defaults to DefaultSchema.
+	Schema string
+	// Table is the store's table, under the same rules as Schema. Defaults
+	// to DefaultTable.
+	Table string
+	// TTL is the retention window: a record expires this long after its
+	// claim, completion or marking, and an expired key is free again. Must
+	// not be negative. Defaults to store.DefaultTTL.
+	TTL time.Duration
+	// Clock tells the store the time. Every timestamp the store writes and
+	// every expiry it decides comes from it, never from the server's clock.
+	// Defaults to store.SystemClock{}.
+	Clock store.Clock
+	// PollInterval is how long [Store.Wait] first waits for a notification
+	// before re-reading the record; it doubles on each quiet poll up to
+	// MaxPollInterval. Polling only covers lost notifications and leases
+	// running out. Must not be negative. Defaults to DefaultPollInterval.
+	PollInterval time.Duration
+	// MaxPollInterval bounds PollInterval's backoff. Must not be negative
+	// nor, when set, below PollInterval. Defaults to DefaultMaxPollInterval,
+	// or PollInterval when that is larger.
+	MaxPollInterval time.Duration
+	// NotifyChannel is the LISTEN/NOTIFY channel state changes are announced
+	// on. Every store on the same table must use the same channel. Same
+	// rules as Schema. Defaults to a name derived from Schema and Table.
+	NotifyChannel string
+}
+
+// resolve validates o and fills in its defaults. Errors name the field.
+func (o Options) resolve() (Options, error) {
+	if o.Schema == "" {
+		o.Schema = DefaultSchema
+	}
+	if o.Table == "" {
+		o.Table = DefaultTable
+	}
+	if err := validateIdentifier("Options.Schema", o.Schema); err != nil {
+		return o, err
+	}
+	if err := validateIdentifier("Options.Table", o.Table); err != nil {
+		return o, err
+	}
+	if o.NotifyChannel == "" {
+		o.NotifyChannel = defaultChannel(o.Schema, o.Table)
+	}
+	if err := validateIdentifier("Options.NotifyChannel", o.NotifyChannel); err != nil {
+		return o, err
+	}
+	switch {
+	case o.TTL < 0:
+		return o, &store.InvalidError{Field: "Options.TTL", Reason: "must not be negative"}
+	case o.PollInterval < 0:
+		return o, &store.InvalidError{Field: "Options.PollInterval", Reason: "must not be negative"}
+	case o.MaxPollInterval < 0:
+		return o, &store.InvalidError{Field: "Options.MaxPollInterval", Reason: "must not be negative"}
+	case o.MaxPollInterval > 0 && o.PollInterval > o.MaxPollInterval:
+		return o, &store.InvalidError{Field: "Options.MaxPollInterval", Reason: fmt.Sprintf("%v is below PollInterval %v", o.MaxPollInterval, o.PollInterval)}
+	}
+	if o.TTL == 0 {
+		o.TTL = store.DefaultTTL
+	}
+	if o.Clock == nil {
+		o.Clock = store.SystemClock{}
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.MaxPollInterval == 0 {
+		o.MaxPollInterval = max(DefaultMaxPollInterval, o.PollInterval)
+	}
+	return o, nil
+}
+
+// validateIdentifier accepts what PostgreSQL accepts unquoted, minus
+// non-ASCII letters and '$': [A-Za-z_][A-Za-z0-9_]{0,62}. Names are quoted
+// anyway; the rule keeps operators from ever needing to.
+func validateIdentifier(field, name string) error {
+	if name == "" {
+		return &store.InvalidError{Field: field, Reason: "must not be empty"}
+	}
+	if len(name) > maxIdentifierLength {
+		return &store.InvalidError{Field: field, Reason: fmt.Sprintf("%q is longer than %d bytes", name, maxIdentifierLength)}
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c == '_', 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case '0' <= c && c <= '9' && i > 0:
+		default:
+			return &store.InvalidError{Field: field, Reason: fmt.Sprintf("%q is not an identifier: only ASCII letters, digits and underscores, not starting with a digit", name)}
+		}
+	}
+	return nil
+}
+
+// defaultChannel derives a channel name from the table's qualified name, so
+// stores on different tables do not wake each other.
+func defaultChannel(schema, table string) string {
+	sum := sha256.Sum256([]byte(schema + "." + table))
+	return "idempotency_" + hex.EncodeToString(sum[:8])
+}
+
+// indexName is the expiry index's name: the table's name with a suffix,
+// shortened (with a digest, to stay unique) when it would pass 63 bytes.
+func indexName(table string) string {
+	const suffix = "_expires_at_idx"
+	if len(table)+len(suffix) <= maxIdentifierLength {
+		return table + suffix
+	}
+	sum := sha256.Sum256([]byte(table))
+	tag := "_" + hex.EncodeToString(sum[:4])
+	return table[:maxIdentifierLength-len(suffix)-len(tag)] + tag + suffix
+}

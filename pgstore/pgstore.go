@@ -1,0 +1,489 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tesserix/idempotency/store"
+)
+
+// maxAttempts bounds how often one call runs its statement again after a
+// serialization failure, a deadlock, or (Claim only) a snapshot that could
+// not yet see a row a concurrent claim had just committed.
+const maxAttempts = 10
+
+// cleanupTimeout bounds the statement that undoes a claim whose caller's
+// context ended before the answer arrived.
+const cleanupTimeout = 5 * time.Second
+
+// Store is a [store.Store] kept in one PostgreSQL table. Every replica that
+// uses the same table sees the same records; claims are decided by the
+// server in one statement, so replicas never race through a read-then-write
+// window. It is safe for concurrent use. Call [Store.Close] when done with
+// it to stop its listener.
+type Store struct {
+	pool      *pgxpool.Pool
+	opts      Options
+	schema    string // quoted
+	tableName string // quoted and schema-qualified
+	channel   string // quoted, for LISTEN
+	sql       statements
+	l         *listener
+	// onBlock, when set (by tests, before use), is called each time a Wait
+	// is about to block.
+	onBlock func(store.WaitParams)
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a store on a pool the caller owns: the store never opens or
+// closes a pool. It checks opts once and returns an [*store.InvalidError]
+// naming the field it refuses; it does not touch the database, and it does
+// not create the table: the deployment calls [Store.EnsureSchema] for that.
+func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
+	if pool == nil {
+		return nil, &store.InvalidError{Field: "pool", Reason: "must not be nil"}
+	}
+	o, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
+	table := pgx.Identifier{o.Schema, o.Table}.Sanitize()
+	s := &Store{
+		pool:      pool,
+		opts:      o,
+		schema:    pgx.Identifier{o.Schema}.Sanitize(),
+		tableName: table,
+		channel:   pgx.Identifier{o.NotifyChannel}.Sanitize(),
+		sql:       buildStatements(table, pgx.Identifier{indexName(o.Table)}.Sanitize()),
+	}
+	s.l = newListener(s)
+	return s, nil
+}
+
+// Options returns the options the store runs with, defaults filled in.
+func (s *Store) Options() Options { return s.opts }
+
+// Close stops the store's listener and closes its dedicated connection. It
+// does not close the pool. Waits in progress fall back to polling. Close is
+// idempotent; the store's other methods keep working after it.
+func (s *Store) Close() { s.l.close() }
+
+// schemaLockKey is the pg_advisory_xact_lock key EnsureSchema serializes on,
+// so that concurrent replicas creating the same objects do not collide on
+// the catalogs' unique indexes (IF NOT EXISTS alone does not prevent that).
+const schemaLockKey int64 = 0x6964656d706f7467 // "idempotg"
+
+// EnsureSchema creates the store's schema, table and expiry index when they
+// are missing, and leaves them alone otherwise. It is the deployment's to
+// call; it is idempotent and safe to run from several replicas at once: the
+// work is serialized by a transaction-scoped advisory lock. Objects that
+// already exist are detected first, so a role without CREATE privilege can
+// run it against a prepared database.
+func (s *Store) EnsureSchema(ctx context.Context) error {
+	const op = "ensure schema"
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	err := s.retry(ctx, func(ctx context.Context) error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", schemaLockKey); err != nil {
+				return err
+			}
+			var exists bool
+			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", s.opts.Schema).Scan(&exists); err != nil {
+				return err
+			}
+			if !exists {
+				if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+s.schema); err != nil {
+					return err
+				}
+			}
+			for _, obj := range []struct{ name, ddl string }{
+				{s.tableName, s.sql.createTable},
+				{pgx.Identifier{s.opts.Schema, indexName(s.opts.Table)}.Sanitize(), s.sql.createIndex},
+			} {
+				if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", obj.name).Scan(&exists); err != nil {
+					return err
+				}
+				if !exists {
+					if _, err := tx.Exec(ctx, obj.ddl); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return s.interpret(ctx, op, err)
+	}
+	return nil
+}
+
+// Claim implements [store.Store.Claim] in one server-side statement (see
+// the claim statement in sql.go).
+//
+// Under READ COMMITTED, the statement's read of the existing row uses the
+// snapshot the statement started with, while ON CONFLICT decides against
+// the latest committed row. A row committed by a concurrent claim after
+// that snapshot therefore blocks the insert yet is invisible to the read,
+// and the statement returns nothing; likewise the read may show an older
+// version of the row (one that had expired, or was pending under the
+// superseded token) that the conflict arm has just judged differently.
+// Both are detected and the statement is run again, with a new snapshot,
+// a bounded number of times. No decision is ever made from a stale read.
+//
+// When the caller's context ends while the statement is in flight, the
+// claim may have committed without the caller learning its token; Claim
+// then deletes the claim it may have made (by that token, which only it
+// knows) before returning the context's error, so it leaves no claim
+// behind.
+func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, error) {
+	const op = "claim"
+	if err := begin(ctx, op, p); err != nil {
+		return store.Result{}, err
+	}
+	token := store.NewToken()
+	for token == p.Supersede {
+		token = store.NewToken()
+	}
+	payload := payloadFor(p.Tenant, p.Key)
+	for attempt := 1; ; attempt++ {
+		now := s.opts.Clock.Now()
+		var (
+			acquired bool
+			rec      store.Record
+			notified int64
+		)
+		row := s.pool.QueryRow(ctx, s.sql.claim, p.Tenant, p.Key, p.Holder, token,
+			now.Add(p.Lease), now.Add(s.opts.TTL), now, p.Supersede, s.opts.NotifyChannel, payload)
+		err := scanRecord(row, &rec, &acquired, &notified)
+		switch {
+		case err == nil && acquired:
+			return store.Result{Status: store.StatusAcquired, Record: rec}, nil
+		case err == nil && !stale(rec, now, p.Supersede):
+			switch rec.State {
+			case store.StateCompleted:
+				return store.Result{Status: store.StatusCompleted, Record: rec}, nil
+			case store.StateIndeterminate:
+				return store.Result{Status: store.StatusIndeterminate, Record: rec}, nil
+			default:
+				return store.Result{Status: store.StatusHeld, Record: rec, LeaseExpired: !now.Before(rec.LeaseUntil)}, nil
+			}
+		case err == nil, errors.Is(err, pgx.ErrNoRows), retryable(err):
+			// A stale snapshot or a transient conflict: run it again.
+		default:
+			if ctx.Err() != nil {
+				s.cancelClaim(ctx, p.Tenant, p.Key, token, payload)
+			}
+			return store.Result{}, s.interpret(ctx, op, err)
+		}
+		if attempt == maxAttempts {
+			return store.Result{}, store.Unavailable("pgstore: claim",
+				fmt.Errorf("key %q in tenant %q kept changing under %d attempts", p.Key, p.Tenant, maxAttempts))
+		}
+		if err := pause(ctx, attempt); err != nil {
+			return store.Result{}, fmt.Errorf("pgstore: %s: %w", op, err)
+		}
+	}
+}
+
+// stale reports whether a row the claim statement read but did not take
+// cannot be the row its conflict arm judged: one the arm would have taken.
+func stale(rec store.Record, now time.Time, supersede int64) bool {
+	if !now.Before(rec.ExpiresAt) {
+		return true
+	}
+	return supersede != 0 && rec.State == store.StatePending && rec.Token == supersede
+}
+
+// cancelClaim deletes the claim made under token, if it was made, after the
+// caller's context ended. It is best effort: when it fails too, the claim
+// stays until its lease runs out and a waiter supersedes it.
+func (s *Store) cancelClaim(ctx context.Context, tenant, key string, token int64, payload string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	var n int64
+	_ = s.pool.QueryRow(ctx, s.sql.cancelClaim, tenant, key, token, s.opts.NotifyChannel, payload).Scan(&n)
+}
+
+// Renew implements [store.Store.Renew].
+func (s *Store) Renew(ctx context.Context, p store.RenewParams) (time.Time, error) {
+	const op = "renew"
+	if err := begin(ctx, op, p); err != nil {
+		return time.Time{}, err
+	}
+	var until time.Time
+	err := s.retry(ctx, func(ctx context.Context) error {
+		now := s.opts.Clock.Now()
+		return s.pool.QueryRow(ctx, s.sql.renew, p.Tenant, p.Key, p.Token, now, now.Add(p.Lease)).Scan(&until)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, s.notHolder(ctx, op, p.Tenant, p.Key, p.Token)
+	}
+	if err != nil {
+		return time.Time{}, s.interpret(ctx, op, err)
+	}
+	return until, nil
+}
+
+// Complete implements [store.Store.Complete].
+func (s *Store) Complete(ctx context.Context, p store.CompleteParams) error {
+	const op = "complete"
+	if err := begin(ctx, op, p); err != nil {
+		return err
+	}
+	outcome := p.Outcome
+	if outcome == nil {
+		outcome = []byte{} // nil and empty are the same: store '' rather than NULL
+	}
+	return s.fenced(ctx, op, p.Tenant, p.Key, p.Token, func(now time.Time) (string, []any) {
+		return s.sql.complete, []any{p.Tenant, p.Key, p.Token, now, now.Add(s.opts.TTL), outcome,
+			s.opts.NotifyChannel, payloadFor(p.Tenant, p.Key)}
+	})
+}
+
+// Release implements [store.Store.Release].
+func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
+	const op = "release"
+	if err := begin(ctx, op, p); err != nil {
+		return err
+	}
+	return s.fenced(ctx, op, p.Tenant, p.Key, p.Token, func(now time.Time) (string, []any) {
+		return s.sql.release, []any{p.Tenant, p.Key, p.Token, now, s.opts.NotifyChannel, payloadFor(p.Tenant, p.Key)}
+	})
+}
+
+// MarkIndeterminate implements [store.Store.MarkIndeterminate].
+func (s *Store) MarkIndeterminate(ctx context.Context, p store.MarkIndeterminateParams) error {
+	const op = "mark indeterminate"
+	if err := begin(ctx, op, p); err != nil {
+		return err
+	}
+	return s.fenced(ctx, op, p.Tenant, p.Key, p.Token, func(now time.Time) (string, []any) {
+		return s.sql.markIndeterminate, []any{p.Tenant, p.Key, p.Token, now, now.Add(s.opts.TTL), p.Reason,
+			s.opts.NotifyChannel, payloadFor(p.Tenant, p.Key)}
+	})
+}
+
+// fenced runs a statement that changes a record only while token holds its
+// pending claim, and turns "no row changed" into ErrNotHolder.
+func (s *Store) fenced(ctx context.Context, op, tenant, key string, token int64, stmt func(now time.Time) (string, []any)) error {
+	var n int64
+	err := s.retry(ctx, func(ctx context.Context) error {
+		sql, args := stmt(s.opts.Clock.Now())
+		return s.pool.QueryRow(ctx, sql, args...).Scan(&n)
+	})
+	if err != nil {
+		return s.interpret(ctx, op, err)
+	}
+	if n == 0 {
+		return s.notHolder(ctx, op, tenant, key, token)
+	}
+	return nil
+}
+
+// notHolder builds the ErrNotHolder error for a fenced call that changed
+// nothing. It reads the record only to tell the person what stands there
+// instead; the read changes nothing, so its racing a concurrent change is
+// harmless.
+func (s *Store) notHolder(ctx context.Context, op, tenant, key string, token int64) error {
+	var what string
+	rec, err := s.lookup(ctx, tenant, key)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		what = "the key has no live record"
+	case err != nil:
+		what = "the record could not be read"
+	case rec.State != store.StatePending:
+		what = "the record is " + rec.State.String()
+	default:
+		what = fmt.Sprintf("the claim is held under token %d by %q", rec.Token, rec.Holder)
+	}
+	return fmt.Errorf("pgstore: %s %q in tenant %q with token %d: %w (%s)", op, key, tenant, token, store.ErrNotHolder, what)
+}
+
+// Lookup implements [store.Store.Lookup].
+func (s *Store) Lookup(ctx context.Context, p store.LookupParams) (store.Record, error) {
+	const op = "lookup"
+	if err := begin(ctx, op, p); err != nil {
+		return store.Record{}, err
+	}
+	rec, err := s.lookup(ctx, p.Tenant, p.Key)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Record{}, fmt.Errorf("pgstore: %s %q in tenant %q: %w", op, p.Key, p.Tenant, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Record{}, s.interpret(ctx, op, err)
+	}
+	return rec, nil
+}
+
+// lookup reads the key's live record, returning pgx.ErrNoRows when there is
+// none and untranslated errors otherwise.
+func (s *Store) lookup(ctx context.Context, tenant, key string) (store.Record, error) {
+	var rec store.Record
+	err := s.retry(ctx, func(ctx context.Context) error {
+		return scanRecord(s.pool.QueryRow(ctx, s.sql.lookup, tenant, key, s.opts.Clock.Now()), &rec)
+	})
+	return rec, err
+}
+
+// Resolve implements [store.Store.Resolve].
+func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
+	const op = "resolve"
+	if err := begin(ctx, op, p); err != nil {
+		return err
+	}
+	payload := payloadFor(p.Tenant, p.Key)
+	outcome := p.Outcome
+	if outcome == nil {
+		outcome = []byte{}
+	}
+	var n int64
+	err := s.retry(ctx, func(ctx context.Context) error {
+		now := s.opts.Clock.Now()
+		if p.Decision == store.DecisionComplete {
+			return s.pool.QueryRow(ctx, s.sql.resolveComplete, p.Tenant, p.Key, now, now.Add(s.opts.TTL), outcome,
+				s.opts.NotifyChannel, payload).Scan(&n)
+		}
+		return s.pool.QueryRow(ctx, s.sql.resolveFree, p.Tenant, p.Key, now, s.opts.NotifyChannel, payload).Scan(&n)
+	})
+	if err != nil {
+		return s.interpret(ctx, op, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	// Nothing changed: say why. The read only picks the error.
+	rec, err := s.lookup(ctx, p.Tenant, p.Key)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("pgstore: %s %q in tenant %q: %w", op, p.Key, p.Tenant, store.ErrNotFound)
+	case err != nil:
+		return s.interpret(ctx, op, err)
+	case rec.State == store.StateIndeterminate:
+		// It became indeterminate between the two statements; the
+		// caller may try again.
+		return fmt.Errorf("pgstore: %s %q in tenant %q changed while being resolved: %w", op, p.Key, p.Tenant, store.ErrNotIndeterminate)
+	default:
+		return fmt.Errorf("pgstore: %s %q in tenant %q, which is %s: %w", op, p.Key, p.Tenant, rec.State, store.ErrNotIndeterminate)
+	}
+}
+
+// Forget implements [store.Store.Forget]. It counts expired records it
+// erases too, and wakes every waiter on the tenant's erased keys.
+func (s *Store) Forget(ctx context.Context, p store.ForgetParams) (int, error) {
+	const op = "forget"
+	if err := begin(ctx, op, p); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := s.retry(ctx, func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, s.sql.forget, p.Tenant, s.opts.NotifyChannel).Scan(&n)
+	})
+	if err != nil {
+		return 0, s.interpret(ctx, op, err)
+	}
+	return int(n), nil
+}
+
+// Sweep implements [store.Store.Sweep]: one bounded batch per call, so it
+// never holds many row locks for long. Call it repeatedly until it returns
+// fewer than the limit to reclaim everything.
+func (s *Store) Sweep(ctx context.Context, p store.SweepParams) (int, error) {
+	const op = "sweep"
+	if err := begin(ctx, op, p); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := s.retry(ctx, func(ctx context.Context) error {
+		tag, err := s.pool.Exec(ctx, s.sql.sweep, s.opts.Clock.Now(), p.EffectiveLimit())
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, s.interpret(ctx, op, err)
+	}
+	return int(n), nil
+}
+
+// retry runs fn again, a bounded number of times, while it fails with a
+// serialization failure or a deadlock. It returns fn's last error as is.
+func (s *Store) retry(ctx context.Context, fn func(ctx context.Context) error) error {
+	for attempt := 1; ; attempt++ {
+		err := fn(ctx)
+		if err == nil || !retryable(err) || attempt == maxAttempts {
+			return err
+		}
+		if perr := pause(ctx, attempt); perr != nil {
+			return perr
+		}
+	}
+}
+
+// pause sleeps a short, growing, jittered interval between attempts.
+func pause(ctx context.Context, attempt int) error {
+	d := time.Duration(attempt) * time.Millisecond
+	d += time.Duration(store.NewToken() % int64(d+1))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// validator is every params struct of the contract.
+type validator interface{ Validate() error }
+
+// begin refuses a done context and malformed parameters before any round
+// trip.
+func begin(ctx context.Context, op string, p validator) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	return nil
+}
+
+// scanRecord reads a row of columns (see sql.go), with extra destinations
+// before (for the claim's "acquired") and after (its "notified"), into rec.
+func scanRecord(row pgx.Row, rec *store.Record, extra ...any) error {
+	var state int16
+	dest := make([]any, 0, 13)
+	if len(extra) > 0 {
+		dest = append(dest, extra[0])
+	}
+	dest = append(dest, &rec.Tenant, &rec.Key, &state, &rec.Holder, &rec.Token, &rec.LeaseUntil,
+		&rec.ExpiresAt, &rec.CreatedAt, &rec.UpdatedAt, &rec.Outcome, &rec.Reason)
+	if len(extra) > 1 {
+		dest = append(dest, extra[1:]...)
+	}
+	if err := row.Scan(dest...); err != nil {
+		return err
+	}
+	rec.State = store.State(state)
+	return nil
+}
+
+// payloadFor is the notification payload for a key: a digest of tenant and
+// key, so neither appears on the channel and the payload stays short. The
+// forget statement computes the same digest on the server.
+func payloadFor(tenant, key string) string {
+	sum := sha256.Sum256([]byte(strconv.Itoa(len(tenant)) + ":" + tenant + key))
+	return hex.EncodeToString(sum[:16])
+}

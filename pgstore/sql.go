@@ -1,0 +1,163 @@
+package pgstore
+
+import (
+	"strings"
+
+	"github.com/tesserix/idempotency/store"
+)
+
+// The state column holds store.State's numeric values, which the SQL below
+// spells as literals: 1 pending, 2 completed, 3 indeterminate. These lines
+// stop compiling if the contract's values ever change.
+var (
+	_ = [1]struct{}{}[store.StatePending-1]
+	_ = [1]struct{}{}[store.StateCompleted-2]
+	_ = [1]struct{}{}[store.StateIndeterminate-3]
+)
+
+// columns is the order every statement returns a record's columns in; see
+// scanRecord.
+const columns = "tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason"
+
+// statements holds the SQL of one store, with its table's name quoted in.
+// Every value a caller supplies is a bind parameter; only the validated,
+// quoted identifiers are spliced into the text.
+type statements struct {
+	createTable, createIndex string
+
+	claim, lookup                               string
+	renew, complete, release, markIndeterminate string
+	resolveComplete, resolveFree, forget, sweep string
+	cancelClaim                                 string
+}
+
+func buildStatements(table, index string) statements {
+	r := strings.NewReplacer("{t}", table, "{i}", index, "{cols}", columns)
+	return statements{
+		createTable: r.Replace(`CREATE TABLE IF NOT EXISTS {t} (
+	tenant      text        NOT NULL,
+	key         text        NOT NULL,
+	state       smallint    NOT NULL CHECK (state IN (1, 2, 3)),
+	holder      text        NOT NULL,
+	token       bigint      NOT NULL,
+	lease_until timestamptz NOT NULL,
+	expires_at  timestamptz NOT NULL,
+	created_at  timestamptz NOT NULL,
+	updated_at  timestamptz NOT NULL,
+	outcome     bytea,
+	reason      text        NOT NULL DEFAULT '',
+	PRIMARY KEY (tenant, key)
+)`),
+		createIndex: r.Replace(`CREATE INDEX IF NOT EXISTS {i} ON {t} (expires_at)`),
+
+		// claim takes the key in one statement. The INSERT's ON CONFLICT
+		// arm replaces the row only when it has expired ($7 is now) or is
+		// pending under exactly the superseded token $8 (0, the "no
+		// supersede" value, is never a token). A replaced row (xmax <> 0:
+		// the tuple came from an UPDATE, not an INSERT) may have waiters on
+		// its old token, so it is announced. When the arm does not fire,
+		// the second branch returns the row as it stands, in the same round
+		// trip. See Store.Claim for why that branch can come back empty or
+		// stale under READ COMMITTED.
+		//
+		// $1 tenant, $2 key, $3 holder, $4 token, $5 lease_until,
+		// $6 expires_at, $7 now, $8 supersede, $9 channel, $10 payload.
+		claim: r.Replace(`WITH ins AS (
+	INSERT INTO {t} AS r (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason)
+	VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $7, NULL, '')
+	ON CONFLICT (tenant, key) DO UPDATE SET
+		state = 1, holder = EXCLUDED.holder, token = EXCLUDED.token,
+		lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at,
+		created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
+		outcome = NULL, reason = ''
+	WHERE r.expires_at <= $7 OR (r.state = 1 AND r.token = $8)
+	RETURNING r.tenant, r.key, r.state, r.holder, r.token, r.lease_until, r.expires_at,
+		r.created_at, r.updated_at, r.outcome, r.reason, r.xmax::text <> '0' AS replaced
+)
+SELECT true AS acquired, tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
+	CASE WHEN replaced THEN (SELECT count(pg_notify($9, $10))) ELSE 0 END AS notified
+FROM ins
+UNION ALL
+SELECT false, {cols}, 0
+FROM {t}
+WHERE tenant = $1 AND key = $2 AND NOT EXISTS (SELECT 1 FROM ins)`),
+
+		// $1 tenant, $2 key, $3 now.
+		lookup: r.Replace(`SELECT {cols} FROM {t} WHERE tenant = $1 AND key = $2 AND expires_at > $3`),
+
+		// The fenced statements change the row only while it is live and
+		// pending under the caller's token, and announce the change in the
+		// same statement: count(pg_notify(...)) FROM the modified rows both
+		// notifies and reports how many rows changed.
+		//
+		// $1 tenant, $2 key, $3 token, $4 now, $5 lease_until.
+		renew: r.Replace(`UPDATE {t} SET lease_until = $5, updated_at = $4
+WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
+RETURNING lease_until`),
+		// $1 tenant, $2 key, $3 token, $4 now, $5 expires_at, $6 outcome,
+		// $7 channel, $8 payload.
+		complete: r.Replace(`WITH upd AS (
+	UPDATE {t} SET state = 2, outcome = $6, updated_at = $4, expires_at = $5
+	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
+	RETURNING 1
+)
+SELECT count(pg_notify($7, $8)) FROM upd`),
+		// $1 tenant, $2 key, $3 token, $4 now, $5 channel, $6 payload.
+		release: r.Replace(`WITH del AS (
+	DELETE FROM {t}
+	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
+	RETURNING 1
+)
+SELECT count(pg_notify($5, $6)) FROM del`),
+		// $1 tenant, $2 key, $3 token, $4 now, $5 expires_at, $6 reason,
+		// $7 channel, $8 payload.
+		markIndeterminate: r.Replace(`WITH upd AS (
+	UPDATE {t} SET state = 3, reason = $6, updated_at = $4, expires_at = $5
+	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
+	RETURNING 1
+)
+SELECT count(pg_notify($7, $8)) FROM upd`),
+		// $1 tenant, $2 key, $3 now, $4 expires_at, $5 outcome, $6 channel,
+		// $7 payload.
+		resolveComplete: r.Replace(`WITH upd AS (
+	UPDATE {t} SET state = 2, outcome = $5, updated_at = $3, expires_at = $4
+	WHERE tenant = $1 AND key = $2 AND state = 3 AND expires_at > $3
+	RETURNING 1
+)
+SELECT count(pg_notify($6, $7)) FROM upd`),
+		// $1 tenant, $2 key, $3 now, $4 channel, $5 payload.
+		resolveFree: r.Replace(`WITH del AS (
+	DELETE FROM {t} WHERE tenant = $1 AND key = $2 AND state = 3 AND expires_at > $3
+	RETURNING 1
+)
+SELECT count(pg_notify($4, $5)) FROM del`),
+		// forget announces every erased key; the payload is computed by the
+		// server exactly as payloadFor computes it in Go.
+		//
+		// $1 tenant, $2 channel.
+		forget: r.Replace(`WITH del AS (DELETE FROM {t} WHERE tenant = $1 RETURNING key)
+SELECT count(pg_notify($2, left(encode(sha256(convert_to(octet_length($1::text)::text || ':' || $1::text || del.key, 'UTF8')), 'hex'), 32)))
+FROM del`),
+		// sweep deletes a bounded batch of expired rows by physical
+		// address. SKIP LOCKED leaves rows a claim is replacing right now to
+		// that claim; the outer condition is re-checked against any row
+		// that changed in between. Expired rows already read as free, so no
+		// waiter needs to hear about them.
+		//
+		// $1 now, $2 limit.
+		sweep: r.Replace(`DELETE FROM {t}
+WHERE ctid = ANY (ARRAY(SELECT ctid FROM {t} WHERE expires_at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED))
+	AND expires_at <= $1`),
+
+		// cancelClaim undoes a claim whose answer never reached the caller
+		// (its context ended mid-statement). The token is the one this
+		// call generated, so it can only match the claim this call made.
+		//
+		// $1 tenant, $2 key, $3 token, $4 channel, $5 payload.
+		cancelClaim: r.Replace(`WITH del AS (
+	DELETE FROM {t} WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1
+	RETURNING 1
+)
+SELECT count(pg_notify($4, $5)) FROM del`),
+	}
+}
