@@ -1,0 +1,223 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/store"
+)
+
+// airline is the downstream the activities book against. Its ledger records
+// every effect; a body may be told to outlive its attempt or to fail.
+type airline struct {
+	ledger *Ledger
+	// hold keeps the body running this long before its effect, ignoring
+	// its context, as a slow downstream would.
+	hold time.Duration
+	// failures makes the first N calls fail; noEffect marks those failures
+	// as certainly without effect.
+	failures int
+	noEffect bool
+	// finished is closed when a body that outlived its attempt returns.
+	finished chan struct{}
+}
+
+func (a *airline) Book(ctx context.Context, req BookRequest) (string, error) {
+	call := a.ledger.call(req.Flight)
+	if _, ok := activity.Key(ctx); !ok {
+		return "", errors.New("the dispatcher did not hand the body its key")
+	}
+	if call <= a.failures {
+		err := fmt.Errorf("airline: gateway timeout on call %d", call)
+		if a.noEffect {
+			return "", activity.NoEffect(err)
+		}
+		return "", err
+	}
+	if a.hold > 0 {
+		time.Sleep(a.hold)
+		if a.finished != nil {
+			defer close(a.finished)
+		}
+	}
+	n := a.ledger.effect(req.Flight)
+	return fmt.Sprintf("seat %d on %s for %s", n, req.Flight, req.RequestID), nil
+}
+
+// TwoBookings books one flight twice in one workflow turn, as a model that
+// repeats itself would: same key arguments, a fresh request id each.
+func TwoBookings(ctx workflow.Context, flight string) ([]string, error) {
+	ctx = activityOptions(ctx, 30*time.Second, time.Second)
+	f1 := workflow.ExecuteActivity(ctx, "Book", BookRequest{Flight: flight, RequestID: "req-1"})
+	f2 := workflow.ExecuteActivity(ctx, "Book", BookRequest{Flight: flight, RequestID: "req-2"})
+	var r1, r2 string
+	if err := f1.Get(ctx, &r1); err != nil {
+		return nil, err
+	}
+	if err := f2.Get(ctx, &r2); err != nil {
+		return nil, err
+	}
+	return []string{r1, r2}, nil
+}
+
+// OneBooking books once with the given timeouts.
+func OneBooking(ctx workflow.Context, flight string, startToClose, retryInterval time.Duration) (string, error) {
+	ctx = activityOptions(ctx, startToClose, retryInterval)
+	var r string
+	err := workflow.ExecuteActivity(ctx, "Book", BookRequest{Flight: flight, RequestID: "req-" + workflow.GetInfo(ctx).WorkflowExecution.RunID}).Get(ctx, &r)
+	return r, err
+}
+
+func newAirlineEnv(t *testing.T, st store.Store, kind activity.Kind, a *airline) *env {
+	t.Helper()
+	e := newEnv(t, st, interceptor.Options{Lease: 2 * time.Second})
+	a.ledger = e.ledger
+	require.NoError(t, e.worker.Register(activity.MustDeclare(a.Book, activity.Policy{Kind: kind, KeyArguments: []string{"flight"}})))
+	e.worker.RegisterWorkflow(TwoBookings)
+	e.worker.RegisterWorkflow(OneBooking)
+	e.start()
+	return e
+}
+
+func forEachStore(t *testing.T, f func(t *testing.T, st store.Store)) {
+	for _, s := range stores {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, s.open(t))
+		})
+	}
+}
+
+// Two identical calls in one workflow turn collapse into one execution, and
+// both futures get the same result.
+func TestConcurrentDuplicatesCollapse(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		e := newAirlineEnv(t, st, activity.KindEffectful, &airline{hold: 300 * time.Millisecond})
+		var results []string
+		require.NoError(t, e.execute("acme", TwoBookings, &results, "BA117"))
+		require.Len(t, results, 2)
+		assert.Equal(t, results[0], results[1], "both futures get the first caller's answer")
+		assert.True(t, strings.HasPrefix(results[0], "seat 1 on BA117"), results[0])
+		assert.Equal(t, 1, e.ledger.Effects("BA117"), "one booking")
+		assert.Equal(t, 1, e.ledger.Calls("BA117"), "the duplicate never entered the body")
+		assert.Equal(t, 1, e.events.count(interceptor.EventDeduplicated))
+	})
+}
+
+// The first attempt outlives its start-to-close timeout but records its
+// outcome before the retry starts: the retry gets the recorded answer and
+// the workflow completes with one booking.
+func TestTimedOutAttemptRecordedBeforeRetry(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		e := newAirlineEnv(t, st, activity.KindEffectful, &airline{hold: 1500 * time.Millisecond})
+		var result string
+		require.NoError(t, e.execute("acme", OneBooking, &result, "BA117", time.Second, 3*time.Second))
+		assert.True(t, strings.HasPrefix(result, "seat 1 on BA117"), result)
+		assert.Equal(t, 1, e.ledger.Effects("BA117"))
+		assert.Equal(t, 1, e.ledger.Calls("BA117"))
+		assert.Equal(t, 1, e.events.count(interceptor.EventDeduplicated))
+	})
+}
+
+// The first attempt is still running when Temporal starts the retry: the
+// retry does not wait for an attempt Temporal gave up on, and does not book
+// again either. The run stops with the indeterminate error; the one booking
+// the slow attempt made is the only one.
+func TestTimedOutAttemptStillRunningAtRetry(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		a := &airline{hold: 4 * time.Second, finished: make(chan struct{})}
+		e := newAirlineEnv(t, st, activity.KindEffectful, a)
+		var result string
+		err := e.execute("acme", OneBooking, &result, "BA117", time.Second, time.Second)
+		o := requireIndeterminate(t, err, activity.ReasonHolderLost)
+		assert.False(t, o.BodyEntered, "the retry did not enter the body")
+		assert.Equal(t, "acme", o.Tenant)
+		assert.NotEmpty(t, o.Key)
+
+		<-a.finished // the slow attempt lands its effect late
+		assert.Equal(t, 1, e.ledger.Effects("BA117"), "no second booking")
+		assert.Equal(t, 1, e.ledger.Calls("BA117"))
+		rec, err := st.Lookup(context.Background(), store.LookupParams{Tenant: "acme", Key: o.Key})
+		require.NoError(t, err)
+		assert.Equal(t, store.StateIndeterminate, rec.State, "the key waits for a person")
+	})
+}
+
+// An EFFECTFUL failure stops the run with the typed error even though the
+// retry policy allows five attempts.
+func TestEffectfulFailureStopsRun(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		e := newAirlineEnv(t, st, activity.KindEffectful, &airline{failures: 100})
+		var result string
+		err := e.execute("acme", OneBooking, &result, "BA117", 10*time.Second, 100*time.Millisecond)
+		o := requireIndeterminate(t, err, activity.ReasonBodyFailed)
+		assert.True(t, o.BodyEntered)
+		assert.Equal(t, "Book", o.Activity)
+		assert.Contains(t, o.Cause, "gateway timeout")
+		assert.Equal(t, 1, e.ledger.Calls("BA117"), "no retry")
+	})
+}
+
+// An IDEMPOTENT failure frees the key and the retry policy applies.
+func TestIdempotentFailureRetries(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		e := newAirlineEnv(t, st, activity.KindIdempotent, &airline{failures: 2})
+		var result string
+		require.NoError(t, e.execute("acme", OneBooking, &result, "BA117", 10*time.Second, 100*time.Millisecond))
+		assert.True(t, strings.HasPrefix(result, "seat 1 on BA117"), result)
+		assert.Equal(t, 3, e.ledger.Calls("BA117"))
+		assert.Equal(t, 1, e.ledger.Effects("BA117"))
+		assert.Equal(t, 2, e.events.count(interceptor.EventReleased))
+	})
+}
+
+// An EFFECTFUL failure marked NoEffect frees the key: the retry books.
+func TestNoEffectFailureRetries(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		e := newAirlineEnv(t, st, activity.KindEffectful, &airline{failures: 1, noEffect: true})
+		var result string
+		require.NoError(t, e.execute("acme", OneBooking, &result, "BA117", 10*time.Second, 100*time.Millisecond))
+		assert.Equal(t, 2, e.ledger.Calls("BA117"))
+		assert.Equal(t, 1, e.ledger.Effects("BA117"))
+	})
+}
+
+// Tenants are isolated: the same booking under two tenants is two effects.
+func TestTenantsAreIsolated(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		e := newAirlineEnv(t, st, activity.KindEffectful, &airline{})
+		var r1, r2 string
+		require.NoError(t, e.execute("acme", OneBooking, &r1, "BA117", 10*time.Second, time.Second))
+		require.NoError(t, e.execute("globex", OneBooking, &r2, "BA117", 10*time.Second, time.Second))
+		assert.Equal(t, 2, e.ledger.Effects("BA117"))
+	})
+}
+
+// A workflow started without a tenant cannot derive a key: an EFFECTFUL
+// activity is never entered.
+func TestNoTenantNeverEntersEffectfulBody(t *testing.T) {
+	t.Parallel()
+	e := newAirlineEnv(t, stores[0].open(t), activity.KindEffectful, &airline{})
+	var result string
+	err := e.execute("", OneBooking, &result, "BA117", 10*time.Second, time.Second)
+	o := requireIndeterminate(t, err, activity.ReasonKeyNotDerivable)
+	assert.False(t, o.BodyEntered)
+	assert.Equal(t, 0, e.ledger.Calls("BA117"))
+}
