@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -188,5 +187,3 @@ func requireIndeterminate(t *testing.T, err error, reason activity.Reason) activ
 	require.True(t, appErr.NonRetryable(), "the indeterminate error must be non-retryable")
 	return o
 }
-
-func fresh(prefix string) string { return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()) }
