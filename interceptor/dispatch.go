@@ -27,7 +27,10 @@ import (
 // fails with when it cannot be deduplicated before its body runs. Its retry
 // policy applies to them as to any failure.
 const (
-	ErrorTypeKeyNotDerivable  = "IdempotencyKeyNotDerivable"
+	// ErrorTypeKeyNotDerivable: no key could be derived (a named key
+	// argument is absent, no tenant, a value with no canonical form).
+	ErrorTypeKeyNotDerivable = "IdempotencyKeyNotDerivable"
+	// ErrorTypeStoreUnavailable: the store could not be reached.
 	ErrorTypeStoreUnavailable = "IdempotencyStoreUnavailable"
 	// ErrorTypeOutcomeUnreadable: a recorded outcome could not be decoded
 	// (the data converter changed incompatibly). Non-retryable.

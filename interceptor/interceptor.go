@@ -42,11 +42,16 @@ func (s Scope) String() string {
 
 // Defaults applied by [New] to the zero fields of [Options].
 const (
-	DefaultLease          = 30 * time.Second
-	DefaultWaitHeartbeat  = 5 * time.Second
+	// DefaultLease is Options.Lease's default.
+	DefaultLease = 30 * time.Second
+	// DefaultWaitHeartbeat is Options.WaitHeartbeat's default.
+	DefaultWaitHeartbeat = 5 * time.Second
+	// DefaultRecordAttempts is Options.RecordAttempts's default.
 	DefaultRecordAttempts = 5
-	DefaultRecordBackoff  = 100 * time.Millisecond
-	DefaultStoreTimeout   = 10 * time.Second
+	// DefaultRecordBackoff is Options.RecordBackoff's default.
+	DefaultRecordBackoff = 100 * time.Millisecond
+	// DefaultStoreTimeout is Options.StoreTimeout's default.
+	DefaultStoreTimeout = 10 * time.Second
 )
 
 // Options configure the dispatcher. The zero value of each field but Store
