@@ -17,12 +17,21 @@ import (
 // its own.
 var ErrNoSchema = errors.New("idempotency table does not exist; call (*pgstore.Store).EnsureSchema once at deployment")
 
+// ErrSchemaMismatch is returned, wrapped with the table's name and the
+// server's error, when the table exists but does not have the shape
+// [Store.EnsureSchema] creates: a column or the primary key the statements
+// rely on is missing, or a constraint of the table refuses a record.
+var ErrSchemaMismatch = errors.New("idempotency table does not have the shape EnsureSchema creates")
+
 // PostgreSQL SQLSTATE codes the store acts on.
 const (
 	codeSerializationFailure = "40001"
 	codeDeadlockDetected     = "40P01"
 	codeUndefinedTable       = "42P01"
 	codeInvalidSchemaName    = "3F000"
+	codeUndefinedColumn      = "42703"
+	codeInvalidColumnRef     = "42P10" // ON CONFLICT without the primary key
+	classIntegrity           = "23"    // integrity constraint violations
 	codeQueryCanceled        = "57014" // statement_timeout, or a cancel request
 	codeAdminShutdown        = "57P01"
 	codeCrashShutdown        = "57P02"
@@ -45,7 +54,9 @@ func retryable(err error) bool {
 //
 //   - the caller's own context ending returns the context's error;
 //   - a server error saying the table or schema is missing matches
-//     ErrNoSchema;
+//     ErrNoSchema; one saying the table has another shape (a missing
+//     column or primary key, a constraint refusing a record) matches
+//     ErrSchemaMismatch;
 //   - a server error saying the server is going away, refusing
 //     connections, out of resources or timed out matches
 //     store.ErrUnavailable;
@@ -67,6 +78,9 @@ func (s *Store) interpret(ctx context.Context, op string, err error) error {
 		switch {
 		case pgErr.Code == codeUndefinedTable || pgErr.Code == codeInvalidSchemaName:
 			return fmt.Errorf("pgstore: %s on %s: %w: %w", op, s.tableName, ErrNoSchema, err)
+		case pgErr.Code == codeUndefinedColumn || pgErr.Code == codeInvalidColumnRef ||
+			strings.HasPrefix(pgErr.Code, classIntegrity):
+			return fmt.Errorf("pgstore: %s on %s: %w: %w", op, s.tableName, ErrSchemaMismatch, err)
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
 			strings.HasPrefix(pgErr.Code, "53"), // insufficient resources
 			pgErr.Code == codeAdminShutdown, pgErr.Code == codeCrashShutdown,

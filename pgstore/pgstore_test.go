@@ -203,6 +203,28 @@ func TestMissingSchema(t *testing.T) {
 	}
 }
 
+// A table that exists with another shape is named as such, not as an
+// outage and not as a missing table.
+func TestSchemaMismatch(t *testing.T) {
+	t.Parallel()
+	pool, schema := testenv.Postgres(t)
+	ctx := context.Background()
+	// The right columns, but no primary key for ON CONFLICT to use.
+	_, err := pool.Exec(ctx, `CREATE TABLE "`+schema+`".misshapen (
+		tenant text NOT NULL, key text NOT NULL, state smallint NOT NULL, holder text NOT NULL,
+		token bigint NOT NULL, lease_until timestamptz NOT NULL, expires_at timestamptz NOT NULL,
+		created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL, outcome bytea, reason text NOT NULL DEFAULT '')`)
+	require.NoError(t, err)
+	s, err := pgstore.New(pool, pgstore.Options{Schema: schema, Table: "misshapen"})
+	require.NoError(t, err)
+	defer s.Close()
+
+	_, err = s.Claim(ctx, store.ClaimParams{Tenant: "t", Key: "k", Holder: "h", Lease: time.Minute})
+	require.ErrorIs(t, err, pgstore.ErrSchemaMismatch)
+	assert.NotErrorIs(t, err, store.ErrUnavailable)
+	assert.NotErrorIs(t, err, pgstore.ErrNoSchema)
+}
+
 func TestTenantStoredVerbatim(t *testing.T) {
 	t.Parallel()
 	pool, schema := testenv.Postgres(t)
