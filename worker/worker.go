@@ -1,11 +1,14 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/store"
 )
 
 // Options configure [New].
@@ -30,7 +34,15 @@ type Options struct {
 	Idempotency interceptor.Options
 	// Logger receives the library's events. Defaults to zap.NewNop().
 	Logger *zap.Logger
+	// SweepInterval is how often the running worker deletes the store's
+	// expired records (store.Sweep), so they do not pile up; every replica
+	// may sweep, in bounded batches. Negative turns sweeping off, for a
+	// deployment that sweeps elsewhere. Defaults to DefaultSweepInterval.
+	SweepInterval time.Duration
 }
+
+// DefaultSweepInterval is Options.SweepInterval's default.
+const DefaultSweepInterval = 10 * time.Minute
 
 // Worker is a Temporal worker with the idempotency interceptor installed.
 // The embedded worker's methods work as usual; an activity registered
@@ -38,6 +50,11 @@ type Options struct {
 type Worker struct {
 	sdkworker.Worker
 	interceptor *interceptor.Interceptor
+	logger      *zap.Logger
+	sweepEvery  time.Duration
+
+	mu        sync.Mutex
+	stopSweep func() // set while the sweeper runs
 }
 
 // New creates a Temporal worker for taskQueue on c with the idempotency
@@ -60,9 +77,69 @@ func New(c client.Client, taskQueue string, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	sweepEvery := opts.SweepInterval
+	if sweepEvery == 0 {
+		sweepEvery = DefaultSweepInterval
+	}
 	wopts := opts.Worker
 	wopts.Interceptors = append(slices.Clone(wopts.Interceptors), ic)
-	return &Worker{Worker: sdkworker.New(c, taskQueue, wopts), interceptor: ic}, nil
+	return &Worker{
+		Worker:      sdkworker.New(c, taskQueue, wopts),
+		interceptor: ic,
+		logger:      logger,
+		sweepEvery:  sweepEvery,
+	}, nil
+}
+
+// Start starts the Temporal worker and the sweeper; see the SDK's
+// worker.Worker.Start.
+func (w *Worker) Start() error {
+	if err := w.Worker.Start(); err != nil {
+		return err
+	}
+	w.startSweeper()
+	return nil
+}
+
+// Run runs the Temporal worker and the sweeper until interruptCh delivers;
+// see the SDK's worker.Worker.Run.
+func (w *Worker) Run(interruptCh <-chan any) error {
+	w.startSweeper()
+	defer w.stopSweeper()
+	return w.Worker.Run(interruptCh)
+}
+
+// Stop stops the sweeper and the Temporal worker.
+func (w *Worker) Stop() {
+	w.stopSweeper()
+	w.Worker.Stop()
+}
+
+func (w *Worker) startSweeper() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.sweepEvery < 0 || w.stopSweep != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		store.SweepEvery(ctx, w.interceptor.Store(), w.sweepEvery, 0, func(err error) {
+			w.logger.Warn("idempotency: sweeping expired records", zap.Error(err))
+		})
+	}()
+	w.stopSweep = func() { cancel(); <-done }
+}
+
+func (w *Worker) stopSweeper() {
+	w.mu.Lock()
+	stop := w.stopSweep
+	w.stopSweep = nil
+	w.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }
 
 // Interceptor returns the worker's idempotency interceptor.
