@@ -56,14 +56,28 @@ type encoder struct {
 	seen    map[seenKey]struct{}
 }
 
-type anyKV struct {
+// memberKV is one member of an object being encoded: its NFC name, its name
+// as given, and its value (any on the fast path, reflect.Value otherwise).
+type memberKV[V any] struct {
 	norm, key string
-	val       any
+	val       V
 }
 
-type refKV struct {
-	norm, key string
-	val       reflect.Value
+type (
+	anyKV = memberKV[any]
+	refKV = memberKV[reflect.Value]
+)
+
+// sortMembers orders an object's members by their NFC names, and refuses
+// two names that are equal after normalisation.
+func sortMembers[V any](kvs []memberKV[V]) error {
+	slices.SortFunc(kvs, func(a, b memberKV[V]) int { return strings.Compare(a.norm, b.norm) })
+	for i := 1; i < len(kvs); i++ {
+		if kvs[i-1].norm == kvs[i].norm {
+			return unencodable("map keys %q and %q are equal after NFC normalisation, so the map has no canonical form", kvs[i-1].key, kvs[i].key)
+		}
+	}
+	return nil
 }
 
 type argName struct {
@@ -499,12 +513,8 @@ func (e *encoder) encodeMapAny(m map[string]any) error {
 		e.anyKV = append(e.anyKV, anyKV{norm: normalize(k), key: k, val: v})
 	}
 	end := len(e.anyKV)
-	kvs := e.anyKV[start:end]
-	slices.SortFunc(kvs, func(a, b anyKV) int { return strings.Compare(a.norm, b.norm) })
-	for i := 1; i < len(kvs); i++ {
-		if kvs[i-1].norm == kvs[i].norm {
-			return unencodable("map keys %q and %q are equal after NFC normalisation, so the map has no canonical form", kvs[i-1].key, kvs[i].key)
-		}
+	if err := sortMembers(e.anyKV[start:end]); err != nil {
+		return err
 	}
 	e.buf = append(e.buf, tagObject)
 	for i := start; i < end; i++ {

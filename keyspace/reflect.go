@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"math/big"
 	"reflect"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -319,12 +317,8 @@ func (me mapEncoder) encode(e *encoder, v reflect.Value) error {
 		e.refKV = append(e.refKV, refKV{norm: normalize(k), key: k, val: iter.Value()})
 	}
 	end := len(e.refKV)
-	kvs := e.refKV[start:end]
-	slices.SortFunc(kvs, func(a, b refKV) int { return strings.Compare(a.norm, b.norm) })
-	for i := 1; i < len(kvs); i++ {
-		if kvs[i-1].norm == kvs[i].norm {
-			return unencodable("map keys %q and %q are equal after NFC normalisation, so the map has no canonical form", kvs[i-1].key, kvs[i].key)
-		}
+	if err := sortMembers(e.refKV[start:end]); err != nil {
+		return err
 	}
 	e.buf = append(e.buf, tagObject)
 	for i := start; i < end; i++ {
