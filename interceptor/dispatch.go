@@ -14,6 +14,7 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/proto"
@@ -531,4 +532,36 @@ func parseHolder(holder string) (exec string, attempt int32, ok bool) {
 		return "", 0, false
 	}
 	return exec, int32(n), true
+}
+
+// EncodeOutcome encodes value as the dispatcher records an outcome: the
+// payloads dc makes of it, in protobuf wire form. Use it, with the worker's
+// data converter, to record a person's decision on an indeterminate key
+// through store.Resolve, so the duplicates that follow receive value.
+func EncodeOutcome(dc converter.DataConverter, value any) ([]byte, error) {
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
+	p, err := dc.ToPayloads(value)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency: encoding an outcome: %w", err)
+	}
+	return proto.Marshal(p)
+}
+
+// DecodeOutcome decodes a recorded outcome into valuePtr with dc, the
+// inverse of [EncodeOutcome]. An empty outcome (an activity that returns
+// only an error) leaves valuePtr unchanged.
+func DecodeOutcome(dc converter.DataConverter, outcome []byte, valuePtr any) error {
+	if len(outcome) == 0 {
+		return nil
+	}
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
+	var p commonpb.Payloads
+	if err := proto.Unmarshal(outcome, &p); err != nil {
+		return fmt.Errorf("idempotency: decoding an outcome: %w", err)
+	}
+	return dc.FromPayloads(&p, valuePtr)
 }

@@ -421,3 +421,29 @@ func TestMarkIndeterminateFails(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, store.StatePending, rec.State, "the claim is kept: a duplicate will find the holder lost")
 }
+
+// An outcome recorded with EncodeOutcome is what a duplicate receives.
+func TestResolvedOutcomeReachesDuplicate(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	env := h.activityEnv(t, "acme")
+	h.acts.on("Book", func(context.Context, int, BookRequest) error { return errors.New("gateway timeout") })
+	_, err := book(env, h.acts.Book, BookRequest{Flight: "BA117", RequestID: "a"})
+	o, ok := activity.AsIndeterminate(err)
+	require.True(t, ok, "%v", err)
+
+	want := Booking{Flight: "BA117", Call: 99, Key: "resolved by a person"}
+	outcome, err := interceptor.EncodeOutcome(nil, want)
+	require.NoError(t, err)
+	require.NoError(t, h.mem.Resolve(context.Background(), store.ResolveParams{
+		Tenant: o.Tenant, Key: o.Key, Decision: store.DecisionComplete, Outcome: outcome,
+	}))
+	var decoded Booking
+	require.NoError(t, interceptor.DecodeOutcome(nil, outcome, &decoded))
+	assert.Equal(t, want, decoded)
+
+	got, err := book(env, h.acts.Book, BookRequest{Flight: "BA117", RequestID: "b"})
+	require.NoError(t, err)
+	assert.Equal(t, want, got, "the person's answer is the recorded outcome")
+	assert.Equal(t, 1, h.acts.ledger.count("Book"), "the body was not entered again")
+}

@@ -93,7 +93,9 @@ type Event struct {
 }
 
 // Observer receives the dispatcher's events. Observe is called on the
-// activity's goroutine: it must be quick and must not block.
+// activity's goroutines, possibly on several at once (the lease renewer
+// reports its store errors from its own): it must be safe for concurrent
+// use, quick, and must not block.
 type Observer interface {
 	Observe(ctx context.Context, e Event)
 }
