@@ -19,12 +19,8 @@ help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "; printf "Targets:\n"} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
-run: ## Run the main job: the booking example against an in-process Temporal server.
-	@if [ -f examples/booking/go.mod ]; then \
-		cd examples/booking && GOTOOLCHAIN=$(SERVER_TOOLCHAIN) go run . ; \
-	else \
-		echo "make run: the booking example (examples/booking) is not built yet; nothing to run." >&2; exit 2; \
-	fi
+run: ## Run the main job: the booking example against an in-process Temporal server (RUN_ARGS="-store postgres").
+	cd examples/booking && GOTOOLCHAIN=$(SERVER_TOOLCHAIN) go run . $(RUN_ARGS)
 
 .PHONY: services
 services: ## Start PostgreSQL and Redis on 127.0.0.1 if they do not answer (installs them if missing).

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tesserix/idempotency/pgstore"
+	"github.com/tesserix/idempotency/redisstore"
+	"github.com/tesserix/idempotency/store"
+)
+
+// maxPostgresConns bounds the command's pool: it runs one statement at a
+// time.
+const maxPostgresConns = 2
+
+// backend is an open store and what only some stores can do.
+type backend struct {
+	store.Store
+	// ensureSchema creates the PostgreSQL table; nil for other stores.
+	ensureSchema func(context.Context) error
+	// where names the table or prefix, for messages.
+	where string
+	// release closes what the command opened; nil when it opened nothing.
+	release func()
+}
+
+func (b *backend) close() {
+	if b.release != nil {
+		b.release()
+	}
+}
+
+// openBackend opens the store cfg names. Neither store contacts its server
+// here: the first operation does, under ctx.
+func openBackend(ctx context.Context, cfg config) (*backend, error) {
+	switch cfg.store {
+	case storePostgres:
+		pcfg, err := pgxpool.ParseConfig(cfg.postgresURL)
+		if err != nil {
+			// pgconn redacts the password from this error.
+			return nil, usagef("-postgres-url: %v", err)
+		}
+		pcfg.MaxConns = maxPostgresConns
+		pcfg.MinConns = 0
+		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+		if err != nil {
+			return nil, usagef("-postgres-url: %v", err)
+		}
+		st, err := pgstore.New(pool, pgstore.Options{Schema: cfg.schema, Table: cfg.table})
+		if err != nil {
+			pool.Close()
+			return nil, usagef("-schema/-table: %v", err)
+		}
+		o := st.Options()
+		return &backend{
+			Store:        st,
+			ensureSchema: st.EnsureSchema,
+			where:        fmt.Sprintf("table %s.%s", o.Schema, o.Table),
+			release: func() {
+				st.Close()
+				pool.Close()
+			},
+		}, nil
+	case storeRedis:
+		client := redis.NewClient(&redis.Options{Addr: cfg.redisAddr})
+		st, err := redisstore.New(client, redisstore.Options{Prefix: cfg.prefix})
+		if err != nil {
+			_ = client.Close()
+			return nil, usagef("-prefix: %v", err)
+		}
+		return &backend{
+			Store: st,
+			where: fmt.Sprintf("prefix %q", cfg.prefix),
+			release: func() {
+				_ = st.Close()
+				_ = client.Close()
+			},
+		}, nil
+	default:
+		return nil, usagef("unknown store %q: want postgres or redis", cfg.store)
+	}
+}

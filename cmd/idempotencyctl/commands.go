@@ -1,0 +1,442 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/tesserix/idempotency/store"
+)
+
+// action is a parsed command, ready to run against an open store.
+type action func(ctx context.Context, b *backend, out io.Writer) error
+
+// command is one subcommand: its flags, its help and what it does.
+type command struct {
+	name     string
+	summary  string
+	synopsis string // the flags, after the command's name
+	detail   string // what it does, for -h
+	// postgresOnly refuses the command, before opening anything, for other
+	// stores.
+	postgresOnly bool
+	// flags defines the command's flags on fs and returns a function that
+	// checks them, once parsed, and builds the action.
+	flags func(fs *flag.FlagSet) func() (action, error)
+}
+
+// commands lists the subcommands in the order help shows them.
+var commands = []command{
+	{
+		name:         "schema",
+		summary:      "create the PostgreSQL table and index if missing (idempotent)",
+		detail:       "Creates the schema, table and expiry index the PostgreSQL store uses, when\nthey are missing. Safe to run again and from several places at once.",
+		postgresOnly: true,
+		flags:        schemaFlags,
+	},
+	{
+		name:     "show",
+		summary:  "print one record",
+		synopsis: "-tenant T -key K [-json]",
+		detail:   "Prints the record kept under the key: its state, holder, fencing token,\ntimes, the reason it is indeterminate, and its outcome decoded with the\ndefault data converter. Exits 1 when the key has no live record.",
+		flags:    showFlags,
+	},
+	{
+		name:     "resolve",
+		summary:  "decide an indeterminate record: record its outcome, or free its key",
+		synopsis: "-tenant T -key K (-outcome JSON | -free) [-dry-run]",
+		detail: "Applies a person's decision to an indeterminate record.\n" +
+			"  -outcome JSON  the effect happened: record JSON as the activity's result;\n" +
+			"                 duplicates of the key receive it (\"12A\" for a string,\n" +
+			"                 {\"seat\":\"12A\"} for a struct, null for no result).\n" +
+			"  -free          the effect did not happen: free the key; the next attempt\n" +
+			"                 may run it.\n" +
+			"Prints the record's state first. Exits 1 when there is no record or it\nis not indeterminate.",
+		flags: resolveFlags,
+	},
+	{
+		name:     "forget",
+		summary:  "erase every record of a tenant (needs -yes)",
+		synopsis: "-tenant T -yes",
+		detail:   "Erases every record of the tenant outright, in every state, including\nindeterminate records awaiting a decision. It cannot be undone, and the\nrecords cannot be counted without erasing them: -yes is required.",
+		flags:    forgetFlags,
+	},
+	{
+		name:     "sweep",
+		summary:  "delete records whose retention window has passed",
+		synopsis: "[-limit N]",
+		detail:   "Deletes expired records, in batches, and prints how many. Expired records\nalready read as free; sweeping only reclaims their space.",
+		flags:    sweepFlags,
+	},
+}
+
+func lookupCommand(n string) (command, bool) {
+	for _, c := range commands {
+		if c.name == n {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+func commandNames() string {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	return strings.Join(names, ", ")
+}
+
+func (c command) flagSet() (*flag.FlagSet, func() (action, error)) {
+	fs := flag.NewFlagSet(name+" "+c.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs, c.flags(fs)
+}
+
+// parse parses the command's flags and returns its action, a usage error,
+// or flag.ErrHelp.
+func (c command) parse(args []string) (action, error) {
+	fs, build := c.flagSet()
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, usagef("%s: %v (see %s %s -h)", c.name, err, name, c.name)
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("%s: unexpected argument %q: flags go before it, and the command takes no arguments (see %s %s -h)",
+			c.name, fs.Arg(0), name, c.name)
+	}
+	act, err := build()
+	if err != nil {
+		return nil, usagef("%s: %v", c.name, err)
+	}
+	return act, nil
+}
+
+func (c command) usage(w io.Writer) {
+	fmt.Fprintf(w, "Usage: %s [store flags] %s %s\n\n%s\n", name, c.name, c.synopsis, c.detail)
+	fs, _ := c.flagSet()
+	var n int
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprintf(w, "\nFlags:\n")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+	fmt.Fprintf(w, "\nRun '%s -h' for the store flags.\n", name)
+}
+
+// scopeFlags defines -tenant and -key.
+func scopeFlags(fs *flag.FlagSet) (tenant, key *string) {
+	return fs.String("tenant", "", "the tenant the record belongs to (required)"),
+		fs.String("key", "", "the idempotency key, as the indeterminate error reports it (required)")
+}
+
+func checkScope(tenant, key string) error {
+	switch {
+	case tenant == "":
+		return errors.New("-tenant is required")
+	case key == "":
+		return errors.New("-key is required")
+	}
+	if err := (store.LookupParams{Tenant: tenant, Key: key}).Validate(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func schemaFlags(*flag.FlagSet) func() (action, error) {
+	return func() (action, error) {
+		return func(ctx context.Context, b *backend, out io.Writer) error {
+			if b.ensureSchema == nil {
+				return &usageError{msg: "this store has no schema to create"}
+			}
+			if err := b.ensureSchema(ctx); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "schema ready: %s and its expiry index exist\n", b.where)
+			return nil
+		}, nil
+	}
+}
+
+func showFlags(fs *flag.FlagSet) func() (action, error) {
+	tenant, key := scopeFlags(fs)
+	asJSON := fs.Bool("json", false, "print the record as one JSON object")
+	return func() (action, error) {
+		if err := checkScope(*tenant, *key); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, b *backend, out io.Writer) error {
+			rec, err := lookup(ctx, b, *tenant, *key)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return writeRecordJSON(out, rec)
+			}
+			writeRecord(out, rec)
+			return nil
+		}, nil
+	}
+}
+
+func resolveFlags(fs *flag.FlagSet) func() (action, error) {
+	tenant, key := scopeFlags(fs)
+	free := fs.Bool("free", false, "the effect did not happen: free the key")
+	outcome := fs.String("outcome", "", "the effect happened: record this JSON value as its result")
+	dryRun := fs.Bool("dry-run", false, "show the record and the decision, change nothing")
+	return func() (action, error) {
+		if err := checkScope(*tenant, *key); err != nil {
+			return nil, err
+		}
+		outcomeSet := false
+		fs.Visit(func(f *flag.Flag) { outcomeSet = outcomeSet || f.Name == "outcome" })
+		switch {
+		case *free && outcomeSet:
+			return nil, errors.New("-free and -outcome are exclusive: decide whether the effect happened")
+		case !*free && !outcomeSet:
+			return nil, errors.New("one of -outcome JSON (the effect happened) or -free (it did not) is required")
+		}
+		p := store.ResolveParams{Tenant: *tenant, Key: *key, Decision: store.DecisionFree}
+		var shown []byte
+		if outcomeSet {
+			enc, js, err := encodeOutcome(*outcome)
+			if err != nil {
+				return nil, fmt.Errorf("-outcome is not one JSON value: %v", err)
+			}
+			p.Decision, p.Outcome, shown = store.DecisionComplete, enc, js
+		}
+		return func(ctx context.Context, b *backend, out io.Writer) error {
+			return resolve(ctx, b, out, p, shown, *dryRun)
+		}, nil
+	}
+}
+
+func resolve(ctx context.Context, b *backend, out io.Writer, p store.ResolveParams, shown []byte, dryRun bool) error {
+	rec, err := lookup(ctx, b, p.Tenant, p.Key)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "record: tenant %s key %s is %s%s\n", printable(rec.Tenant), printable(rec.Key), rec.State, reasonSuffix(rec))
+	if rec.State != store.StateIndeterminate {
+		return notIndeterminate(rec.State)
+	}
+	will, did, then := "free the key", "freed the key", "the next attempt may run the effect"
+	if p.Decision == store.DecisionComplete {
+		will, did, then = "record the outcome "+string(shown), "recorded the outcome "+string(shown), "duplicates of the key will receive it"
+	}
+	if dryRun {
+		fmt.Fprintf(out, "dry run: would %s; nothing changed\n", will)
+		return nil
+	}
+	err = b.Resolve(ctx, p)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return errors.New("no record: it expired or was erased while being resolved")
+	case errors.Is(err, store.ErrNotIndeterminate):
+		// Decided by someone else between the two calls: name the state.
+		if now, lerr := b.Lookup(ctx, store.LookupParams{Tenant: p.Tenant, Key: p.Key}); lerr == nil {
+			if now.State == store.StateIndeterminate {
+				return errors.New("the record changed while being resolved; look at it again and repeat the decision")
+			}
+			return notIndeterminate(now.State)
+		}
+		return errors.New("the record stopped being indeterminate while being resolved: nothing to resolve")
+	case err != nil:
+		return err
+	}
+	fmt.Fprintf(out, "resolved: %s; %s\n", did, then)
+	return nil
+}
+
+func notIndeterminate(s store.State) error {
+	return fmt.Errorf("the record is %s, not indeterminate: nothing to resolve", s)
+}
+
+func reasonSuffix(rec store.Record) string {
+	if rec.Reason == "" {
+		return ""
+	}
+	return " (reason: " + printable(rec.Reason) + ")"
+}
+
+func forgetFlags(fs *flag.FlagSet) func() (action, error) {
+	tenant := fs.String("tenant", "", "the tenant whose records are erased (required)")
+	yes := fs.Bool("yes", false, "confirm: erase every record of the tenant, which cannot be undone")
+	return func() (action, error) {
+		if *tenant == "" {
+			return nil, errors.New("-tenant is required")
+		}
+		if err := (store.ForgetParams{Tenant: *tenant}).Validate(); err != nil {
+			return nil, err
+		}
+		if !*yes {
+			return nil, fmt.Errorf("refusing to erase tenant %s without -yes: every record of the tenant, indeterminate ones awaiting a decision included, is deleted outright and cannot be counted beforehand or restored", printable(*tenant))
+		}
+		return func(ctx context.Context, b *backend, out io.Writer) error {
+			n, err := b.Forget(ctx, store.ForgetParams{Tenant: *tenant})
+			if err != nil {
+				return partial(n, "erased", "record", err)
+			}
+			fmt.Fprintf(out, "erased %d %s of tenant %s\n", n, plural(n, "record"), printable(*tenant))
+			return nil
+		}, nil
+	}
+}
+
+func sweepFlags(fs *flag.FlagSet) func() (action, error) {
+	limit := fs.Int("limit", store.DefaultSweepLimit, "delete at most this many records per batch")
+	return func() (action, error) {
+		if *limit <= 0 {
+			return nil, fmt.Errorf("-limit must be positive, got %d", *limit)
+		}
+		return func(ctx context.Context, b *backend, out io.Writer) error {
+			n, err := store.Sweep(ctx, b, *limit)
+			if err != nil {
+				return partial(n, "swept", "expired record", err)
+			}
+			fmt.Fprintf(out, "swept %d expired %s from %s\n", n, plural(n, "record"), b.where)
+			return nil
+		}, nil
+	}
+}
+
+// partial reports an error that stopped a command after it had already
+// deleted n records.
+func partial(n int, did, what string, err error) error {
+	if n == 0 {
+		return err
+	}
+	return fmt.Errorf("%s %d %s, then: %w", did, n, plural(n, what), err)
+}
+
+func plural(n int, s string) string {
+	if n == 1 {
+		return s
+	}
+	return s + "s"
+}
+
+// lookup reads the live record, turning ErrNotFound into a message that
+// says so plainly.
+func lookup(ctx context.Context, b *backend, tenant, key string) (store.Record, error) {
+	rec, err := b.Lookup(ctx, store.LookupParams{Tenant: tenant, Key: key})
+	if errors.Is(err, store.ErrNotFound) {
+		return rec, fmt.Errorf("no record: tenant %s has no live record under key %s (never claimed, freed, forgotten or expired)",
+			printable(tenant), printable(key))
+	}
+	return rec, err
+}
+
+// printable returns s as it is when every rune is printable and it holds no
+// space at either end, and quoted otherwise, so that text from a record can
+// neither break a line nor drive the terminal.
+func printable(s string) string {
+	if s == "" {
+		return `""`
+	}
+	for _, r := range s {
+		if !strconv.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	if unicode.IsSpace(rune(s[0])) || unicode.IsSpace(rune(s[len(s)-1])) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func writeRecord(out io.Writer, rec store.Record) {
+	rows := []struct{ k, v string }{
+		{"tenant", printable(rec.Tenant)},
+		{"key", printable(rec.Key)},
+		{"state", rec.State.String()},
+		{"holder", printable(rec.Holder)},
+		{"token", strconv.FormatInt(rec.Token, 10)},
+		{"lease_until", formatTime(rec.LeaseUntil)},
+		{"expires_at", formatTime(rec.ExpiresAt)},
+		{"created_at", formatTime(rec.CreatedAt)},
+		{"updated_at", formatTime(rec.UpdatedAt)},
+		{"reason", printableOrDash(rec.Reason)},
+		{"outcome", viewOutcome(rec.Outcome).String()},
+	}
+	for _, r := range rows {
+		fmt.Fprintf(out, "%-12s %s\n", r.k, r.v)
+	}
+}
+
+func printableOrDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return printable(s)
+}
+
+// recordJSON is the -json form of a record.
+type recordJSON struct {
+	Tenant     string     `json:"tenant"`
+	Key        string     `json:"key"`
+	State      string     `json:"state"`
+	Holder     string     `json:"holder"`
+	Token      int64      `json:"token"`
+	LeaseUntil *time.Time `json:"lease_until"`
+	ExpiresAt  *time.Time `json:"expires_at"`
+	CreatedAt  *time.Time `json:"created_at"`
+	UpdatedAt  *time.Time `json:"updated_at"`
+	Reason     string     `json:"reason"`
+	// Outcome is the decoded outcome, or null when there is none or it
+	// could not be decoded (OutcomeDecoded says which).
+	Outcome         json.RawMessage `json:"outcome"`
+	OutcomeDecoded  bool            `json:"outcome_decoded"`
+	OutcomeBytes    int             `json:"outcome_bytes"`
+	OutcomeEncoding string          `json:"outcome_encoding,omitempty"`
+}
+
+func jsonTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func writeRecordJSON(out io.Writer, rec store.Record) error {
+	v := viewOutcome(rec.Outcome)
+	j := recordJSON{
+		Tenant:          rec.Tenant,
+		Key:             rec.Key,
+		State:           rec.State.String(),
+		Holder:          rec.Holder,
+		Token:           rec.Token,
+		LeaseUntil:      jsonTime(rec.LeaseUntil),
+		ExpiresAt:       jsonTime(rec.ExpiresAt),
+		CreatedAt:       jsonTime(rec.CreatedAt),
+		UpdatedAt:       jsonTime(rec.UpdatedAt),
+		Reason:          rec.Reason,
+		Outcome:         json.RawMessage("null"),
+		OutcomeDecoded:  v.json != nil,
+		OutcomeBytes:    v.size,
+		OutcomeEncoding: v.encoding,
+	}
+	if v.json != nil {
+		j.Outcome = v.json
+	}
+	enc := json.NewEncoder(out)
+	return enc.Encode(j)
+}

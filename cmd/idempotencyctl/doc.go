@@ -1,0 +1,107 @@
+// Command idempotencyctl looks at and decides the records that
+// github.com/tesserix/idempotency keeps in PostgreSQL or Redis.
+//
+// An EFFECTFUL activity whose outcome nobody can state leaves an
+// indeterminate record under its key and stops the run with an
+// IndeterminateOutcomeError that names the tenant and the key. Until a
+// person decides, every duplicate of the key is refused. idempotencyctl is
+// how an operator looks at such a record and applies the decision: the
+// effect happened (record its outcome; duplicates receive it) or it did not
+// (free the key; a retry may run it). It also erases a tenant's records,
+// sweeps expired ones and creates the PostgreSQL schema.
+//
+// # Usage
+//
+//	idempotencyctl -store postgres|redis [store flags] <command> [command flags]
+//
+// The store flags come before the command:
+//
+//	-store         postgres or redis (or $IDEMPOTENCY_STORE); required
+//	-postgres-url  PostgreSQL connection URL (or $IDEMPOTENCY_POSTGRES_URL)
+//	-schema        schema of the table; defaults to pgstore.DefaultSchema
+//	-table         the table; defaults to pgstore.DefaultTable
+//	-redis-addr    Redis host:port (or $IDEMPOTENCY_REDIS_ADDR)
+//	-prefix        Redis key prefix; defaults to redisstore.DefaultPrefix
+//	-timeout       give up on the store after this long; defaults to 10s
+//
+// Use the schema, table or prefix the workers use. The environment
+// variables stand in for flags left unset, and are never printed: a URL may
+// hold a password.
+//
+// # Commands
+//
+//	schema                                       create the PostgreSQL table and index (idempotent)
+//	show    -tenant T -key K [-json]             print one record
+//	resolve -tenant T -key K (-outcome JSON | -free) [-dry-run]
+//	                                             decide an indeterminate record
+//	forget  -tenant T -yes                       erase every record of a tenant
+//	sweep   [-limit N]                           delete expired records
+//
+// Every command takes -h.
+//
+// show prints the record's tenant, key, state, holder, fencing token,
+// lease, expiry, creation and update times, the reason it is indeterminate,
+// and its outcome, decoded with the SDK's default data converter and
+// printed as JSON. An outcome written through a payload codec (encryption,
+// compression) cannot be decoded here; show gives its size and encoding
+// instead. With -json it prints one JSON object with the fields tenant,
+// key, state, holder, token, lease_until, expires_at, created_at,
+// updated_at (RFC 3339, UTC, or null), reason, outcome (the decoded value,
+// or null), outcome_decoded, outcome_bytes and outcome_encoding.
+//
+// resolve prints the record's state, then applies exactly one decision.
+// -outcome takes the activity's result as JSON ("12A" for a string,
+// {"seat":"12A"} for a struct, null for none) and records it as the
+// dispatcher records a result, with the default data converter; a worker
+// that uses a payload codec must record its outcomes another way.
+// -free frees the key. -dry-run shows what would be done and changes
+// nothing.
+//
+// forget erases every record of the tenant outright, indeterminate records
+// awaiting a decision included, and prints how many it erased. The records
+// cannot be counted without erasing them, so it refuses to run without
+// -yes.
+//
+// sweep deletes every record whose retention window has passed, in batches
+// of -limit, and prints how many. Expired records already read as free;
+// sweeping only reclaims their space.
+//
+// Records hold a digest of an activity's key arguments, never the
+// arguments; nothing this command prints can reveal them.
+//
+// # Exit status
+//
+//	0  done, or help was asked for
+//	1  refused or failed: no record, a record that is not indeterminate,
+//	   the store unreachable or timed out
+//	2  usage error: unknown command or flag, a required flag missing,
+//	   both -free and -outcome, JSON that does not parse, forget without
+//	   -yes, schema with -store redis; nothing was contacted
+//
+// Errors go to stderr, one line each.
+//
+// # Examples
+//
+// Create the table once per deployment:
+//
+//	idempotencyctl -store postgres -postgres-url "$DATABASE_URL" schema
+//
+// Look at the key an IndeterminateOutcomeError named:
+//
+//	export IDEMPOTENCY_STORE=postgres IDEMPOTENCY_POSTGRES_URL="$DATABASE_URL"
+//	idempotencyctl show -tenant acme -key v1:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+//
+// The airline confirms seat 12A was booked: record that, so the retry
+// receives it instead of booking again:
+//
+//	idempotencyctl resolve -tenant acme -key v1:9f86… -outcome '{"seat":"12A"}'
+//
+// The charge never reached the bank: free the key, so a retry may charge:
+//
+//	idempotencyctl resolve -tenant acme -key v1:9f86… -free
+//
+// Erase a departed tenant, and reclaim expired records (Redis):
+//
+//	idempotencyctl -store redis -redis-addr 10.0.0.5:6379 forget -tenant acme -yes
+//	idempotencyctl -store redis -redis-addr 10.0.0.5:6379 sweep
+package main

@@ -1,0 +1,649 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/pgstore"
+	"github.com/tesserix/idempotency/redisstore"
+	"github.com/tesserix/idempotency/store"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// result is what one invocation of the command produced.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// invoke runs the command with args, the environment env and open as the
+// way to open a store.
+func invoke(t *testing.T, env map[string]string, open func(context.Context, config) (*backend, error), args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	c := &cli{
+		stdout: &out,
+		stderr: &errOut,
+		getenv: func(k string) string { return env[k] },
+		open:   open,
+	}
+	code := c.run(context.Background(), args)
+	return result{code: code, stdout: out.String(), stderr: errOut.String()}
+}
+
+// invokeReal runs the command exactly as main does, through the real flags.
+func invokeReal(t *testing.T, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, &out, &errOut)
+	return result{code: code, stdout: out.String(), stderr: errOut.String()}
+}
+
+// requireOneErrorLine checks that a failed run wrote one line to stderr
+// holding want.
+func requireOneErrorLine(t *testing.T, r result, want string) {
+	t.Helper()
+	assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "stderr should be one line: %q", r.stderr)
+	assert.True(t, strings.HasPrefix(r.stderr, "idempotencyctl: "), "stderr: %q", r.stderr)
+	assert.Contains(t, r.stderr, want)
+}
+
+// noOpen fails the test if the command tries to open a store.
+func noOpen(t *testing.T) func(context.Context, config) (*backend, error) {
+	return func(context.Context, config) (*backend, error) {
+		t.Errorf("the command opened a store; a usage error must not")
+		return nil, errors.New("no store in this test")
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	pg := []string{"-store", "postgres", "-postgres-url", "postgres://127.0.0.1:1/x"}
+	with := func(args ...string) []string { return append(append([]string{}, pg...), args...) }
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no command", pg, "no command given"},
+		{"unknown command", with("delete"), `unknown command "delete"`},
+		{"unknown global flag", []string{"-stor", "redis", "show"}, "flag provided but not defined: -stor"},
+		{"unknown command flag", with("show", "-tenant", "a", "-key", "k", "-verbose"), "show: flag provided but not defined: -verbose"},
+		{"positional argument", with("show", "-tenant", "a", "-key", "k", "extra"), `unexpected argument "extra"`},
+		{"no store", []string{"show", "-tenant", "a", "-key", "k"}, "no store given"},
+		{"unknown store", []string{"-store", "mysql", "show", "-tenant", "a", "-key", "k"}, `unknown store "mysql"`},
+		{"postgres without url", []string{"-store", "postgres", "show", "-tenant", "a", "-key", "k"}, "-store postgres needs -postgres-url"},
+		{"redis without address", []string{"-store", "redis", "show", "-tenant", "a", "-key", "k"}, "-store redis needs -redis-addr"},
+		{"zero timeout", append([]string{"-timeout", "0s"}, with("sweep")...), "-timeout must be positive"},
+		{"show without tenant", with("show", "-key", "k"), "show: -tenant is required"},
+		{"show without key", with("show", "-tenant", "a"), "show: -key is required"},
+		{"show with a NUL in the tenant", with("show", "-tenant", "a\x00b", "-key", "k"), "invalid Tenant"},
+		{"resolve without a decision", with("resolve", "-tenant", "a", "-key", "k"), "one of -outcome JSON"},
+		{"resolve with both decisions", with("resolve", "-tenant", "a", "-key", "k", "-free", "-outcome", "1"), "-free and -outcome are exclusive"},
+		{"resolve with bad JSON", with("resolve", "-tenant", "a", "-key", "k", "-outcome", "{seat:12A}"), "-outcome is not one JSON value"},
+		{"resolve with an empty outcome", with("resolve", "-tenant", "a", "-key", "k", "-outcome", ""), "-outcome is not one JSON value"},
+		{"resolve with two JSON values", with("resolve", "-tenant", "a", "-key", "k", "-outcome", "1 2"), "-outcome is not one JSON value"},
+		{"forget without tenant", with("forget", "-yes"), "forget: -tenant is required"},
+		{"forget without -yes", with("forget", "-tenant", "acme"), "without -yes"},
+		{"sweep with a negative limit", with("sweep", "-limit", "-1"), "-limit must be positive"},
+		{"schema on redis", []string{"-store", "redis", "-redis-addr", "127.0.0.1:1", "schema"}, "only PostgreSQL has a schema"},
+		{"bad postgres schema name", []string{"-store", "postgres", "-postgres-url", "postgres://127.0.0.1:1/x", "-schema", "a-b", "sweep"}, "-schema/-table"},
+		{"bad redis prefix", []string{"-store", "redis", "-redis-addr", "127.0.0.1:1", "-prefix", "a*", "sweep"}, "-prefix"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			open := noOpen(t)
+			if strings.HasPrefix(tt.name, "bad ") {
+				// Store options are checked by the stores' constructors,
+				// which contact nothing.
+				open = openBackend
+			}
+			r := invoke(t, nil, open, tt.args...)
+			assert.Equal(t, exitUsage, r.code, "stderr: %s", r.stderr)
+			assert.Empty(t, r.stdout)
+			requireOneErrorLine(t, r, tt.want)
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"global", []string{"-h"}, []string{"Usage: idempotencyctl -store postgres|redis", "-postgres-url", "resolve", "Exit status"}},
+		{"help command", []string{"help"}, []string{"Commands:", "sweep"}},
+		{"schema", []string{"schema", "-h"}, []string{"idempotencyctl [store flags] schema"}},
+		{"show", []string{"show", "-h"}, []string{"show -tenant T -key K [-json]", "-json"}},
+		{"resolve", []string{"-store", "redis", "resolve", "-help"}, []string{"(-outcome JSON | -free)", "-dry-run", `{"seat":"12A"}`}},
+		{"forget", []string{"forget", "-h"}, []string{"forget -tenant T -yes", "cannot be undone"}},
+		{"sweep", []string{"sweep", "-h"}, []string{"sweep [-limit N]", "(default 1000)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := invoke(t, nil, noOpen(t), tt.args...)
+			require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+			assert.Empty(t, r.stderr)
+			for _, w := range tt.want {
+				assert.Contains(t, r.stdout, w)
+			}
+		})
+	}
+}
+
+func TestHelpNeverPrintsTheEnvironment(t *testing.T) {
+	t.Parallel()
+	const secret = "postgres://ops:s3cret@db.internal/prod"
+	r := invoke(t, map[string]string{envPostgresURL: secret}, noOpen(t), "-h")
+	require.Equal(t, exitOK, r.code)
+	assert.NotContains(t, r.stdout, "s3cret")
+}
+
+func TestEnvironmentFillsUnsetFlags(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		envStore:       "postgres",
+		envPostgresURL: "postgres://from-env/db",
+		envRedisAddr:   "redis-from-env:6379",
+	}
+	tests := []struct {
+		name string
+		args []string
+		want config
+	}{
+		{"all from the environment", nil, config{store: "postgres", postgresURL: "postgres://from-env/db", redisAddr: "redis-from-env:6379"}},
+		{"flags win", []string{"-store", "redis", "-redis-addr", "flag:6379", "-prefix", "p", "-timeout", "3s"},
+			config{store: "redis", postgresURL: "postgres://from-env/db", redisAddr: "flag:6379", prefix: "p", timeout: 3 * time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var got config
+			open := func(_ context.Context, cfg config) (*backend, error) {
+				got = cfg
+				return nil, errors.New("stop here")
+			}
+			r := invoke(t, env, open, append(tt.args, "sweep")...)
+			require.Equal(t, exitFailed, r.code)
+			requireOneErrorLine(t, r, "stop here")
+			assert.Equal(t, tt.want.store, got.store)
+			assert.Equal(t, tt.want.postgresURL, got.postgresURL)
+			assert.Equal(t, tt.want.redisAddr, got.redisAddr)
+			if tt.want.prefix != "" {
+				assert.Equal(t, tt.want.prefix, got.prefix)
+			}
+			if tt.want.timeout != 0 {
+				assert.Equal(t, tt.want.timeout, got.timeout)
+			}
+		})
+	}
+}
+
+func TestUnreachableStore(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"postgres", []string{"-store", "postgres", "-postgres-url", "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2"}},
+		{"redis", []string{"-store", "redis", "-redis-addr", "127.0.0.1:1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := invokeReal(t, append(tt.args, "-timeout", "5s", "show", "-tenant", "acme", "-key", "k")...)
+			assert.Equal(t, exitFailed, r.code)
+			assert.Empty(t, r.stdout)
+			requireOneErrorLine(t, r, store.ErrUnavailable.Error())
+		})
+	}
+}
+
+// fixture is a store the tests seed and check, and the same store handed to
+// the command.
+type fixture struct {
+	// global are the store flags the command is given; the store itself is
+	// injected.
+	global []string
+	st     store.Store
+	b      *backend
+	// withClock returns a store on the same records that reads time from
+	// clock.
+	withClock func(t *testing.T, clock store.Clock) store.Store
+}
+
+// run runs the command on the fixture's store.
+func (f fixture) run(t *testing.T, args ...string) result {
+	t.Helper()
+	open := func(context.Context, config) (*backend, error) { return f.b, nil }
+	return invoke(t, nil, open, append(append([]string{}, f.global...), args...)...)
+}
+
+func postgresFixture(t *testing.T) fixture {
+	pool, schema := testenv.Postgres(t)
+	newStore := func(t *testing.T, clock store.Clock) *pgstore.Store {
+		st, err := pgstore.New(pool, pgstore.Options{Schema: schema, Clock: clock})
+		require.NoError(t, err)
+		t.Cleanup(st.Close)
+		return st
+	}
+	st := newStore(t, nil)
+	require.NoError(t, st.EnsureSchema(context.Background()))
+	return fixture{
+		global:    []string{"-store", "postgres", "-postgres-url", "injected"},
+		st:        st,
+		b:         &backend{Store: st, ensureSchema: st.EnsureSchema, where: "table " + schema + ".idempotency_records"},
+		withClock: func(t *testing.T, c store.Clock) store.Store { return newStore(t, c) },
+	}
+}
+
+func redisFixture(t *testing.T) fixture {
+	client, prefix := testenv.Redis(t)
+	newStore := func(t *testing.T, clock store.Clock) *redisstore.Store {
+		st, err := redisstore.New(client, redisstore.Options{Prefix: prefix, Clock: clock})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	}
+	st := newStore(t, nil)
+	return fixture{
+		global:    []string{"-store", "redis", "-redis-addr", "injected"},
+		st:        st,
+		b:         &backend{Store: st, where: "prefix " + prefix},
+		withClock: func(t *testing.T, c store.Clock) store.Store { return newStore(t, c) },
+	}
+}
+
+var fixtures = []struct {
+	name string
+	make func(t *testing.T) fixture
+}{
+	{"postgres", postgresFixture},
+	{"redis", redisFixture},
+}
+
+type fixedClock time.Time
+
+func (c fixedClock) Now() time.Time { return time.Time(c) }
+
+// claim takes a fresh key of tenant and returns its token.
+func claim(t *testing.T, st store.Store, tenant, key string) int64 {
+	t.Helper()
+	res, err := st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: key, Holder: "test-holder", Lease: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, store.StatusAcquired, res.Status)
+	return res.Record.Token
+}
+
+// seedIndeterminate leaves an indeterminate record under key, as the
+// dispatcher does when an effect's outcome is unknown.
+func seedIndeterminate(t *testing.T, st store.Store, tenant, key, reason string) {
+	t.Helper()
+	token := claim(t, st, tenant, key)
+	require.NoError(t, st.MarkIndeterminate(context.Background(), store.MarkIndeterminateParams{
+		Tenant: tenant, Key: key, Token: token, Reason: reason,
+	}))
+}
+
+// seedCompleted leaves a completed record with outcome under key.
+func seedCompleted(t *testing.T, st store.Store, tenant, key string, outcome []byte) {
+	t.Helper()
+	token := claim(t, st, tenant, key)
+	require.NoError(t, st.Complete(context.Background(), store.CompleteParams{
+		Tenant: tenant, Key: key, Token: token, Outcome: outcome,
+	}))
+}
+
+func encode(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := interceptor.EncodeOutcome(nil, v)
+	require.NoError(t, err)
+	return b
+}
+
+func lookupState(t *testing.T, st store.Store, tenant, key string) (store.State, error) {
+	t.Helper()
+	rec, err := st.Lookup(context.Background(), store.LookupParams{Tenant: tenant, Key: key})
+	return rec.State, err
+}
+
+func TestStores(t *testing.T) {
+	t.Parallel()
+	for _, fx := range fixtures {
+		t.Run(fx.name, func(t *testing.T) {
+			t.Parallel()
+			f := fx.make(t)
+			for _, tc := range storeCases {
+				t.Run(tc.name, func(t *testing.T) {
+					t.Parallel()
+					tc.run(t, f, testenv.UniqueName("tenant"))
+				})
+			}
+		})
+	}
+}
+
+var storeCases = []struct {
+	name string
+	run  func(t *testing.T, f fixture, tenant string)
+}{
+	{"show on a missing key", func(t *testing.T, f fixture, tenant string) {
+		r := f.run(t, "show", "-tenant", tenant, "-key", "v1:absent")
+		assert.Equal(t, exitFailed, r.code)
+		assert.Empty(t, r.stdout)
+		requireOneErrorLine(t, r, "no record")
+	}},
+	{"show an indeterminate record", func(t *testing.T, f fixture, tenant string) {
+		seedIndeterminate(t, f.st, tenant, "k", "charge timed out")
+		r := f.run(t, "show", "-tenant", tenant, "-key", "k")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Empty(t, r.stderr)
+		for _, want := range []string{
+			"tenant       " + tenant + "\n",
+			"key          k\n",
+			"state        indeterminate\n",
+			"holder       test-holder\n",
+			"reason       charge timed out\n",
+			"outcome      (none)\n",
+		} {
+			assert.Contains(t, r.stdout, want)
+		}
+		for _, field := range []string{"token", "lease_until", "expires_at", "created_at", "updated_at"} {
+			assert.Contains(t, r.stdout, "\n"+field+" ")
+		}
+	}},
+	{"show quotes text that could break a line", func(t *testing.T, f fixture, tenant string) {
+		seedIndeterminate(t, f.st, tenant, "k", "line one\nline two \x1b[31m")
+		r := f.run(t, "show", "-tenant", tenant, "-key", "k")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Contains(t, r.stdout, `reason       "line one\nline two \x1b[31m"`+"\n")
+	}},
+	{"show -json a completed record", func(t *testing.T, f fixture, tenant string) {
+		// 2^63-1 does not survive a float64: it must come back as recorded.
+		seedCompleted(t, f.st, tenant, "k", encode(t, map[string]any{"seat": "12A", "order": int64(9223372036854775807)}))
+		r := f.run(t, "show", "-tenant", tenant, "-key", "k", "-json")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Equal(t, 1, strings.Count(r.stdout, "\n"), "one JSON object on one line")
+		var got map[string]any
+		d := json.NewDecoder(strings.NewReader(r.stdout))
+		d.UseNumber()
+		require.NoError(t, d.Decode(&got))
+		assert.Equal(t, tenant, got["tenant"])
+		assert.Equal(t, "k", got["key"])
+		assert.Equal(t, "completed", got["state"])
+		assert.Equal(t, "test-holder", got["holder"])
+		assert.Equal(t, true, got["outcome_decoded"])
+		assert.Equal(t, "json/plain", got["outcome_encoding"])
+		assert.Equal(t, map[string]any{"seat": "12A", "order": json.Number("9223372036854775807")}, got["outcome"])
+		for _, field := range []string{"token", "lease_until", "expires_at", "created_at", "updated_at", "reason", "outcome_bytes"} {
+			assert.Contains(t, got, field)
+		}
+		_, err := time.Parse(time.RFC3339Nano, got["expires_at"].(string))
+		assert.NoError(t, err)
+	}},
+	{"show an outcome a payload codec wrote", func(t *testing.T, f fixture, tenant string) {
+		enc, err := proto.Marshal(&commonpb.Payloads{Payloads: []*commonpb.Payload{{
+			Metadata: map[string][]byte{"encoding": []byte("binary/encrypted")},
+			Data:     []byte{0x8a, 0x01, 0x7f, 0x00, 0x33},
+		}}})
+		require.NoError(t, err)
+		seedCompleted(t, f.st, tenant, "k", enc)
+
+		r := f.run(t, "show", "-tenant", tenant, "-key", "k")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Contains(t, r.stdout, "outcome      (encoded: ")
+		assert.Contains(t, r.stdout, "encoding binary/encrypted;")
+
+		r = f.run(t, "show", "-tenant", tenant, "-key", "k", "-json")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		var got recordJSON
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+		assert.False(t, got.OutcomeDecoded)
+		assert.Equal(t, "null", string(got.Outcome))
+		assert.Equal(t, len(enc), got.OutcomeBytes)
+		assert.Equal(t, "binary/encrypted", got.OutcomeEncoding)
+	}},
+	{"resolve -outcome records the outcome", func(t *testing.T, f fixture, tenant string) {
+		seedIndeterminate(t, f.st, tenant, "k", "book timed out")
+		r := f.run(t, "resolve", "-tenant", tenant, "-key", "k", "-outcome", `{"seat":"12A"}`)
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Empty(t, r.stderr)
+		lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+		require.Len(t, lines, 2, "stdout: %s", r.stdout)
+		assert.Equal(t, "record: tenant "+tenant+" key k is indeterminate (reason: book timed out)", lines[0])
+		assert.Equal(t, `resolved: recorded the outcome {"seat":"12A"}; duplicates of the key will receive it`, lines[1])
+
+		res, err := f.st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: "k", Holder: "retry", Lease: time.Minute})
+		require.NoError(t, err)
+		require.Equal(t, store.StatusCompleted, res.Status)
+		var got map[string]any
+		require.NoError(t, interceptor.DecodeOutcome(nil, res.Record.Outcome, &got))
+		assert.Equal(t, map[string]any{"seat": "12A"}, got)
+	}},
+	{"resolve -outcome keeps large numbers exact", func(t *testing.T, f fixture, tenant string) {
+		seedIndeterminate(t, f.st, tenant, "k", "")
+		r := f.run(t, "resolve", "-tenant", tenant, "-key", "k", "-outcome", "12345678901234567890")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		rec, err := f.st.Lookup(context.Background(), store.LookupParams{Tenant: tenant, Key: "k"})
+		require.NoError(t, err)
+		var got json.Number
+		require.NoError(t, interceptor.DecodeOutcome(nil, rec.Outcome, &got))
+		assert.Equal(t, json.Number("12345678901234567890"), got)
+	}},
+	{"resolve -free frees the key", func(t *testing.T, f fixture, tenant string) {
+		seedIndeterminate(t, f.st, tenant, "k", "charge timed out")
+		r := f.run(t, "resolve", "-tenant", tenant, "-key", "k", "-free")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Contains(t, r.stdout, "is indeterminate (reason: charge timed out)\n")
+		assert.Contains(t, r.stdout, "resolved: freed the key; the next attempt may run the effect\n")
+
+		res, err := f.st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: "k", Holder: "retry", Lease: time.Minute})
+		require.NoError(t, err)
+		assert.Equal(t, store.StatusAcquired, res.Status)
+	}},
+	{"resolve -dry-run changes nothing", func(t *testing.T, f fixture, tenant string) {
+		seedIndeterminate(t, f.st, tenant, "k", "charge timed out")
+		for _, decision := range [][]string{{"-free"}, {"-outcome", `"12A"`}} {
+			args := append([]string{"resolve", "-tenant", tenant, "-key", "k", "-dry-run"}, decision...)
+			r := f.run(t, args...)
+			require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+			assert.Contains(t, r.stdout, "dry run: would ")
+			assert.NotContains(t, r.stdout, "resolved:")
+			state, err := lookupState(t, f.st, tenant, "k")
+			require.NoError(t, err)
+			assert.Equal(t, store.StateIndeterminate, state)
+		}
+	}},
+	{"resolve a completed record", func(t *testing.T, f fixture, tenant string) {
+		seedCompleted(t, f.st, tenant, "k", encode(t, "12A"))
+		r := f.run(t, "resolve", "-tenant", tenant, "-key", "k", "-free")
+		assert.Equal(t, exitFailed, r.code)
+		assert.Equal(t, "record: tenant "+tenant+" key k is completed\n", r.stdout)
+		requireOneErrorLine(t, r, "resolve: the record is completed, not indeterminate: nothing to resolve")
+		state, err := lookupState(t, f.st, tenant, "k")
+		require.NoError(t, err)
+		assert.Equal(t, store.StateCompleted, state)
+	}},
+	{"resolve a pending record", func(t *testing.T, f fixture, tenant string) {
+		claim(t, f.st, tenant, "k")
+		r := f.run(t, "resolve", "-tenant", tenant, "-key", "k", "-outcome", "1")
+		assert.Equal(t, exitFailed, r.code)
+		requireOneErrorLine(t, r, "the record is pending, not indeterminate")
+	}},
+	{"resolve a missing key", func(t *testing.T, f fixture, tenant string) {
+		r := f.run(t, "resolve", "-tenant", tenant, "-key", "k", "-free")
+		assert.Equal(t, exitFailed, r.code)
+		assert.Empty(t, r.stdout)
+		requireOneErrorLine(t, r, "no record")
+	}},
+	{"forget", func(t *testing.T, f fixture, tenant string) {
+		other := tenant + "_other"
+		keys := []string{"a", "b", "c"}
+		for _, k := range keys {
+			seedCompleted(t, f.st, tenant, k, encode(t, k))
+		}
+		seedIndeterminate(t, f.st, other, "a", "kept")
+
+		r := f.run(t, "forget", "-tenant", tenant)
+		assert.Equal(t, exitUsage, r.code)
+		requireOneErrorLine(t, r, "without -yes")
+		for _, k := range keys {
+			_, err := lookupState(t, f.st, tenant, k)
+			require.NoError(t, err, "forget without -yes must erase nothing")
+		}
+
+		r = f.run(t, "forget", "-tenant", tenant, "-yes")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Equal(t, "erased 3 records of tenant "+tenant+"\n", r.stdout)
+		for _, k := range keys {
+			_, err := lookupState(t, f.st, tenant, k)
+			assert.ErrorIs(t, err, store.ErrNotFound)
+		}
+		state, err := lookupState(t, f.st, other, "a")
+		require.NoError(t, err, "another tenant's records are not erased")
+		assert.Equal(t, store.StateIndeterminate, state)
+	}},
+	{"schema", func(t *testing.T, f fixture, tenant string) {
+		for range 2 {
+			r := f.run(t, "schema")
+			if f.b.ensureSchema == nil {
+				assert.Equal(t, exitUsage, r.code)
+				requireOneErrorLine(t, r, "only PostgreSQL has a schema")
+				return
+			}
+			require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+			assert.Contains(t, r.stdout, "schema ready: ")
+		}
+		// The table works after a second EnsureSchema.
+		seedIndeterminate(t, f.st, tenant, "k", "")
+	}},
+}
+
+func TestSweep(t *testing.T) {
+	t.Parallel()
+	for _, fx := range fixtures {
+		t.Run(fx.name, func(t *testing.T) {
+			t.Parallel()
+			f := fx.make(t) // a namespace of its own: sweep is not tenant-scoped
+			// Records written two retention windows ago are expired by now.
+			past := f.withClock(t, fixedClock(time.Now().Add(-2*store.DefaultTTL)))
+			tenant := testenv.UniqueName("tenant")
+			for _, k := range []string{"a", "b", "c"} {
+				seedCompleted(t, past, tenant, k, encode(t, k))
+			}
+			seedIndeterminate(t, f.st, tenant, "live", "still waiting")
+
+			// A limit of 2 makes the sweep take more than one batch.
+			r := f.run(t, "sweep", "-limit", "2")
+			require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+			assert.Contains(t, r.stdout, "swept 3 expired records from ")
+
+			state, err := lookupState(t, f.st, tenant, "live")
+			require.NoError(t, err, "a live record is not swept")
+			assert.Equal(t, store.StateIndeterminate, state)
+
+			r = f.run(t, "sweep")
+			require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+			assert.Contains(t, r.stdout, "swept 0 expired records from ")
+		})
+	}
+}
+
+// TestPostgresThroughFlags runs the command as an operator does: it opens
+// its own pool from -postgres-url and -schema.
+func TestPostgresThroughFlags(t *testing.T) {
+	t.Parallel()
+	pool, schema := testenv.Postgres(t)
+	global := []string{"-store", "postgres", "-postgres-url", testenv.PostgresURL(), "-schema", schema}
+	with := func(args ...string) []string { return append(append([]string{}, global...), args...) }
+
+	r := invokeReal(t, with("show", "-tenant", "acme", "-key", "k")...)
+	assert.Equal(t, exitFailed, r.code)
+	requireOneErrorLine(t, r, "'idempotencyctl schema' creates the table")
+
+	for range 2 {
+		r := invokeReal(t, with("schema")...)
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Equal(t, "schema ready: table "+schema+".idempotency_records and its expiry index exist\n", r.stdout)
+	}
+	var exists bool
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT to_regclass($1) IS NOT NULL",
+		pgx.Identifier{schema, pgstore.DefaultTable}.Sanitize()).Scan(&exists))
+	require.True(t, exists, "schema must create the table")
+
+	st, err := pgstore.New(pool, pgstore.Options{Schema: schema})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	const tenant = "acme"
+	seedIndeterminate(t, st, tenant, "k", "book timed out")
+
+	r = invokeReal(t, with("show", "-tenant", tenant, "-key", "k", "-json")...)
+	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+	var rec recordJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rec))
+	assert.Equal(t, "indeterminate", rec.State)
+	assert.Equal(t, "book timed out", rec.Reason)
+
+	r = invokeReal(t, with("resolve", "-tenant", tenant, "-key", "k", "-outcome", `{"seat":"12A"}`)...)
+	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+	res, err := st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: "k", Holder: "retry", Lease: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, store.StatusCompleted, res.Status)
+	var got map[string]any
+	require.NoError(t, interceptor.DecodeOutcome(nil, res.Record.Outcome, &got))
+	assert.Equal(t, map[string]any{"seat": "12A"}, got)
+
+	r = invokeReal(t, with("forget", "-tenant", tenant, "-yes")...)
+	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+	assert.Equal(t, "erased 1 record of tenant acme\n", r.stdout)
+}
+
+// TestRedisThroughFlags runs the command as an operator does: it opens its
+// own client from -redis-addr and -prefix.
+func TestRedisThroughFlags(t *testing.T) {
+	t.Parallel()
+	client, prefix := testenv.Redis(t)
+	global := []string{"-store", "redis", "-redis-addr", testenv.RedisAddr(), "-prefix", prefix}
+	with := func(args ...string) []string { return append(append([]string{}, global...), args...) }
+
+	st, err := redisstore.New(client, redisstore.Options{Prefix: prefix})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	const tenant = "acme"
+	seedIndeterminate(t, st, tenant, "k", "charge timed out")
+
+	r := invokeReal(t, with("show", "-tenant", tenant, "-key", "k")...)
+	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+	assert.Contains(t, r.stdout, "state        indeterminate\n")
+
+	r = invokeReal(t, with("resolve", "-tenant", tenant, "-key", "k", "-free")...)
+	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+	res, err := st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: "k", Holder: "retry", Lease: time.Minute})
+	require.NoError(t, err)
+	assert.Equal(t, store.StatusAcquired, res.Status)
+
+	r = invokeReal(t, with("sweep")...)
+	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+	assert.Equal(t, "swept 0 expired records from prefix \""+prefix+"\"\n", r.stdout)
+}
