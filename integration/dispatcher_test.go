@@ -80,7 +80,12 @@ func OneBooking(ctx workflow.Context, flight string, startToClose, retryInterval
 
 func newAirlineEnv(t *testing.T, st store.Store, kind activity.Kind, a *airline) *env {
 	t.Helper()
-	e := newEnv(t, st, interceptor.Options{Lease: 2 * time.Second})
+	return newAirlineEnvWith(t, st, kind, a, interceptor.Options{Lease: 2 * time.Second})
+}
+
+func newAirlineEnvWith(t *testing.T, st store.Store, kind activity.Kind, a *airline, opts interceptor.Options) *env {
+	t.Helper()
+	e := newEnv(t, st, opts)
 	a.ledger = e.ledger
 	require.NoError(t, e.worker.Register(activity.MustDeclare(a.Book, activity.Policy{Kind: kind, KeyArguments: []string{"flight"}})))
 	e.worker.RegisterWorkflow(TwoBookings)

@@ -95,6 +95,17 @@ type Options struct {
 	// Identity names this worker in the records' holders. Defaults to
 	// hostname@pid.
 	Identity string
+	// AwaitDecision makes a workflow wait for a person instead of failing
+	// when an EFFECTFUL activity declared here ends indeterminate: the call
+	// blocks, [PendingQuery] lists what is pending, and a [Decision] on
+	// [DecisionSignal] settles it (record the result, free the key, retry,
+	// or fail). The decision is recorded through the [ResolveActivityName]
+	// activity, which worker.New registers. Off by default: the workflow
+	// receives the typed error and handles it itself.
+	AwaitDecision bool
+	// DecisionTimeout bounds the wait for a decision; when it passes, the
+	// call fails with the indeterminate error. Defaults to no bound.
+	DecisionTimeout time.Duration
 }
 
 // Interceptor is the worker interceptor that makes declared activities safe
@@ -146,6 +157,8 @@ func New(opts Options) (*Interceptor, error) {
 		return nil, &OptionsError{Field: "RecordAttempts", Reason: "must not be negative"}
 	case opts.RecordBackoff < 0:
 		return nil, &OptionsError{Field: "RecordBackoff", Reason: "must not be negative"}
+	case opts.DecisionTimeout < 0:
+		return nil, &OptionsError{Field: "DecisionTimeout", Reason: "must not be negative"}
 	case opts.StoreTimeout < 0:
 		return nil, &OptionsError{Field: "StoreTimeout", Reason: "must not be negative"}
 	case len(opts.Identity) > 256:

@@ -83,8 +83,13 @@ func New(c client.Client, taskQueue string, opts Options) (*Worker, error) {
 	}
 	wopts := opts.Worker
 	wopts.Interceptors = append(slices.Clone(wopts.Interceptors), ic)
+	sw := sdkworker.New(c, taskQueue, wopts)
+	if iopts.AwaitDecision {
+		sw.RegisterActivityWithOptions(interceptor.ResolveActivity(iopts.Store, iopts.DataConverter),
+			sdkactivity.RegisterOptions{Name: interceptor.ResolveActivityName})
+	}
 	return &Worker{
-		Worker:      sdkworker.New(c, taskQueue, wopts),
+		Worker:      sw,
 		interceptor: ic,
 		logger:      logger,
 		sweepEvery:  sweepEvery,

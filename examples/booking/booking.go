@@ -103,33 +103,15 @@ type Trip struct {
 
 // Itinerary is what BookTrip returns.
 type Itinerary struct {
-	Fares         map[string]int
-	Repeated      [2]string // the two answers to the repeated booking
-	Connection    string
-	PersonDecided bool
+	Fares      map[string]int
+	Repeated   [2]string // the two answers to the repeated booking
+	Connection string
 }
 
-// The names a person uses to reach a run stopped on an indeterminate
-// booking: a query that says what is pending, a signal that carries the
-// decision.
-const (
-	PendingQuery   = "pending-decision"
-	DecisionSignal = "decision"
-)
-
-// Decision is a person's answer about an effect whose outcome was unknown.
-type Decision struct {
-	// Happened: the effect landed; Result is what it returned. The person
-	// has recorded Result against the key, so any duplicate receives it too.
-	Happened bool
-	Result   string
-	// Otherwise the effect did not happen: the person freed the key and the
-	// workflow books again.
-}
-
-// BookTrip books a trip. When a booking's outcome is unknown it does not
-// guess: it exposes the indeterminate outcome through PendingQuery and waits
-// for a person's Decision on DecisionSignal.
+// BookTrip books a trip. It is plain workflow code: it knows nothing of
+// idempotency. The worker's interceptor collapses the repeated booking, and
+// when the connection's outcome is unknown it holds the call until a person
+// decides (interceptor.Options.AwaitDecision) instead of failing the run.
 func BookTrip(ctx workflow.Context, trip Trip) (Itinerary, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
@@ -157,36 +139,7 @@ func BookTrip(ctx workflow.Context, trip Trip) (Itinerary, error) {
 		return it, err
 	}
 
-	// The connection: its answer may be lost.
-	for attempt := 1; ; attempt++ {
-		err := workflow.ExecuteActivity(ctx, "Book", req(trip.Connection, fmt.Sprint("c", attempt))).Get(ctx, &it.Connection)
-		o, indeterminate := activity.AsIndeterminate(err)
-		if !indeterminate {
-			return it, err
-		}
-		d, err := askPerson(ctx, o)
-		if err != nil {
-			return it, err
-		}
-		it.PersonDecided = true
-		if d.Happened {
-			it.Connection = d.Result
-			return it, nil
-		}
-		// Not booked: the person freed the key, so booking again is safe.
-	}
-}
-
-// askPerson publishes o on PendingQuery and waits for the Decision.
-func askPerson(ctx workflow.Context, o activity.IndeterminateOutcome) (Decision, error) {
-	pending := &o
-	if err := workflow.SetQueryHandler(ctx, PendingQuery, func() (*activity.IndeterminateOutcome, error) {
-		return pending, nil
-	}); err != nil {
-		return Decision{}, err
-	}
-	var d Decision
-	workflow.GetSignalChannel(ctx, DecisionSignal).Receive(ctx, &d)
-	pending = nil
-	return d, nil
+	// The connection: the airline will lose this answer.
+	err := workflow.ExecuteActivity(ctx, "Book", req(trip.Connection, "c1")).Get(ctx, &it.Connection)
+	return it, err
 }

@@ -16,6 +16,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -57,6 +58,7 @@ type Report struct {
 	Deduplicated  int
 	Indeterminate int
 	Pending       activity.IndeterminateOutcome // what the person was asked
+	PersonDecided bool
 	// WithoutLibrary is the airline's ledger for the same trip booked on a
 	// plain worker.
 	WithoutLibrary map[string][]string
@@ -93,7 +95,7 @@ func Run(ctx context.Context, out io.Writer, cfg Config) (*Report, error) {
 
 	events := &counter{}
 	w, err := worker.New(c, "bookings", worker.Options{
-		Idempotency: interceptor.Options{Store: st, Observer: events},
+		Idempotency: interceptor.Options{Store: st, Observer: events, AwaitDecision: true},
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {
@@ -127,16 +129,17 @@ func Run(ctx context.Context, out io.Writer, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	if pending != nil {
-		report.Pending = *pending
-		say("\nThe run stopped on %s: %s", activity.IndeterminateOutcomeErrorType, pending.Message())
-		say("It did not retry. It asks a person (query %q) and waits for signal %q.", PendingQuery, DecisionSignal)
-		decision, err := decide(ctx, st, airline, trip, *pending)
+		report.Pending, report.PersonDecided = pending.Outcome, true
+		say("\nThe booking of %s ended with %s: %s", trip.Connection, activity.IndeterminateOutcomeErrorType, pending.Outcome.Message())
+		say("The run did not retry and did not fail: it waits for a person (query %q, signal %q).",
+			interceptor.PendingQuery, interceptor.DecisionSignal)
+		decision, err := decide(airline, trip, pending.Outcome)
 		if err != nil {
 			return nil, err
 		}
 		say("The person checked the airline: %s holds %v.", trip.Connection, airline.Bookings(trip.Connection))
-		say("They recorded that outcome against the key and signalled the workflow: %+v", decision)
-		if err := c.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), DecisionSignal, decision); err != nil {
+		say("They signalled their decision: %s %s", decision.Action, decision.Result)
+		if err := c.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.DecisionSignal, decision); err != nil {
 			return nil, err
 		}
 	}
@@ -153,7 +156,7 @@ func Run(ctx context.Context, out io.Writer, cfg Config) (*Report, error) {
 	it := report.Itinerary
 	say("\nItinerary for %s:", trip.Passenger)
 	say("  %s: %q and %q — the second call got the first call's answer", trip.Repeated, it.Repeated[0], it.Repeated[1])
-	say("  %s: %q (decided by a person: %v)", trip.Connection, it.Connection, it.PersonDecided)
+	say("  %s: %q (decided by a person: %v)", trip.Connection, it.Connection, report.PersonDecided)
 	say("\nThe airline's own ledger:")
 	for _, f := range []string{trip.Repeated, trip.Connection} {
 		say("  %s: %d seat(s) %v", f, len(report.Airline[f]), report.Airline[f])
@@ -191,22 +194,22 @@ func Run(ctx context.Context, out io.Writer, cfg Config) (*Report, error) {
 	return report, nil
 }
 
-// waitForPendingDecision polls the workflow's query until it reports a
-// pending decision, or the workflow ends without needing one.
-func waitForPendingDecision(ctx context.Context, c client.Client, run client.WorkflowRun) (*activity.IndeterminateOutcome, error) {
+// waitForPendingDecision polls the workflow's pending-decision query until
+// it lists one, or the workflow ends without needing one.
+func waitForPendingDecision(ctx context.Context, c client.Client, run client.WorkflowRun) (*interceptor.PendingDecision, error) {
 	for {
-		v, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), PendingQuery)
+		v, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.PendingQuery)
 		if err == nil {
-			var pending *activity.IndeterminateOutcome
+			var pending []interceptor.PendingDecision
 			if err := v.Get(&pending); err != nil {
 				return nil, err
 			}
-			if pending != nil {
-				return pending, nil
+			if len(pending) > 0 {
+				return &pending[0], nil
 			}
 		}
-		// The query handler exists only once a decision is pending; until
-		// then the query fails. A finished workflow needs no decision.
+		// The query exists only once a decision has been pending; until
+		// then it fails. A finished workflow needs no decision.
 		if d, derr := c.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID()); derr == nil &&
 			d.WorkflowExecutionInfo.GetCloseTime() != nil {
 			return nil, nil
@@ -219,20 +222,15 @@ func waitForPendingDecision(ctx context.Context, c client.Client, run client.Wor
 	}
 }
 
-// decide plays the person: look at the airline, record what happened
-// against the key, and say so.
-func decide(ctx context.Context, st store.Store, airline *Airline, trip Trip, o activity.IndeterminateOutcome) (Decision, error) {
+// decide plays the person: look at the airline and say what happened. The
+// worker records the decision against the key before the call carries on.
+func decide(airline *Airline, trip Trip, o activity.IndeterminateOutcome) (interceptor.Decision, error) {
 	seats := airline.Bookings(trip.Connection)
 	if len(seats) == 0 {
-		err := st.Resolve(ctx, store.ResolveParams{Tenant: o.Tenant, Key: o.Key, Decision: store.DecisionFree})
-		return Decision{Happened: false}, err
+		return interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree}, nil
 	}
-	outcome, err := interceptor.EncodeOutcome(nil, seats[0])
-	if err != nil {
-		return Decision{}, err
-	}
-	err = st.Resolve(ctx, store.ResolveParams{Tenant: o.Tenant, Key: o.Key, Decision: store.DecisionComplete, Outcome: outcome})
-	return Decision{Happened: true, Result: seats[0]}, err
+	result, err := json.Marshal(seats[0])
+	return interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete, Result: result}, err
 }
 
 func openStore(ctx context.Context, cfg Config) (store.Store, func(), error) {
