@@ -31,6 +31,16 @@
 //   - No key, or no store: the body is never entered. A store that is down
 //     does not read as permission.
 //
+// # Waiting for a person
+//
+// By default a workflow receives the non-retryable indeterminate error and
+// decides itself. With Options.AwaitDecision the call waits instead: the
+// workflow answers [PendingQuery] with its [PendingDecision] values, and a
+// [Decision] sent on [DecisionSignal] settles each one — record the result
+// against the key, free the key, retry after a settlement made elsewhere, or
+// fail. The decision is recorded by the [ResolveActivityName] activity
+// ([ResolveActivity]); [EncodeOutcome] records one from outside a workflow.
+//
 // # Observing
 //
 // Every step is an [Event] handed to the [Observer], and a counter or timer

@@ -101,7 +101,10 @@ type Options struct {
 	// [DecisionSignal] settles it (record the result, free the key, retry,
 	// or fail). The decision is recorded through the [ResolveActivityName]
 	// activity, which worker.New registers. Off by default: the workflow
-	// receives the typed error and handles it itself.
+	// receives the typed error and handles it itself. Turning it on or off
+	// changes what running workflows do after such an error, so treat it
+	// as a workflow code change (deploy it with versioning, or for new
+	// workflows only).
 	AwaitDecision bool
 	// DecisionTimeout bounds the wait for a decision; when it passes, the
 	// call fails with the indeterminate error. Defaults to no bound.
