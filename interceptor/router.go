@@ -128,7 +128,7 @@ type workflowInbound struct {
 }
 
 func (w *workflowInbound) Init(outbound interceptor.WorkflowOutboundInterceptor) error {
-	o := &workflowOutbound{root: w.root, waiters: map[string]workflow.Channel{}, pending: map[string]PendingDecision{}}
+	o := &workflowOutbound{root: w.root, waiters: map[string][]workflow.Channel{}, pending: map[string]PendingDecision{}}
 	o.Next = outbound
 	return w.Next.Init(o)
 }
@@ -139,9 +139,9 @@ type workflowOutbound struct {
 	interceptor.WorkflowOutboundInterceptorBase
 	root *Interceptor
 
-	listening bool                        // the signal and query handlers are set
-	waiters   map[string]workflow.Channel // key → the call waiting on it
-	pending   map[string]PendingDecision  // key → what the person is asked
+	listening bool                          // the signal and query handlers are set
+	waiters   map[string][]workflow.Channel // key → the calls waiting on it
+	pending   map[string]PendingDecision    // key → what the person is asked
 }
 
 func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
@@ -199,12 +199,19 @@ func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 // key arrives, or Options.DecisionTimeout passes (ok false).
 func (o *workflowOutbound) await(ctx workflow.Context, out activity.IndeterminateOutcome) (Decision, bool) {
 	o.listen(ctx)
-	ch := workflow.NewChannel(ctx)
-	o.waiters[out.Key] = ch
-	o.pending[out.Key] = PendingDecision{Outcome: out, Since: o.Next.Now(ctx)}
+	// Duplicates in one workflow may wait on the same key; one decision
+	// settles them all, and the key stays pending until the last is done.
+	ch := workflow.NewBufferedChannel(ctx, 1)
+	o.waiters[out.Key] = append(o.waiters[out.Key], ch)
+	if _, ok := o.pending[out.Key]; !ok {
+		o.pending[out.Key] = PendingDecision{Outcome: out, Since: o.Next.Now(ctx)}
+	}
 	defer func() {
-		delete(o.waiters, out.Key)
-		delete(o.pending, out.Key)
+		o.waiters[out.Key] = slices.DeleteFunc(o.waiters[out.Key], func(c workflow.Channel) bool { return c == ch })
+		if len(o.waiters[out.Key]) == 0 {
+			delete(o.waiters, out.Key)
+			delete(o.pending, out.Key)
+		}
 	}()
 	o.Next.GetLogger(ctx).Warn("idempotency: waiting for a person's decision",
 		"activity", out.Activity, "tenant", out.Tenant, "key", out.Key, "reason", string(out.Reason),
@@ -252,14 +259,16 @@ func (o *workflowOutbound) listen(ctx workflow.Context) {
 			var d Decision
 			signals.Receive(ctx, &d)
 			d.Action = Action(strings.ToLower(string(d.Action)))
-			ch, ok := o.waiters[d.Key]
+			chs := o.waiters[d.Key]
 			switch {
-			case !ok:
+			case len(chs) == 0:
 				o.Next.GetLogger(ctx).Warn("idempotency: a decision for a key no call is waiting on was dropped", "key", d.Key)
 			case !validAction(d.Action):
 				o.Next.GetLogger(ctx).Warn("idempotency: a decision with an unknown action was dropped", "key", d.Key, "action", string(d.Action))
 			default:
-				ch.Send(ctx, d)
+				for _, ch := range chs {
+					ch.SendAsync(d)
+				}
 			}
 		}
 	})

@@ -155,3 +155,23 @@ func TestResolveActivityRefusesUnknownAction(t *testing.T) {
 	assert.NoError(t, resolve(context.Background(), interceptor.ResolveRequest{Tenant: "t", Key: "k", Action: interceptor.ActionFree}),
 		"a key already settled (here: never claimed) is not an error")
 }
+
+// Two identical calls in one turn that both end on the same indeterminate
+// key are settled by one decision.
+func TestAwaitDecisionSettlesDuplicatesTogether(t *testing.T) {
+	t.Parallel()
+	h, env := decisionEnv(t, 0)
+	want := Booking{Flight: "BA117", Call: 42}
+	pendingThen(t, env, func(p []interceptor.PendingDecision) interceptor.Decision {
+		require.Len(t, p, 1, "one key, listed once")
+		result, err := json.Marshal(want)
+		require.NoError(t, err)
+		return interceptor.Decision{Key: p[0].Outcome.Key, Action: interceptor.ActionComplete, Result: result}
+	})
+	env.ExecuteWorkflow(TwiceConcurrently, "BA117")
+	require.NoError(t, env.GetWorkflowError())
+	var got [2]Booking
+	require.NoError(t, env.GetWorkflowResult(&got))
+	assert.Equal(t, [2]Booking{want, want}, got)
+	assert.Equal(t, 1, h.acts.ledger.count("Book"), "the body ran once, for the first call")
+}
