@@ -34,6 +34,7 @@ func TestOutcomeGoesThroughTheCodec(t *testing.T) {
 	queue := testenv.UniqueName("tq")
 	events := &eventLog{}
 	w, err := worker.New(c, queue, worker.Options{
+		Worker:      workerOptions,
 		Idempotency: interceptor.Options{Store: mem, DataConverter: dc, Observer: events},
 		Logger:      logger,
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap/zaptest"
 
@@ -129,6 +130,12 @@ func (l *eventLog) count(kind interceptor.EventKind) int {
 	return n
 }
 
+// workerOptions make Stop wait for the activities still running — a slow
+// attempt Temporal gave up on may still be recording its outcome — so that
+// nothing logs to a test that has ended, and no store is closed under an
+// activity.
+var workerOptions = sdkworker.Options{WorkerStopTimeout: 30 * time.Second}
+
 func newEnv(t *testing.T, st store.Store, opts interceptor.Options) *env {
 	t.Helper()
 	logger := zaptest.NewLogger(t)
@@ -137,7 +144,7 @@ func newEnv(t *testing.T, st store.Store, opts interceptor.Options) *env {
 	events := &eventLog{}
 	opts.Store = st
 	opts.Observer = events
-	w, err := worker.New(c, queue, worker.Options{Idempotency: opts, Logger: logger})
+	w, err := worker.New(c, queue, worker.Options{Worker: workerOptions, Idempotency: opts, Logger: logger})
 	require.NoError(t, err)
 	e := &env{t: t, client: c, worker: w, queue: queue, ledger: newLedger(), events: events}
 	return e

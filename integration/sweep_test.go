@@ -24,6 +24,7 @@ func TestWorkerSweepsExpiredRecords(t *testing.T) {
 	c := server.NewClientWithOptions(worker.ClientOptions(client.Options{}, logger))
 	queue := testenv.UniqueName("tq")
 	w, err := worker.New(c, queue, worker.Options{
+		Worker:        workerOptions,
 		Idempotency:   interceptor.Options{Store: mem},
 		Logger:        logger,
 		SweepInterval: 50 * time.Millisecond,
