@@ -243,14 +243,14 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 	if panicked != nil {
 		perr := fmt.Errorf("activity panicked: %v", panicked)
 		if x.kind == activity.KindEffectful {
-			return nil, x.markIndeterminate(sctx, activity.ReasonBodyFailed, perr)
+			return nil, x.markIndeterminate(sctx, activity.ReasonBodyFailed, true, perr)
 		}
 		x.release(sctx, perr)
 		panic(panicked)
 	}
 	if err != nil {
 		if x.kind == activity.KindEffectful && !activity.IsNoEffect(err) {
-			return nil, x.markIndeterminate(sctx, activity.ReasonBodyFailed, err)
+			return nil, x.markIndeterminate(sctx, activity.ReasonBodyFailed, true, err)
 		}
 		err = activity.UnwrapNoEffect(err)
 		x.release(sctx, err)
@@ -262,7 +262,7 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 		// The body ran but its result cannot cross the wire; Temporal would
 		// fail the attempt the same way.
 		if x.kind == activity.KindEffectful {
-			return nil, x.markIndeterminate(sctx, activity.ReasonBodyFailed, encErr)
+			return nil, x.markIndeterminate(sctx, activity.ReasonBodyFailed, true, encErr)
 		}
 		x.release(sctx, encErr)
 		return nil, encErr
@@ -382,14 +382,14 @@ func (x *execution) release(ctx context.Context, cause error) {
 // unknown, then returns the indeterminate error. If the store cannot be
 // reached the claim stays pending; once its lease runs out every duplicate
 // finds the holder lost, which ends the same way.
-func (x *execution) markIndeterminate(ctx context.Context, reason activity.Reason, cause error) error {
+func (x *execution) markIndeterminate(ctx context.Context, reason activity.Reason, entered bool, cause error) error {
 	err := x.opts.Store.MarkIndeterminate(ctx, store.MarkIndeterminateParams{
 		Tenant: x.tenant, Key: x.key, Token: x.token, Reason: string(reason) + ": " + cause.Error(),
 	})
 	if err != nil {
 		x.storeError(ctx, fmt.Errorf("marking the claim indeterminate: %w", err))
 	}
-	return x.indeterminate(ctx, reason, true, cause)
+	return x.indeterminate(ctx, reason, entered, cause)
 }
 
 // holderLost handles an EFFECTFUL key taken over from a holder that is gone:
@@ -397,13 +397,7 @@ func (x *execution) markIndeterminate(ctx context.Context, reason activity.Reaso
 // execution stops without entering the body.
 func (x *execution) holderLost(ctx context.Context, lost *store.Record) error {
 	cause := fmt.Errorf("holder %q stopped answering without recording an outcome", lost.Holder)
-	err := x.opts.Store.MarkIndeterminate(ctx, store.MarkIndeterminateParams{
-		Tenant: x.tenant, Key: x.key, Token: x.token, Reason: string(activity.ReasonHolderLost) + ": " + cause.Error(),
-	})
-	if err != nil {
-		x.storeError(ctx, fmt.Errorf("marking the claim indeterminate: %w", err))
-	}
-	return x.indeterminate(ctx, activity.ReasonHolderLost, false, cause)
+	return x.markIndeterminate(ctx, activity.ReasonHolderLost, false, cause)
 }
 
 // indeterminate reports and returns the non-retryable indeterminate error.

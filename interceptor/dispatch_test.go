@@ -43,15 +43,7 @@ func TestKeyReachesBody(t *testing.T) {
 
 func TestUndeduplicatedPassThrough(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name   string
-		fn     func(h *harness) any
-		ledger string
-	}{
-		{"NoPolicy", func(h *harness) any { return h.acts.Plain }, "Plain"},
-		{"ReadOnly", func(h *harness) any { return h.acts.Lookup }, "Lookup"},
-	}
-	for _, tt := range tests {
+	for _, tt := range passThroughKinds {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t)
@@ -63,7 +55,7 @@ func TestUndeduplicatedPassThrough(t *testing.T) {
 				assert.Equal(t, call, got.Call, "the body runs every time")
 				assert.Empty(t, got.Key, "no key reaches the body")
 			}
-			assert.Equal(t, 2, h.acts.ledger.count(tt.ledger))
+			assert.Equal(t, 2, h.acts.ledger.count(tt.act))
 			assert.Zero(t, h.mem.Len(), "nothing is claimed or recorded")
 			assert.Empty(t, h.rec.kinds(), "no events")
 		})
@@ -72,15 +64,7 @@ func TestUndeduplicatedPassThrough(t *testing.T) {
 
 func TestUndeduplicatedFailureUnchanged(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name string
-		fn   func(h *harness) any
-		act  string
-	}{
-		{"NoPolicy", func(h *harness) any { return h.acts.Plain }, "Plain"},
-		{"ReadOnly", func(h *harness) any { return h.acts.Lookup }, "Lookup"},
-	}
-	for _, tt := range tests {
+	for _, tt := range passThroughKinds {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t)
@@ -98,15 +82,7 @@ func TestUndeduplicatedFailureUnchanged(t *testing.T) {
 
 func TestDeduplicated(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name string
-		fn   func(h *harness) any
-		act  string
-	}{
-		{"Effectful", func(h *harness) any { return h.acts.Book }, "Book"},
-		{"Idempotent", func(h *harness) any { return h.acts.Reserve }, "Reserve"},
-	}
-	for _, tt := range tests {
+	for _, tt := range dedupKinds {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t)

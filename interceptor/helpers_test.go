@@ -466,3 +466,24 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 }
 
 var _ = keyspace.Key("") // keyspace is used by the tests below
+
+// kindCase names one of the harness's activities: the subtest name, the
+// activity (and ledger) name, and how to reach the function.
+type kindCase struct {
+	name string
+	act  string
+	fn   func(h *harness) any
+}
+
+// dedupKinds are the activities the dispatcher claims keys for.
+var dedupKinds = []kindCase{
+	{"Effectful", "Book", func(h *harness) any { return h.acts.Book }},
+	{"Idempotent", "Reserve", func(h *harness) any { return h.acts.Reserve }},
+}
+
+// passThroughKinds are the activities the dispatcher leaves alone: one with
+// no policy and one READ_ONLY.
+var passThroughKinds = []kindCase{
+	{"NoPolicy", "Plain", func(h *harness) any { return h.acts.Plain }},
+	{"ReadOnly", "Lookup", func(h *harness) any { return h.acts.Lookup }},
+}

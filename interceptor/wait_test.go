@@ -44,17 +44,6 @@ func (h *harness) preclaim(t *testing.T, env *testsuite.TestActivityEnvironment,
 	return key, res.Record.Token
 }
 
-type kindCase struct {
-	name string
-	act  string
-	fn   func(h *harness) any
-}
-
-var dedupKinds = []kindCase{
-	{"Effectful", "Book", func(h *harness) any { return h.acts.Book }},
-	{"Idempotent", "Reserve", func(h *harness) any { return h.acts.Reserve }},
-}
-
 func TestConcurrentDuplicateWaits(t *testing.T) {
 	t.Parallel()
 	for _, kc := range dedupKinds {
