@@ -12,6 +12,14 @@ import (
 	"github.com/tesserix/idempotency/store"
 )
 
+// quietRedis discards go-redis's own log lines ("failed to dial after 5
+// attempts", printed once per pool attempt): the command reports the
+// failure itself, on one line, through the error the store returns.
+type quietRedis struct{}
+
+// Printf discards the line.
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
 // maxPostgresConns bounds the command's pool: it runs one statement at a
 // time.
 const maxPostgresConns = 2

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -150,6 +151,12 @@ func checkScope(tenant, key string) error {
 	if err := (store.LookupParams{Tenant: tenant, Key: key}).Validate(); err != nil {
 		return err
 	}
+	if _, err := keyspace.ParseKey(key); err != nil {
+		// Every key the dispatcher writes is a keyspace key: anything else
+		// is a copying mistake, not a record that is missing.
+		return fmt.Errorf("-key %s is not an idempotency key: a key is %q and 64 lower-case hex digits, as the indeterminate error and the workflow's pending query print it (%v)",
+			strconv.Quote(key), keyspace.Version+":", err)
+	}
 	return nil
 }
 
@@ -211,7 +218,7 @@ func resolveFlags(fs *flag.FlagSet) func() (action, error) {
 		if outcomeSet {
 			enc, js, err := encodeOutcome(*outcome)
 			if err != nil {
-				return nil, fmt.Errorf("-outcome is not one JSON value: %v", err)
+				return nil, outcomeError(*outcome, err)
 			}
 			p.Decision, p.Outcome, shown = store.DecisionComplete, enc, js
 		}
@@ -219,6 +226,31 @@ func resolveFlags(fs *flag.FlagSet) func() (action, error) {
 			return resolve(ctx, b, out, p, shown, *dryRun)
 		}, nil
 	}
+}
+
+// outcomeError explains an -outcome that is not one JSON value. The most
+// common mistake, a bare word where a JSON string was meant (-outcome 14C
+// for the seat "14C"), gets the exact spelling that works.
+func outcomeError(text string, err error) error {
+	if bareWords(text) {
+		quoted, _ := json.Marshal(strings.TrimSpace(text))
+		return fmt.Errorf("-outcome %s is not one JSON value; a JSON string needs quotes: -outcome '%s'", strconv.Quote(text), quoted)
+	}
+	return fmt.Errorf("-outcome is not one JSON value: %v", err)
+}
+
+// bareWords reports whether text looks like words typed without the quotes
+// JSON needs: no JSON structure at all, and a word that is no JSON value.
+func bareWords(text string) bool {
+	if strings.ContainsAny(text, "{}[]\"") {
+		return false
+	}
+	for _, w := range strings.Fields(text) {
+		if !json.Valid([]byte(w)) {
+			return true
+		}
+	}
+	return false
 }
 
 func resolve(ctx context.Context, b *backend, out io.Writer, p store.ResolveParams, shown []byte, dryRun bool) error {

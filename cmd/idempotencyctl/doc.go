@@ -37,7 +37,10 @@
 //	forget  -tenant T -yes                       erase every record of a tenant
 //	sweep   [-limit N]                           delete expired records
 //
-// Every command takes -h.
+// Every command takes -h. -key takes a key as the dispatcher derives it:
+// "v1:" and 64 lower-case hex digits, as the indeterminate error and the
+// workflow's pending query print it; anything else is a usage error that
+// says so, rather than a record reported missing.
 //
 // show prints the record's tenant, key, state, holder, fencing token,
 // lease, expiry, creation and update times, the reason it is indeterminate,
@@ -54,6 +57,8 @@
 // {"seat":"12A"} for a struct, null for none) and records it as the
 // dispatcher records a result, with the default data converter; a worker
 // that uses a payload codec must record its outcomes another way.
+// A bare word is not JSON: -outcome 14C is refused with the spelling that
+// works, -outcome '"14C"'.
 // -free frees the key. -dry-run shows what would be done and changes
 // nothing.
 //
@@ -75,7 +80,8 @@
 //	1  refused or failed: no record, a record that is not indeterminate,
 //	   the store unreachable or timed out
 //	2  usage error: unknown command or flag, a required flag missing,
-//	   both -free and -outcome, JSON that does not parse, forget without
+//	   a -key that is not a key, both -free and -outcome, JSON that does
+//	   not parse, forget without
 //	   -yes, schema with -store redis; nothing was contacted
 //
 // Errors go to stderr, one line each.

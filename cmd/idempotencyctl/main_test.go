@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
@@ -24,8 +27,15 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	redis.SetLogger(quietRedis{}) // as main does
 	goleak.VerifyTestMain(m)
 }
+
+// Keys as the dispatcher derives them: "v1:" and 64 hex digits.
+const (
+	testKey   = "v1:6f1d5c8a1b2e4d3f9a7c0b1e2d3f4a5b6c7d8e9f0a1b2c3d4e5f60718293a4b5"
+	absentKey = "v1:0000000000000000000000000000000000000000000000000000000000000000"
+)
 
 // result is what one invocation of the command produced.
 type result struct {
@@ -85,21 +95,25 @@ func TestUsageErrors(t *testing.T) {
 		{"no command", pg, "no command given"},
 		{"unknown command", with("delete"), `unknown command "delete"`},
 		{"unknown global flag", []string{"-stor", "redis", "show"}, "flag provided but not defined: -stor"},
-		{"unknown command flag", with("show", "-tenant", "a", "-key", "k", "-verbose"), "show: flag provided but not defined: -verbose"},
-		{"positional argument", with("show", "-tenant", "a", "-key", "k", "extra"), `unexpected argument "extra"`},
-		{"no store", []string{"show", "-tenant", "a", "-key", "k"}, "no store given"},
-		{"unknown store", []string{"-store", "mysql", "show", "-tenant", "a", "-key", "k"}, `unknown store "mysql"`},
-		{"postgres without url", []string{"-store", "postgres", "show", "-tenant", "a", "-key", "k"}, "-store postgres needs -postgres-url"},
-		{"redis without address", []string{"-store", "redis", "show", "-tenant", "a", "-key", "k"}, "-store redis needs -redis-addr"},
+		{"unknown command flag", with("show", "-tenant", "a", "-key", testKey, "-verbose"), "show: flag provided but not defined: -verbose"},
+		{"positional argument", with("show", "-tenant", "a", "-key", testKey, "extra"), `unexpected argument "extra"`},
+		{"no store", []string{"show", "-tenant", "a", "-key", testKey}, "no store given"},
+		{"unknown store", []string{"-store", "mysql", "show", "-tenant", "a", "-key", testKey}, `unknown store "mysql"`},
+		{"postgres without url", []string{"-store", "postgres", "show", "-tenant", "a", "-key", testKey}, "-store postgres needs -postgres-url"},
+		{"redis without address", []string{"-store", "redis", "show", "-tenant", "a", "-key", testKey}, "-store redis needs -redis-addr"},
 		{"zero timeout", append([]string{"-timeout", "0s"}, with("sweep")...), "-timeout must be positive"},
-		{"show without tenant", with("show", "-key", "k"), "show: -tenant is required"},
+		{"show without tenant", with("show", "-key", testKey), "show: -tenant is required"},
 		{"show without key", with("show", "-tenant", "a"), "show: -key is required"},
-		{"show with a NUL in the tenant", with("show", "-tenant", "a\x00b", "-key", "k"), "invalid Tenant"},
-		{"resolve without a decision", with("resolve", "-tenant", "a", "-key", "k"), "one of -outcome JSON"},
-		{"resolve with both decisions", with("resolve", "-tenant", "a", "-key", "k", "-free", "-outcome", "1"), "-free and -outcome are exclusive"},
-		{"resolve with bad JSON", with("resolve", "-tenant", "a", "-key", "k", "-outcome", "{seat:12A}"), "-outcome is not one JSON value"},
-		{"resolve with an empty outcome", with("resolve", "-tenant", "a", "-key", "k", "-outcome", ""), "-outcome is not one JSON value"},
-		{"resolve with two JSON values", with("resolve", "-tenant", "a", "-key", "k", "-outcome", "1 2"), "-outcome is not one JSON value"},
+		{"show with a NUL in the tenant", with("show", "-tenant", "a\x00b", "-key", testKey), "invalid Tenant"},
+		{"resolve without a decision", with("resolve", "-tenant", "a", "-key", testKey), "one of -outcome JSON"},
+		{"resolve with both decisions", with("resolve", "-tenant", "a", "-key", testKey, "-free", "-outcome", "1"), "-free and -outcome are exclusive"},
+		{"resolve with bad JSON", with("resolve", "-tenant", "a", "-key", testKey, "-outcome", "{seat:12A}"), "-outcome is not one JSON value"},
+		{"resolve with an empty outcome", with("resolve", "-tenant", "a", "-key", testKey, "-outcome", ""), "-outcome is not one JSON value"},
+		{"show with a key that is not a key", with("show", "-tenant", "a", "-key", "k"), `-key "k" is not an idempotency key: a key is "v1:" and 64 lower-case hex digits`},
+		{"show with an upper-case key", with("show", "-tenant", "a", "-key", strings.ToUpper(testKey)), "is not an idempotency key"},
+		{"resolve with bare words", with("resolve", "-tenant", "a", "-key", testKey, "-outcome", "seat 14C"), `a JSON string needs quotes: -outcome '"seat 14C"'`},
+		{"resolve with a bare word", with("resolve", "-tenant", "a", "-key", testKey, "-outcome", "14C"), `a JSON string needs quotes: -outcome '"14C"'`},
+		{"resolve with two JSON values", with("resolve", "-tenant", "a", "-key", testKey, "-outcome", "1 2"), "-outcome is not one JSON value"},
 		{"forget without tenant", with("forget", "-yes"), "forget: -tenant is required"},
 		{"forget without -yes", with("forget", "-tenant", "acme"), "without -yes"},
 		{"sweep with a negative limit", with("sweep", "-limit", "-1"), "-limit must be positive"},
@@ -212,12 +226,34 @@ func TestUnreachableStore(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := invokeReal(t, append(tt.args, "-timeout", "5s", "show", "-tenant", "acme", "-key", "k")...)
+			r := invokeReal(t, append(tt.args, "-timeout", "5s", "show", "-tenant", "acme", "-key", testKey)...)
 			assert.Equal(t, exitFailed, r.code)
 			assert.Empty(t, r.stdout)
 			requireOneErrorLine(t, r, store.ErrUnavailable.Error())
 		})
 	}
+}
+
+// TestUnreachableRedisPrintsOneLine runs the built command, as a person
+// would, against a Redis that does not answer: go-redis's own logging of
+// failed dials must not reach the terminal, only the command's one line.
+func TestUnreachableRedisPrintsOneLine(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), name)
+	build := exec.Command("go", "build", "-o", bin, ".")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+
+	cmd := exec.Command(bin, "-store", "redis", "-redis-addr", "127.0.0.1:1", "-timeout", "3s",
+		"show", "-tenant", "acme", "-key", testKey)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	assert.Equal(t, exitFailed, exit.ExitCode())
+	assert.Empty(t, stdout.String())
+	requireOneErrorLine(t, result{stderr: stderr.String()}, store.ErrUnavailable.Error())
 }
 
 // fixture is a store the tests seed and check, and the same store handed to
@@ -349,19 +385,19 @@ var storeCases = []struct {
 	run  func(t *testing.T, f fixture, tenant string)
 }{
 	{"show on a missing key", func(t *testing.T, f fixture, tenant string) {
-		r := f.run(t, "show", "-tenant", tenant, "-key", "v1:absent")
+		r := f.run(t, "show", "-tenant", tenant, "-key", absentKey)
 		assert.Equal(t, exitFailed, r.code)
 		assert.Empty(t, r.stdout)
 		requireOneErrorLine(t, r, "no record")
 	}},
 	{"show an indeterminate record", func(t *testing.T, f fixture, tenant string) {
-		seedIndeterminate(t, f.st, tenant, "k", "charge timed out")
-		r := f.run(t, "show", "-tenant", tenant, "-key", "k")
+		seedIndeterminate(t, f.st, tenant, testKey, "charge timed out")
+		r := f.run(t, "show", "-tenant", tenant, "-key", testKey)
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 		assert.Empty(t, r.stderr)
 		for _, want := range []string{
 			"tenant       " + tenant + "\n",
-			"key          k\n",
+			"key          " + testKey + "\n",
 			"state        indeterminate\n",
 			"holder       test-holder\n",
 			"reason       charge timed out\n",
@@ -374,15 +410,15 @@ var storeCases = []struct {
 		}
 	}},
 	{"show quotes text that could break a line", func(t *testing.T, f fixture, tenant string) {
-		seedIndeterminate(t, f.st, tenant, "k", "line one\nline two \x1b[31m")
-		r := f.run(t, "show", "-tenant", tenant, "-key", "k")
+		seedIndeterminate(t, f.st, tenant, testKey, "line one\nline two \x1b[31m")
+		r := f.run(t, "show", "-tenant", tenant, "-key", testKey)
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 		assert.Contains(t, r.stdout, `reason       "line one\nline two \x1b[31m"`+"\n")
 	}},
 	{"show -json a completed record", func(t *testing.T, f fixture, tenant string) {
 		// 2^63-1 does not survive a float64: it must come back as recorded.
-		seedCompleted(t, f.st, tenant, "k", encode(t, map[string]any{"seat": "12A", "order": int64(9223372036854775807)}))
-		r := f.run(t, "show", "-tenant", tenant, "-key", "k", "-json")
+		seedCompleted(t, f.st, tenant, testKey, encode(t, map[string]any{"seat": "12A", "order": int64(9223372036854775807)}))
+		r := f.run(t, "show", "-tenant", tenant, "-key", testKey, "-json")
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 		assert.Equal(t, 1, strings.Count(r.stdout, "\n"), "one JSON object on one line")
 		var got map[string]any
@@ -390,7 +426,7 @@ var storeCases = []struct {
 		d.UseNumber()
 		require.NoError(t, d.Decode(&got))
 		assert.Equal(t, tenant, got["tenant"])
-		assert.Equal(t, "k", got["key"])
+		assert.Equal(t, testKey, got["key"])
 		assert.Equal(t, "completed", got["state"])
 		assert.Equal(t, "test-holder", got["holder"])
 		assert.Equal(t, true, got["outcome_decoded"])
@@ -408,14 +444,14 @@ var storeCases = []struct {
 			Data:     []byte{0x8a, 0x01, 0x7f, 0x00, 0x33},
 		}}})
 		require.NoError(t, err)
-		seedCompleted(t, f.st, tenant, "k", enc)
+		seedCompleted(t, f.st, tenant, testKey, enc)
 
-		r := f.run(t, "show", "-tenant", tenant, "-key", "k")
+		r := f.run(t, "show", "-tenant", tenant, "-key", testKey)
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 		assert.Contains(t, r.stdout, "outcome      (encoded: ")
 		assert.Contains(t, r.stdout, "encoding binary/encrypted;")
 
-		r = f.run(t, "show", "-tenant", tenant, "-key", "k", "-json")
+		r = f.run(t, "show", "-tenant", tenant, "-key", testKey, "-json")
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 		var got recordJSON
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
@@ -425,16 +461,16 @@ var storeCases = []struct {
 		assert.Equal(t, "binary/encrypted", got.OutcomeEncoding)
 	}},
 	{"resolve -outcome records the outcome", func(t *testing.T, f fixture, tenant string) {
-		seedIndeterminate(t, f.st, tenant, "k", "book timed out")
-		r := f.run(t, "resolve", "-tenant", tenant, "-key", "k", "-outcome", `{"seat":"12A"}`)
+		seedIndeterminate(t, f.st, tenant, testKey, "book timed out")
+		r := f.run(t, "resolve", "-tenant", tenant, "-key", testKey, "-outcome", `{"seat":"12A"}`)
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 		assert.Empty(t, r.stderr)
 		lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 		require.Len(t, lines, 2, "stdout: %s", r.stdout)
-		assert.Equal(t, "record: tenant "+tenant+" key k is indeterminate (reason: book timed out)", lines[0])
+		assert.Equal(t, "record: tenant "+tenant+" key "+testKey+" is indeterminate (reason: book timed out)", lines[0])
 		assert.Equal(t, `resolved: recorded the outcome {"seat":"12A"}; duplicates of the key will receive it`, lines[1])
 
-		res, err := f.st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: "k", Holder: "retry", Lease: time.Minute})
+		res, err := f.st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: testKey, Holder: "retry", Lease: time.Minute})
 		require.NoError(t, err)
 		require.Equal(t, store.StatusCompleted, res.Status)
 		var got map[string]any
@@ -442,57 +478,57 @@ var storeCases = []struct {
 		assert.Equal(t, map[string]any{"seat": "12A"}, got)
 	}},
 	{"resolve -outcome keeps large numbers exact", func(t *testing.T, f fixture, tenant string) {
-		seedIndeterminate(t, f.st, tenant, "k", "")
-		r := f.run(t, "resolve", "-tenant", tenant, "-key", "k", "-outcome", "12345678901234567890")
+		seedIndeterminate(t, f.st, tenant, testKey, "")
+		r := f.run(t, "resolve", "-tenant", tenant, "-key", testKey, "-outcome", "12345678901234567890")
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
-		rec, err := f.st.Lookup(context.Background(), store.LookupParams{Tenant: tenant, Key: "k"})
+		rec, err := f.st.Lookup(context.Background(), store.LookupParams{Tenant: tenant, Key: testKey})
 		require.NoError(t, err)
 		var got json.Number
 		require.NoError(t, interceptor.DecodeOutcome(nil, rec.Outcome, &got))
 		assert.Equal(t, json.Number("12345678901234567890"), got)
 	}},
 	{"resolve -free frees the key", func(t *testing.T, f fixture, tenant string) {
-		seedIndeterminate(t, f.st, tenant, "k", "charge timed out")
-		r := f.run(t, "resolve", "-tenant", tenant, "-key", "k", "-free")
+		seedIndeterminate(t, f.st, tenant, testKey, "charge timed out")
+		r := f.run(t, "resolve", "-tenant", tenant, "-key", testKey, "-free")
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 		assert.Contains(t, r.stdout, "is indeterminate (reason: charge timed out)\n")
 		assert.Contains(t, r.stdout, "resolved: freed the key; the next attempt may run the effect\n")
 
-		res, err := f.st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: "k", Holder: "retry", Lease: time.Minute})
+		res, err := f.st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: testKey, Holder: "retry", Lease: time.Minute})
 		require.NoError(t, err)
 		assert.Equal(t, store.StatusAcquired, res.Status)
 	}},
 	{"resolve -dry-run changes nothing", func(t *testing.T, f fixture, tenant string) {
-		seedIndeterminate(t, f.st, tenant, "k", "charge timed out")
+		seedIndeterminate(t, f.st, tenant, testKey, "charge timed out")
 		for _, decision := range [][]string{{"-free"}, {"-outcome", `"12A"`}} {
-			args := append([]string{"resolve", "-tenant", tenant, "-key", "k", "-dry-run"}, decision...)
+			args := append([]string{"resolve", "-tenant", tenant, "-key", testKey, "-dry-run"}, decision...)
 			r := f.run(t, args...)
 			require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 			assert.Contains(t, r.stdout, "dry run: would ")
 			assert.NotContains(t, r.stdout, "resolved:")
-			state, err := lookupState(t, f.st, tenant, "k")
+			state, err := lookupState(t, f.st, tenant, testKey)
 			require.NoError(t, err)
 			assert.Equal(t, store.StateIndeterminate, state)
 		}
 	}},
 	{"resolve a completed record", func(t *testing.T, f fixture, tenant string) {
-		seedCompleted(t, f.st, tenant, "k", encode(t, "12A"))
-		r := f.run(t, "resolve", "-tenant", tenant, "-key", "k", "-free")
+		seedCompleted(t, f.st, tenant, testKey, encode(t, "12A"))
+		r := f.run(t, "resolve", "-tenant", tenant, "-key", testKey, "-free")
 		assert.Equal(t, exitFailed, r.code)
-		assert.Equal(t, "record: tenant "+tenant+" key k is completed\n", r.stdout)
+		assert.Equal(t, "record: tenant "+tenant+" key "+testKey+" is completed\n", r.stdout)
 		requireOneErrorLine(t, r, "resolve: the record is completed, not indeterminate: nothing to resolve")
-		state, err := lookupState(t, f.st, tenant, "k")
+		state, err := lookupState(t, f.st, tenant, testKey)
 		require.NoError(t, err)
 		assert.Equal(t, store.StateCompleted, state)
 	}},
 	{"resolve a pending record", func(t *testing.T, f fixture, tenant string) {
-		claim(t, f.st, tenant, "k")
-		r := f.run(t, "resolve", "-tenant", tenant, "-key", "k", "-outcome", "1")
+		claim(t, f.st, tenant, testKey)
+		r := f.run(t, "resolve", "-tenant", tenant, "-key", testKey, "-outcome", "1")
 		assert.Equal(t, exitFailed, r.code)
 		requireOneErrorLine(t, r, "the record is pending, not indeterminate")
 	}},
 	{"resolve a missing key", func(t *testing.T, f fixture, tenant string) {
-		r := f.run(t, "resolve", "-tenant", tenant, "-key", "k", "-free")
+		r := f.run(t, "resolve", "-tenant", tenant, "-key", testKey, "-free")
 		assert.Equal(t, exitFailed, r.code)
 		assert.Empty(t, r.stdout)
 		requireOneErrorLine(t, r, "no record")
@@ -536,7 +572,7 @@ var storeCases = []struct {
 			assert.Contains(t, r.stdout, "schema ready: ")
 		}
 		// The table works after a second EnsureSchema.
-		seedIndeterminate(t, f.st, tenant, "k", "")
+		seedIndeterminate(t, f.st, tenant, testKey, "")
 	}},
 }
 
@@ -578,7 +614,7 @@ func TestPostgresThroughFlags(t *testing.T) {
 	global := []string{"-store", "postgres", "-postgres-url", testenv.PostgresURL(), "-schema", schema}
 	with := func(args ...string) []string { return append(append([]string{}, global...), args...) }
 
-	r := invokeReal(t, with("show", "-tenant", "acme", "-key", "k")...)
+	r := invokeReal(t, with("show", "-tenant", "acme", "-key", testKey)...)
 	assert.Equal(t, exitFailed, r.code)
 	requireOneErrorLine(t, r, "'idempotencyctl schema' creates the table")
 
@@ -596,18 +632,18 @@ func TestPostgresThroughFlags(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	const tenant = "acme"
-	seedIndeterminate(t, st, tenant, "k", "book timed out")
+	seedIndeterminate(t, st, tenant, testKey, "book timed out")
 
-	r = invokeReal(t, with("show", "-tenant", tenant, "-key", "k", "-json")...)
+	r = invokeReal(t, with("show", "-tenant", tenant, "-key", testKey, "-json")...)
 	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 	var rec recordJSON
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rec))
 	assert.Equal(t, "indeterminate", rec.State)
 	assert.Equal(t, "book timed out", rec.Reason)
 
-	r = invokeReal(t, with("resolve", "-tenant", tenant, "-key", "k", "-outcome", `{"seat":"12A"}`)...)
+	r = invokeReal(t, with("resolve", "-tenant", tenant, "-key", testKey, "-outcome", `{"seat":"12A"}`)...)
 	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
-	res, err := st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: "k", Holder: "retry", Lease: time.Minute})
+	res, err := st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: testKey, Holder: "retry", Lease: time.Minute})
 	require.NoError(t, err)
 	require.Equal(t, store.StatusCompleted, res.Status)
 	var got map[string]any
@@ -631,15 +667,15 @@ func TestRedisThroughFlags(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	const tenant = "acme"
-	seedIndeterminate(t, st, tenant, "k", "charge timed out")
+	seedIndeterminate(t, st, tenant, testKey, "charge timed out")
 
-	r := invokeReal(t, with("show", "-tenant", tenant, "-key", "k")...)
+	r := invokeReal(t, with("show", "-tenant", tenant, "-key", testKey)...)
 	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 	assert.Contains(t, r.stdout, "state        indeterminate\n")
 
-	r = invokeReal(t, with("resolve", "-tenant", tenant, "-key", "k", "-free")...)
+	r = invokeReal(t, with("resolve", "-tenant", tenant, "-key", testKey, "-free")...)
 	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
-	res, err := st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: "k", Holder: "retry", Lease: time.Minute})
+	res, err := st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: testKey, Holder: "retry", Lease: time.Minute})
 	require.NoError(t, err)
 	assert.Equal(t, store.StatusAcquired, res.Status)
 
