@@ -81,8 +81,8 @@
 //	   the store unreachable or timed out
 //	2  usage error: unknown command or flag, a required flag missing,
 //	   a -key that is not a key, both -free and -outcome, JSON that does
-//	   not parse, forget without
-//	   -yes, schema with -store redis; nothing was contacted
+//	   not parse, forget without -yes, schema with -store redis; nothing
+//	   was contacted
 //
 // Errors go to stderr, one line each.
 //
