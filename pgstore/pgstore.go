@@ -225,7 +225,7 @@ func (s *Store) Renew(ctx context.Context, p store.RenewParams) (time.Time, erro
 	var until time.Time
 	err := s.retry(ctx, func(ctx context.Context) error {
 		now := s.opts.Clock.Now()
-		return s.pool.QueryRow(ctx, s.sql.renew, p.Tenant, p.Key, p.Token, now, now.Add(p.Lease)).Scan(&until)
+		return s.pool.QueryRow(ctx, s.sql.renew, p.Tenant, p.Key, p.Token, now, now.Add(p.Lease), now.Add(s.opts.TTL)).Scan(&until)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, s.notHolder(ctx, op, p.Tenant, p.Key, p.Token)

@@ -90,8 +90,10 @@ WHERE tenant = $1 AND key = $2 AND NOT EXISTS (SELECT 1 FROM ins)`),
 		// same statement: count(pg_notify(...)) FROM the modified rows both
 		// notifies and reports how many rows changed.
 		//
-		// $1 tenant, $2 key, $3 token, $4 now, $5 lease_until.
-		renew: r.Replace(`UPDATE {t} SET lease_until = $5, updated_at = $4
+		// $1 tenant, $2 key, $3 token, $4 now, $5 lease_until, $6 now+TTL.
+		// A renewal restarts the retention window, so a live holder's
+		// record never expires under it.
+		renew: r.Replace(`UPDATE {t} SET lease_until = $5, updated_at = $4, expires_at = greatest($6::timestamptz, $5::timestamptz)
 WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
 RETURNING lease_until`),
 		// $1 tenant, $2 key, $3 token, $4 now, $5 expires_at, $6 outcome,

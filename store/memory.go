@@ -134,6 +134,10 @@ func (m *Memory) Renew(ctx context.Context, params RenewParams) (time.Time, erro
 	}
 	rec.LeaseUntil = now.Add(params.Lease)
 	rec.UpdatedAt = now
+	// A renewal is a write: the retention window restarts, so a holder that
+	// keeps renewing never loses its record (and a lease longer than the TTL
+	// is still covered).
+	rec.ExpiresAt = later(now.Add(m.ttl), rec.LeaseUntil)
 	m.notify(params.Tenant, params.Key)
 	return rec.LeaseUntil, nil
 }
@@ -411,4 +415,12 @@ func copyRecord(rec *Record) Record {
 	out := *rec
 	out.Outcome = slices.Clone(rec.Outcome)
 	return out
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

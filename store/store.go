@@ -45,8 +45,10 @@ type Store interface {
 	Claim(ctx context.Context, params ClaimParams) (Result, error)
 
 	// Renew extends the lease of a pending claim held under params.Token and
-	// returns the new lease deadline. It returns ErrNotHolder when the token
-	// no longer holds a pending claim on the key.
+	// returns the new lease deadline. Like every write it starts the record's
+	// retention window again (and never lets it end before the new lease), so
+	// a holder that keeps renewing never loses its record. It returns
+	// ErrNotHolder when the token no longer holds a pending claim on the key.
 	Renew(ctx context.Context, params RenewParams) (time.Time, error)
 
 	// Complete records the outcome of a pending claim held under

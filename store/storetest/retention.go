@@ -46,6 +46,35 @@ func retentionCases() []testCase {
 			res := h.claim(t, "k", "worker-2")
 			assert.Equal(t, store.StatusAcquired, res.Status)
 		}},
+		{"RenewingClaimNeverExpires", func(t *testing.T, h *harness) {
+			// A holder that keeps renewing is alive: its record must outlive
+			// any number of retention windows, or a waiting duplicate would
+			// find the key free and run the effect a second time.
+			rec := h.acquire(t, "k")
+			step := h.lease / 2
+			for elapsed := time.Duration(0); elapsed < 3*h.ttl; elapsed += step {
+				h.clock.Advance(step)
+				now := h.clock.Now()
+				until, err := h.s.Renew(h.ctx, store.RenewParams{Tenant: h.tenant, Key: "k", Token: rec.Token, Lease: h.lease})
+				require.NoError(t, err, "renew %v after the claim", elapsed+step)
+				assertTime(t, now.Add(h.lease), until, "LeaseUntil")
+				got := h.lookup(t, "k")
+				require.Equal(t, store.StatePending, got.State, "%v after the claim", elapsed+step)
+				require.False(t, got.ExpiresAt.Before(now.Add(h.lease)), "ExpiresAt %v ends before the lease %v", got.ExpiresAt, now.Add(h.lease))
+				res := h.claim(t, "k", "worker-2")
+				require.Equal(t, store.StatusHeld, res.Status, "a duplicate %v after the claim", elapsed+step)
+			}
+			require.NoError(t, h.s.Complete(h.ctx, store.CompleteParams{Tenant: h.tenant, Key: "k", Token: rec.Token, Outcome: []byte("x")}))
+			assert.Equal(t, store.StatusCompleted, h.claim(t, "k", "worker-2").Status)
+		}},
+		{"RenewRestartsWindow", func(t *testing.T, h *harness) {
+			rec := h.acquire(t, "k")
+			h.clock.Advance(h.ttl / 2)
+			now := h.clock.Now()
+			_, err := h.s.Renew(h.ctx, store.RenewParams{Tenant: h.tenant, Key: "k", Token: rec.Token, Lease: h.lease})
+			require.NoError(t, err)
+			assertTime(t, now.Add(h.ttl), h.lookup(t, "k").ExpiresAt, "ExpiresAt")
+		}},
 		{"CompleteRestartsWindow", func(t *testing.T, h *harness) {
 			rec := h.acquire(t, "k")
 			h.clock.Advance(h.ttl / 2)
