@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -36,7 +37,17 @@ const (
 	// ErrorTypeOutcomeUnreadable: a recorded outcome could not be decoded
 	// (the data converter changed incompatibly). Non-retryable.
 	ErrorTypeOutcomeUnreadable = "IdempotencyOutcomeUnreadable"
+	// ErrorTypeSuperseded: the body of an IDEMPOTENT activity was stopped
+	// because its claim was taken over while it ran. Retryable: the retry
+	// waits for the caller that took the key over and gets its answer.
+	ErrorTypeSuperseded = "IdempotencySuperseded"
 )
+
+// ErrSuperseded is the cause of a body's context ending because its claim
+// was taken over while it ran: its lease ran out (the store could not be
+// reached to renew it, or the worker stalled) and another caller superseded
+// it. A body that sees it should stop; what it returns is not recorded.
+var ErrSuperseded = errors.New("idempotency: the claim was taken over by another caller")
 
 var errNoTenant = errors.New("idempotency: no tenant could be resolved for the execution")
 
@@ -222,8 +233,15 @@ func (x *execution) wait(ctx context.Context, token int64) (store.Result, time.D
 // runBody runs the activity's body under the claim, renewing the lease
 // while it runs, and records what it returned.
 func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivityInput) (result any, err error) {
-	bodyCtx := activity.WithKey(ctx, keyspace.Key(x.key))
-	stop := x.renew(ctx)
+	bodyCtx, cancelBody := context.WithCancelCause(activity.WithKey(ctx, keyspace.Key(x.key)))
+	defer cancelBody(nil)
+	var superseded atomic.Bool
+	stop := x.renew(ctx, func(err error) {
+		superseded.Store(true)
+		cancelBody(ErrSuperseded)
+		x.count(MetricSuperseded)
+		x.observe(ctx, EventSuperseded, err)
+	})
 	var panicked any
 	func() {
 		defer func() {
@@ -240,6 +258,29 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), x.opts.StoreTimeout)
 	defer cancel()
 
+	if superseded.Load() {
+		// The key is another caller's now: nothing this body returns may be
+		// recorded under it, and there is no claim left to free or mark.
+		if panicked != nil {
+			panic(panicked)
+		}
+		if err == nil {
+			payloads, encErr := x.encode(result)
+			if encErr != nil {
+				return nil, encErr
+			}
+			if payloads == nil {
+				return nil, nil
+			}
+			return payloads, nil
+		}
+		if x.kind == activity.KindEffectful && !activity.IsNoEffect(err) {
+			return nil, x.indeterminate(sctx, activity.ReasonHolderLost, true, fmt.Errorf("%w: %w", ErrSuperseded, err))
+		}
+		return nil, temporal.NewApplicationErrorWithCause(
+			fmt.Sprintf("idempotency: activity %q stopped: %v", x.decl.Name(), ErrSuperseded),
+			ErrorTypeSuperseded, activity.UnwrapNoEffect(err))
+	}
 	if panicked != nil {
 		perr := fmt.Errorf("activity panicked: %v", panicked)
 		if x.kind == activity.KindEffectful {
@@ -275,8 +316,9 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 }
 
 // renew keeps the claim's lease alive until the returned function is called
-// or ctx ends, whichever is first.
-func (x *execution) renew(ctx context.Context) (stop func()) {
+// or ctx ends, whichever is first. If the store answers that the claim is no
+// longer held it calls lost once and stops.
+func (x *execution) renew(ctx context.Context, lost func(error)) (stop func()) {
 	rctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -298,8 +340,8 @@ func (x *execution) renew(ctx context.Context) (stop func()) {
 			case rctx.Err() != nil:
 				return
 			case errors.Is(err, store.ErrNotHolder):
-				// Another caller took the key over; nothing left to renew.
-				x.storeError(ctx, fmt.Errorf("renewing the lease: %w", err))
+				// Another caller took the key over: stop the body.
+				lost(fmt.Errorf("renewing the lease: %w", err))
 				return
 			default:
 				x.storeError(ctx, fmt.Errorf("renewing the lease: %w", err))

@@ -37,6 +37,11 @@ const (
 	// recorded; the claim is left pending until its lease runs out, and a
 	// duplicate will then find the holder lost.
 	EventOrphaned
+	// EventSuperseded: the execution's claim was taken over while its body
+	// ran (its lease ran out and another caller superseded it); the body's
+	// context is cancelled with [ErrSuperseded] and nothing it returns is
+	// recorded.
+	EventSuperseded
 )
 
 // String returns the event's name.
@@ -60,6 +65,8 @@ func (k EventKind) String() string {
 		return "store_error"
 	case EventOrphaned:
 		return "orphaned"
+	case EventSuperseded:
+		return "superseded"
 	default:
 		return "unknown"
 	}
@@ -84,7 +91,7 @@ type Event struct {
 	// Reason is set on EventIndeterminate.
 	Reason activity.Reason
 	// Err is the error behind EventStoreError, EventOrphaned,
-	// EventReleased and EventIndeterminate, if any.
+	// EventReleased, EventIndeterminate and EventSuperseded, if any.
 	Err error
 	// Duration is how long the store took to answer the claim
 	// (EventClaimed, EventDeduplicated) or how long the execution waited
@@ -117,6 +124,7 @@ const (
 	MetricIndeterminate = "idempotency_indeterminate" // counter: indeterminate outcomes
 	MetricStoreErrors   = "idempotency_store_errors"  // counter: failed store calls
 	MetricOrphaned      = "idempotency_orphaned"      // counter: outcomes that could not be recorded
+	MetricSuperseded    = "idempotency_superseded"    // counter: bodies stopped because their claim was taken over
 	MetricClaimLatency  = "idempotency_claim_latency" // timer: how long a claim took
 	MetricWaitLatency   = "idempotency_wait_latency"  // timer: how long a waiter waited
 )

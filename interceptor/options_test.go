@@ -120,8 +120,9 @@ func TestEventKindString(t *testing.T) {
 		{interceptor.EventIndeterminate, "indeterminate"},
 		{interceptor.EventStoreError, "store_error"},
 		{interceptor.EventOrphaned, "orphaned"},
+		{interceptor.EventSuperseded, "superseded"},
 		{0, "unknown"},
-		{interceptor.EventOrphaned + 1, "unknown"},
+		{interceptor.EventSuperseded + 1, "unknown"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

@@ -48,7 +48,7 @@ func eventLevel(k interceptor.EventKind) zapcore.Level {
 	switch k {
 	case interceptor.EventDeduplicated, interceptor.EventWaiting:
 		return zapcore.InfoLevel
-	case interceptor.EventTakenOver, interceptor.EventStoreError:
+	case interceptor.EventTakenOver, interceptor.EventStoreError, interceptor.EventSuperseded:
 		return zapcore.WarnLevel
 	case interceptor.EventIndeterminate, interceptor.EventOrphaned:
 		return zapcore.ErrorLevel

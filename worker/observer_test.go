@@ -44,6 +44,7 @@ func TestZapObserverLevels(t *testing.T) {
 		{interceptor.EventWaiting, zapcore.InfoLevel},
 		{interceptor.EventTakenOver, zapcore.WarnLevel},
 		{interceptor.EventStoreError, zapcore.WarnLevel},
+		{interceptor.EventSuperseded, zapcore.WarnLevel},
 		{interceptor.EventIndeterminate, zapcore.ErrorLevel},
 		{interceptor.EventOrphaned, zapcore.ErrorLevel},
 	}
