@@ -54,6 +54,18 @@ const (
 	DefaultStoreTimeout = 10 * time.Second
 )
 
+// The smallest non-zero values [New] accepts for the duration options. Below
+// them the dispatcher could not work as documented (a lease renewed every
+// Lease/3 needs a tick the runtime can keep; a store call needs time to
+// cross the network), so New refuses them, naming the field.
+const (
+	MinLease           = 30 * time.Millisecond
+	MinWaitHeartbeat   = time.Millisecond
+	MinRecordBackoff   = time.Millisecond
+	MinStoreTimeout    = time.Millisecond
+	MinDecisionTimeout = time.Second
+)
+
 // Options configure the dispatcher. The zero value of each field but Store
 // has a documented default.
 type Options struct {
@@ -152,20 +164,28 @@ func New(opts Options) (*Interceptor, error) {
 		return nil, &OptionsError{Field: "Store", Reason: "is required"}
 	case opts.Scope > ScopeWorkflow:
 		return nil, &OptionsError{Field: "Scope", Reason: "unknown scope " + strconv.Itoa(int(opts.Scope))}
-	case opts.Lease < 0:
-		return nil, &OptionsError{Field: "Lease", Reason: "must not be negative"}
-	case opts.WaitHeartbeat < 0:
-		return nil, &OptionsError{Field: "WaitHeartbeat", Reason: "must not be negative"}
 	case opts.RecordAttempts < 0:
 		return nil, &OptionsError{Field: "RecordAttempts", Reason: "must not be negative"}
-	case opts.RecordBackoff < 0:
-		return nil, &OptionsError{Field: "RecordBackoff", Reason: "must not be negative"}
-	case opts.DecisionTimeout < 0:
-		return nil, &OptionsError{Field: "DecisionTimeout", Reason: "must not be negative"}
-	case opts.StoreTimeout < 0:
-		return nil, &OptionsError{Field: "StoreTimeout", Reason: "must not be negative"}
 	case len(opts.Identity) > 256:
 		return nil, &OptionsError{Field: "Identity", Reason: "longer than 256 bytes"}
+	}
+	for _, d := range []struct {
+		field    string
+		value    time.Duration
+		min, def time.Duration
+	}{
+		{"Lease", opts.Lease, MinLease, DefaultLease},
+		{"WaitHeartbeat", opts.WaitHeartbeat, MinWaitHeartbeat, DefaultWaitHeartbeat},
+		{"RecordBackoff", opts.RecordBackoff, MinRecordBackoff, DefaultRecordBackoff},
+		{"StoreTimeout", opts.StoreTimeout, MinStoreTimeout, DefaultStoreTimeout},
+		{"DecisionTimeout", opts.DecisionTimeout, MinDecisionTimeout, 0},
+	} {
+		switch {
+		case d.value < 0:
+			return nil, &OptionsError{Field: d.field, Reason: "must not be negative"}
+		case d.value > 0 && d.value < d.min:
+			return nil, &OptionsError{Field: d.field, Reason: fmt.Sprintf("%v is below the minimum of %v (zero means the default)", d.value, d.min)}
+		}
 	}
 	if opts.Tenant == nil {
 		opts.Tenant = TenantFromHeader

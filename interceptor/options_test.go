@@ -33,6 +33,13 @@ func TestNewRefuses(t *testing.T) {
 		{"NegativeRecordAttempts", interceptor.Options{Store: mem, RecordAttempts: -1}, "RecordAttempts"},
 		{"NegativeRecordBackoff", interceptor.Options{Store: mem, RecordBackoff: -1}, "RecordBackoff"},
 		{"NegativeStoreTimeout", interceptor.Options{Store: mem, StoreTimeout: -1}, "StoreTimeout"},
+		{"TinyLease", interceptor.Options{Store: mem, Lease: 2}, "Lease"},
+		{"LeaseBelowMinimum", interceptor.Options{Store: mem, Lease: interceptor.MinLease - 1}, "Lease"},
+		{"TinyWaitHeartbeat", interceptor.Options{Store: mem, WaitHeartbeat: 1}, "WaitHeartbeat"},
+		{"TinyRecordBackoff", interceptor.Options{Store: mem, RecordBackoff: 1}, "RecordBackoff"},
+		{"TinyStoreTimeout", interceptor.Options{Store: mem, StoreTimeout: 1}, "StoreTimeout"},
+		{"NegativeDecisionTimeout", interceptor.Options{Store: mem, DecisionTimeout: -1}, "DecisionTimeout"},
+		{"TinyDecisionTimeout", interceptor.Options{Store: mem, DecisionTimeout: time.Millisecond}, "DecisionTimeout"},
 		{"LongIdentity", interceptor.Options{Store: mem, Identity: string(long)}, "Identity"},
 	}
 	for _, tt := range tests {

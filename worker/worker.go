@@ -44,6 +44,10 @@ type Options struct {
 // DefaultSweepInterval is Options.SweepInterval's default.
 const DefaultSweepInterval = 10 * time.Minute
 
+// MinSweepInterval is the smallest positive Options.SweepInterval that
+// [New] accepts: sweeping more often would only load the store.
+const MinSweepInterval = time.Second
+
 // Worker is a Temporal worker with the idempotency interceptor installed.
 // The embedded worker's methods work as usual; an activity registered
 // through them, with no declaration, behaves exactly as without this library.
@@ -67,6 +71,10 @@ func New(c client.Client, taskQueue string, opts Options) (*Worker, error) {
 	logger := opts.Logger
 	if logger == nil {
 		logger = zap.NewNop()
+	}
+	if opts.SweepInterval > 0 && opts.SweepInterval < MinSweepInterval {
+		return nil, &interceptor.OptionsError{Field: "SweepInterval",
+			Reason: fmt.Sprintf("%v is below the minimum of %v (zero means the default, negative turns sweeping off)", opts.SweepInterval, MinSweepInterval)}
 	}
 	iopts := opts.Idempotency
 	iopts.Observer = Observers(ZapObserver(logger), iopts.Observer)

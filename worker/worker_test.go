@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -92,6 +93,12 @@ func TestNewRefuses(t *testing.T) {
 		{"NegativeLease", lazyClient, func(t *testing.T) worker.Options {
 			return worker.Options{Idempotency: interceptor.Options{Store: memStore(t), Lease: -1}}
 		}, "Lease"},
+		{"TinyLease", lazyClient, func(t *testing.T) worker.Options {
+			return worker.Options{Idempotency: interceptor.Options{Store: memStore(t), Lease: 2}}
+		}, "Lease"},
+		{"TinySweepInterval", lazyClient, func(t *testing.T) worker.Options {
+			return worker.Options{Idempotency: interceptor.Options{Store: memStore(t)}, SweepInterval: time.Nanosecond}
+		}, "SweepInterval"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
