@@ -37,6 +37,10 @@ const (
 	// ErrorTypeOutcomeUnreadable: a recorded outcome could not be decoded
 	// (the data converter changed incompatibly). Non-retryable.
 	ErrorTypeOutcomeUnreadable = "IdempotencyOutcomeUnreadable"
+	// ErrorTypeInvalidTenant: the execution's tenant breaks a rule every
+	// store applies (empty, longer than store.MaxTenantLength bytes, not
+	// UTF-8, a NUL byte). Non-retryable: it would be refused forever.
+	ErrorTypeInvalidTenant = "IdempotencyInvalidTenant"
 	// ErrorTypeSuperseded: the body of an IDEMPOTENT activity was stopped
 	// because its claim was taken over while it ran. Retryable: the retry
 	// waits for the caller that took the key over and gets its answer.
@@ -114,6 +118,11 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 	tenant, ok := x.opts.Tenant(ctx, x.info)
 	if !ok {
 		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, errNoTenant)
+	}
+	if err := store.ValidateTenant(tenant); err != nil {
+		// No store would keep a record under this tenant: refuse it before
+		// deriving a key, so nobody waits on a record that cannot exist.
+		return nil, x.invalidTenant(ctx, err)
 	}
 	x.tenant, x.event.Tenant = tenant, tenant
 	run := x.info.WorkflowExecution.RunID
@@ -473,6 +482,18 @@ func (x *execution) notDeduplicable(ctx context.Context, reason activity.Reason,
 	}
 	return temporal.NewApplicationErrorWithCause(
 		fmt.Sprintf("idempotency: activity %q was not run: %s: %v", x.decl.Name(), reason, cause), typ, cause)
+}
+
+// invalidTenant refuses an execution whose tenant no store accepts. The
+// error carries no key, and neither kind is retried: the tenant will be
+// refused the same way every time.
+func (x *execution) invalidTenant(ctx context.Context, cause error) error {
+	cause = fmt.Errorf("idempotency: the tenant cannot be stored: %w", cause)
+	if x.kind == activity.KindEffectful {
+		return x.indeterminate(ctx, activity.ReasonKeyNotDerivable, false, cause)
+	}
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("idempotency: activity %q was not run: %v", x.decl.Name(), cause), ErrorTypeInvalidTenant, cause)
 }
 
 // storeFailed handles a store error before the body runs. The caller's own

@@ -3,11 +3,13 @@ package interceptor_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tesserix/idempotency/activity"
@@ -422,4 +424,54 @@ func TestResolvedOutcomeReachesDuplicate(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, want, got, "the person's answer is the recorded outcome")
 	assert.Equal(t, 1, h.acts.ledger.count("Book"), "the body was not entered again")
+}
+
+// A tenant the store would refuse fails the call before any store call, at
+// once and non-retryable, with no key: nothing could ever be recorded under
+// it, so nobody must wait on it or retry it.
+func TestInvalidTenantRefusedBeforeTheStore(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, tenant, rule string
+	}{
+		{"TooLong", strings.Repeat("t", store.MaxTenantLength+1), "longer than"},
+		{"InvalidUTF8", "acme\xff", "UTF-8"},
+		{"NUL", "ac\x00me", "NUL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			t.Run("Idempotent", func(t *testing.T) {
+				t.Parallel()
+				h := newHarness(t, tenantIs(tt.tenant))
+				h.faults.setDown("Claim", true) // any store call would show up as a store error
+				env := h.activityEnv(t, "")
+				_, err := book(env, h.acts.Reserve, BookRequest{Flight: "BA117"})
+				appErr := requireApplicationError(t, err, interceptor.ErrorTypeInvalidTenant)
+				assert.True(t, appErr.NonRetryable(), "a tenant that is refused now is refused forever")
+				assert.Contains(t, err.Error(), tt.rule, "the message names the tenant rule")
+				assert.Zero(t, h.acts.ledger.total(), "the body is never entered")
+				assert.Zero(t, h.rec.count(interceptor.EventStoreError), "no store call")
+			})
+			t.Run("Effectful", func(t *testing.T) {
+				t.Parallel()
+				h := newHarness(t, tenantIs(tt.tenant))
+				h.faults.setDown("Claim", true)
+				env := h.activityEnv(t, "")
+				_, err := book(env, h.acts.Book, BookRequest{Flight: "BA117"})
+				o := requireIndeterminate(t, err, activity.ReasonKeyNotDerivable, false)
+				assert.Empty(t, o.Key, "no key: there is no record to wait on")
+				assert.Contains(t, err.Error(), tt.rule, "the message names the tenant rule")
+				assert.Zero(t, h.acts.ledger.total(), "the body is never entered")
+				assert.Zero(t, h.rec.count(interceptor.EventStoreError), "no store call")
+			})
+		})
+	}
+}
+
+// tenantIs resolves every execution's tenant to tenant.
+func tenantIs(tenant string) func(*interceptor.Options) {
+	return func(o *interceptor.Options) {
+		o.Tenant = func(context.Context, sdkactivity.Info) (string, bool) { return tenant, true }
+	}
 }

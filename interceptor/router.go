@@ -100,8 +100,12 @@ func ResolveActivity(st store.Store, dc converter.DataConverter) func(context.Co
 				fmt.Sprintf("idempotency: action %q records nothing", req.Action), "IdempotencyBadDecision", nil)
 		}
 		err := st.Resolve(ctx, p)
-		if errors.Is(err, store.ErrNotIndeterminate) || errors.Is(err, store.ErrNotFound) {
+		switch {
+		case errors.Is(err, store.ErrNotIndeterminate) || errors.Is(err, store.ErrNotFound):
 			return nil
+		case errors.Is(err, store.ErrInvalid):
+			// The store will refuse this decision every time.
+			return temporal.NewNonRetryableApplicationError(err.Error(), "IdempotencyBadDecision", err)
 		}
 		return err
 	}

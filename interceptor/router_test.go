@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkactivity "go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/tesserix/idempotency/activity"
@@ -154,6 +155,24 @@ func TestResolveActivityRefusesUnknownAction(t *testing.T) {
 	require.Error(t, err)
 	assert.NoError(t, resolve(context.Background(), interceptor.ResolveRequest{Tenant: "t", Key: "k", Action: interceptor.ActionFree}),
 		"a key already settled (here: never claimed) is not an error")
+}
+
+// A decision the store refuses as malformed is refused for good: retrying
+// the Resolve activity could never succeed.
+func TestResolveActivityInvalidIsNonRetryable(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	resolve := interceptor.ResolveActivity(h.mem, nil)
+	for _, req := range []interceptor.ResolveRequest{
+		{Tenant: "ac\x00me", Key: "k", Action: interceptor.ActionFree},
+		{Tenant: "acme", Key: "", Action: interceptor.ActionFree},
+	} {
+		err := resolve(context.Background(), req)
+		var appErr *temporal.ApplicationError
+		require.ErrorAs(t, err, &appErr, "%+v", req)
+		assert.True(t, appErr.NonRetryable(), "%+v", req)
+		assert.ErrorIs(t, err, store.ErrInvalid)
+	}
 }
 
 // Two identical calls in one turn that both end on the same indeterminate

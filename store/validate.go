@@ -88,6 +88,12 @@ func (p SweepParams) EffectiveLimit() int {
 	return p.Limit
 }
 
+// ValidateTenant reports, as an [*InvalidError], why every store would
+// refuse tenant: it is empty, longer than [MaxTenantLength] bytes, not valid
+// UTF-8, or holds a NUL byte. Callers check a tenant with it before deriving
+// keys under it, so a tenant that can never be stored fails at once.
+func ValidateTenant(tenant string) error { return validateTenant(tenant) }
+
 func validateTenant(tenant string) error {
 	switch {
 	case tenant == "":
