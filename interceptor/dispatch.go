@@ -560,13 +560,21 @@ func (x *execution) isEarlierAttempt(holder string) bool {
 
 // holderName identifies an execution attempt in a record:
 // "<execution digest>:<attempt>:<worker identity>". The digest stands for
-// the workflow ID, run ID and activity ID, which may hold any character.
+// the workflow ID, run ID and activity ID, which may hold any character,
+// and whether the activity is local.
 func holderName(info sdkactivity.Info, identity string) string {
 	return executionID(info) + ":" + strconv.FormatInt(int64(info.Attempt), 10) + ":" + identity
 }
 
 func executionID(info sdkactivity.Info) string {
 	h := sha256.New()
+	if info.IsLocalActivity {
+		// Local activities number their IDs apart from regular ones, so the
+		// same ID may name one of each in a run. Regular activities keep
+		// the digest they always had, so holders written by older workers
+		// are still recognised.
+		h.Write([]byte("local\x00"))
+	}
 	for _, s := range []string{info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID} {
 		h.Write([]byte(strconv.Itoa(len(s))))
 		h.Write([]byte{':'})

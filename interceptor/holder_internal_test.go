@@ -53,9 +53,32 @@ func TestExecutionIDDistinguishes(t *testing.T) {
 		"activity":         info("wf", "run", "8", 1),
 		"field boundaries": info("wfr", "un", "7", 1),
 	}
+	local := info("wf", "run", "7", 1)
+	local.IsLocalActivity = true
+	others["local activity with the same ID"] = local
 	for what, in := range others {
 		assert.NotEqual(t, base, executionID(in), "another %s is another execution", what)
 	}
+}
+
+// Local and regular activities number their IDs from separate counters, so
+// a local activity may share a regular one's ID in the same run: neither
+// may take the other for an earlier attempt of itself.
+func TestLocalAndRegularActivityNeverEarlierAttempts(t *testing.T) {
+	t.Parallel()
+	regular := info("wf", "run", "1", 1)
+	local := info("wf", "run", "1", 2)
+	local.IsLocalActivity = true
+	assert.False(t, (&execution{info: local}).isEarlierAttempt(holderName(regular, "host")),
+		"a local activity's retry must not take a regular activity's live claim for its own earlier attempt")
+	regular.Attempt, local.Attempt = 2, 1
+	assert.False(t, (&execution{info: regular}).isEarlierAttempt(holderName(local, "host")),
+		"nor the reverse")
+	earlier := local
+	earlier.Attempt = 1
+	local.Attempt = 2
+	assert.True(t, (&execution{info: local}).isEarlierAttempt(holderName(earlier, "host")),
+		"a local activity still recognises its own earlier attempt")
 }
 
 func TestParseHolderRefuses(t *testing.T) {
