@@ -145,9 +145,16 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 		lost      *store.Record // a holder presumed gone, taken over to be marked
 		waited    time.Duration
 	)
+	retry := x.storeRetry(ctx)
 	res, err := x.claim(ctx, 0)
 	for {
 		if err != nil {
+			if retry.again(ctx, err) {
+				// The store could not answer and no body was entered: ask
+				// again, as the same claim, once it may be back.
+				res, err = x.claim(ctx, supersede)
+				continue
+			}
 			return nil, x.storeFailed(ctx, err)
 		}
 		switch res.Status {
@@ -189,6 +196,52 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 		}
 		res, err = x.claim(ctx, supersede)
 	}
+}
+
+// maxClaimBackoff caps the pause between retries of a store that is down.
+const maxClaimBackoff = 2 * time.Second
+
+// deadlineMargin is the time left before the activity's deadline at which
+// the dispatcher stops retrying the store, so it can still report.
+const deadlineMargin = time.Second
+
+// retrier paces the retries of store calls made before the body runs.
+type retrier struct {
+	x       *execution
+	until   time.Time
+	backoff time.Duration
+}
+
+func (x *execution) storeRetry(ctx context.Context) *retrier {
+	r := &retrier{x: x, backoff: x.opts.RecordBackoff}
+	if x.opts.ClaimRetry < 0 {
+		return r // until is zero: never again
+	}
+	r.until = time.Now().Add(x.opts.ClaimRetry)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-deadlineMargin).Before(r.until) {
+		r.until = dl.Add(-deadlineMargin)
+	}
+	return r
+}
+
+// again reports err and, if it is worth retrying and time remains, pauses
+// (heartbeating) and returns true; otherwise it returns false and leaves the
+// error to the caller to report.
+func (r *retrier) again(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, store.ErrInvalid) || !time.Now().Add(r.backoff).Before(r.until) {
+		return false
+	}
+	r.x.storeError(ctx, err)
+	sdkactivity.RecordHeartbeat(ctx)
+	t := time.NewTimer(r.backoff)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	}
+	r.backoff = min(2*r.backoff, maxClaimBackoff)
+	return true
 }
 
 func (x *execution) claim(ctx context.Context, supersede int64) (store.Result, error) {

@@ -311,7 +311,7 @@ func TestStoreUnavailableAtClaim(t *testing.T) {
 		appErr := requireApplicationError(t, err, interceptor.ErrorTypeStoreUnavailable)
 		assert.False(t, appErr.NonRetryable(), "IDEMPOTENT: retryable")
 		assert.Zero(t, h.acts.ledger.total(), "a store that is down is not permission")
-		assert.Equal(t, 1, h.rec.count(interceptor.EventStoreError))
+		assert.Positive(t, h.rec.count(interceptor.EventStoreError))
 
 		h.faults.setDown("Claim", false)
 		got, err := book(env, h.acts.Reserve, BookRequest{Flight: "BA117"})

@@ -324,6 +324,7 @@ func newHarness(t testing.TB, configure ...func(*interceptor.Options)) *harness 
 		RecordAttempts: 2,
 		RecordBackoff:  time.Millisecond,
 		StoreTimeout:   5 * time.Second,
+		ClaimRetry:     100 * time.Millisecond,
 		Observer:       h.rec,
 		Identity:       "test-worker",
 	}

@@ -52,6 +52,8 @@ const (
 	DefaultRecordBackoff = 100 * time.Millisecond
 	// DefaultStoreTimeout is Options.StoreTimeout's default.
 	DefaultStoreTimeout = 10 * time.Second
+	// DefaultClaimRetry is Options.ClaimRetry's default.
+	DefaultClaimRetry = 15 * time.Second
 )
 
 // The smallest non-zero values [New] accepts for the duration options. Below
@@ -93,6 +95,14 @@ type Options struct {
 	// RecordBackoff is the pause before the second attempt to record an
 	// outcome; it doubles after each. Defaults to DefaultRecordBackoff.
 	RecordBackoff time.Duration
+	// ClaimRetry is how long the dispatcher keeps retrying a store that
+	// cannot be reached before the body runs (the claim, or the wait for
+	// another holder), with backoff and heartbeats, and never past the
+	// activity's own deadline. A store that is down never reads as
+	// permission: when it stays down the call ends with the store error
+	// (IDEMPOTENT) or the indeterminate error (EFFECTFUL). Negative turns
+	// retrying off. Defaults to DefaultClaimRetry.
+	ClaimRetry time.Duration
 	// StoreTimeout bounds the store calls made after the body returned,
 	// which run even when the activity's context has ended. Defaults to
 	// DefaultStoreTimeout.
@@ -204,6 +214,9 @@ func New(opts Options) (*Interceptor, error) {
 	}
 	if opts.StoreTimeout == 0 {
 		opts.StoreTimeout = DefaultStoreTimeout
+	}
+	if opts.ClaimRetry == 0 {
+		opts.ClaimRetry = DefaultClaimRetry
 	}
 	if opts.DataConverter == nil {
 		opts.DataConverter = converter.GetDefaultDataConverter()
