@@ -50,10 +50,15 @@ type IndeterminateOutcome struct {
 	Key string `json:"key,omitempty"`
 	// Reason says why the outcome is unknown.
 	Reason Reason `json:"reason"`
-	// BodyEntered reports whether this execution ran the activity's body.
-	// False means this execution caused no effect (though an earlier holder
-	// of the key may have).
+	// BodyEntered reports whether this execution (this attempt) ran the
+	// activity's body. False means this attempt caused no effect; it says
+	// nothing of earlier holders of the key: read EffectMayHaveLanded.
 	BodyEntered bool `json:"body_entered"`
+	// EffectMayHaveLanded reports whether any execution — this attempt, an
+	// earlier one, or a duplicate that held the key — may have applied the
+	// effect. False only when the dispatcher knows no body ran under the key
+	// (no key could be derived). A person deciding reads this field.
+	EffectMayHaveLanded bool `json:"effect_may_have_landed"`
 	// WorkflowID, RunID and ActivityID name the execution that failed.
 	WorkflowID string `json:"workflow_id,omitempty"`
 	RunID      string `json:"run_id,omitempty"`
@@ -75,15 +80,20 @@ func (o IndeterminateOutcome) Message() string {
 // summary is Message without the cause, for an error that carries its cause
 // as an error of its own and prints it after the summary.
 func (o IndeterminateOutcome) summary() string {
-	entered := "the body was not entered"
-	if o.BodyEntered {
-		entered = "the effect may have happened"
+	var known string
+	switch {
+	case o.BodyEntered:
+		known = "this attempt ran the body, so the effect may have landed"
+	case o.EffectMayHaveLanded:
+		known = "this attempt did not run the body, but an earlier holder of the key may have applied the effect"
+	default:
+		known = "no attempt ran the body, so no effect was applied"
 	}
 	msg := fmt.Sprintf("indeterminate outcome of activity %q", o.Activity)
 	if o.Key != "" {
 		msg += fmt.Sprintf(" (tenant %q, key %s)", o.Tenant, o.Key)
 	}
-	return msg + fmt.Sprintf(": %s; %s and it will not be retried", o.Reason, entered)
+	return msg + fmt.Sprintf(": %s; %s; it will not be retried", o.Reason, known)
 }
 
 // NewIndeterminateError returns the non-retryable application error of type

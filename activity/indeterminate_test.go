@@ -108,14 +108,22 @@ func TestIndeterminateOutcomeMessage(t *testing.T) {
 	}{
 		{
 			name:     "BodyEntered",
-			o:        activity.IndeterminateOutcome{Activity: "Book", Tenant: "acme", Key: "v1:k", Reason: activity.ReasonBodyFailed, BodyEntered: true, Cause: "timeout"},
-			contains: []string{`"Book"`, `"acme"`, "v1:k", "body_failed", "may have happened", "timeout"},
+			o:        activity.IndeterminateOutcome{Activity: "Book", Tenant: "acme", Key: "v1:k", Reason: activity.ReasonBodyFailed, BodyEntered: true, EffectMayHaveLanded: true, Cause: "timeout"},
+			contains: []string{`"Book"`, `"acme"`, "v1:k", "body_failed", "this attempt ran the body", "the effect may have landed", "timeout"},
+		},
+		{
+			// An operator must not read "not entered" as "nothing was
+			// booked" when an earlier holder may have booked it.
+			name:     "EarlierHolder",
+			o:        activity.IndeterminateOutcome{Activity: "Book", Tenant: "acme", Key: "v1:k", Reason: activity.ReasonHolderLost, EffectMayHaveLanded: true},
+			contains: []string{"holder_lost", "this attempt did not run the body", "an earlier holder of the key may have applied the effect"},
+			excludes: []string{"no effect"},
 		},
 		{
 			name:     "NoKey",
 			o:        activity.IndeterminateOutcome{Activity: "Book", Reason: activity.ReasonKeyNotDerivable},
-			contains: []string{"key_not_derivable", "not entered"},
-			excludes: []string{"tenant"},
+			contains: []string{"key_not_derivable", "no attempt ran the body", "no effect was applied"},
+			excludes: []string{"tenant", "may have landed"},
 		},
 	}
 	for _, tt := range tests {

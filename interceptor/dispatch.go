@@ -516,9 +516,13 @@ func (x *execution) indeterminate(ctx context.Context, reason activity.Reason, e
 		Key:         x.key,
 		Reason:      reason,
 		BodyEntered: entered,
-		WorkflowID:  x.info.WorkflowExecution.ID,
-		RunID:       x.info.WorkflowExecution.RunID,
-		ActivityID:  x.info.ActivityID,
+		// Only a call with no key is known to have had no effect: under a
+		// key, an earlier attempt or a duplicate may have run the body, and
+		// a store that cannot be asked cannot say otherwise.
+		EffectMayHaveLanded: entered || reason != activity.ReasonKeyNotDerivable,
+		WorkflowID:          x.info.WorkflowExecution.ID,
+		RunID:               x.info.WorkflowExecution.RunID,
+		ActivityID:          x.info.ActivityID,
 	}, cause)
 }
 

@@ -292,6 +292,7 @@ func TestKeyNotDerivable(t *testing.T) {
 				_, err := book(env, h.acts.Book, tt.req)
 				o := requireIndeterminate(t, err, activity.ReasonKeyNotDerivable, false)
 				assert.Empty(t, o.Key)
+				assert.False(t, o.EffectMayHaveLanded, "with no key, no attempt ever ran the body")
 				assert.Zero(t, h.acts.ledger.total(), "the body is never entered")
 				assert.Zero(t, h.mem.Len())
 				assert.Equal(t, 1, h.rec.count(interceptor.EventIndeterminate))

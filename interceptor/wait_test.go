@@ -184,6 +184,7 @@ func TestHolderLost(t *testing.T) {
 
 				o := receive(t, done, "the execution")
 				ind := requireIndeterminate(t, o.err, activity.ReasonHolderLost, false)
+				assert.True(t, ind.EffectMayHaveLanded, "the lost holder's effect may have landed")
 				assert.Equal(t, key, ind.Key)
 				assert.Contains(t, ind.Cause, "worker-elsewhere", "the message names the lost holder")
 				assert.Zero(t, h.acts.ledger.total(), "the body is not entered: the lost holder's effect may have landed")
@@ -194,7 +195,8 @@ func TestHolderLost(t *testing.T) {
 				assert.Zero(t, h.rec.count(interceptor.EventTakenOver))
 
 				_, err = book(env, h.acts.Book, req)
-				requireIndeterminate(t, err, activity.ReasonRecorded, false)
+				again := requireIndeterminate(t, err, activity.ReasonRecorded, false)
+				assert.True(t, again.EffectMayHaveLanded, "a recorded indeterminate key may hold an effect")
 			})
 			t.Run("Idempotent", func(t *testing.T) {
 				t.Parallel()
