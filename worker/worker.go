@@ -45,8 +45,8 @@ type Options struct {
 const DefaultSweepInterval = 10 * time.Minute
 
 // MinSweepInterval is the smallest positive Options.SweepInterval that
-// [New] accepts: sweeping more often would only load the store.
-const MinSweepInterval = time.Second
+// [New] accepts: below it the sweeper would spin against the store.
+const MinSweepInterval = 10 * time.Millisecond
 
 // Worker is a Temporal worker with the idempotency interceptor installed.
 // The embedded worker's methods work as usual; an activity registered
