@@ -136,29 +136,34 @@ func TestTimedOutAttemptRecordedBeforeRetry(t *testing.T) {
 	})
 }
 
-// The first attempt is still running when Temporal starts the retry: the
-// retry does not wait for an attempt Temporal gave up on, and does not book
-// again either. The run stops with the indeterminate error; the one booking
-// the slow attempt made is the only one.
+// The first attempt is still running when Temporal starts the retry: it
+// outlived its start-to-close timeout, ignoring its cancellation, and is
+// about to book. The retry neither books again nor declares the holder lost
+// (which would put a person in front of an effect that had an answer): it
+// waits, heartbeating, for the running attempt, whose renewals keep its
+// claim alive until its body returns, and answers with its result.
 func TestTimedOutAttemptStillRunningAtRetry(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, st store.Store) {
-		a := &airline{hold: 4 * time.Second, finished: make(chan struct{})}
-		e := newAirlineEnv(t, st, activity.KindEffectful, a)
-		var result string
-		err := e.execute("acme", OneBooking, &result, "BA117", time.Second, time.Second)
-		o := requireIndeterminate(t, err, activity.ReasonHolderLost)
-		assert.False(t, o.BodyEntered, "the retry did not enter the body")
-		assert.Equal(t, "acme", o.Tenant)
-		assert.NotEmpty(t, o.Key)
-
-		<-a.finished // the slow attempt lands its effect late
-		assert.Equal(t, 1, e.ledger.Effects("BA117"), "no second booking")
-		assert.Equal(t, 1, e.ledger.Calls("BA117"))
-		rec, err := st.Lookup(context.Background(), store.LookupParams{Tenant: "acme", Key: o.Key})
-		require.NoError(t, err)
-		assert.Equal(t, store.StateIndeterminate, rec.State, "the key waits for a person")
-	})
+	for _, kind := range []activity.Kind{activity.KindEffectful, activity.KindIdempotent} {
+		t.Run(kind.String(), func(t *testing.T) {
+			t.Parallel()
+			forEachStore(t, func(t *testing.T, st store.Store) {
+				a := &airline{hold: 4 * time.Second, finished: make(chan struct{})}
+				e := newAirlineEnv(t, st, kind, a)
+				var result string
+				err := e.execute("acme", OneBooking, &result, "BA117", time.Second, time.Second)
+				require.NoError(t, err, "the retry answers with the slow attempt's result")
+				assert.True(t, strings.HasPrefix(result, "seat 1 on BA117"), result)
+				<-a.finished
+				assert.Equal(t, 1, e.ledger.Effects("BA117"), "no second booking")
+				assert.Equal(t, 1, e.ledger.Calls("BA117"))
+				assert.Zero(t, e.events.count(interceptor.EventIndeterminate), "nobody is asked")
+				assert.Zero(t, e.events.count(interceptor.EventTakenOver))
+				assert.Positive(t, e.events.count(interceptor.EventWaiting), "the retry waited")
+				assert.Equal(t, 1, e.events.count(interceptor.EventDeduplicated))
+			})
+		})
+	}
 }
 
 // An EFFECTFUL failure stops the run with the typed error even though the

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -175,11 +174,13 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 		case store.StatusFree:
 			supersede, lost = 0, nil
 		case store.StatusHeld:
-			if res.LeaseExpired || x.isEarlierAttempt(res.Record.Holder) {
-				// The holder is gone: its lease ran out, or it is an earlier
-				// attempt of this very activity that Temporal gave up on.
-				// Take the key over, then run the body (IDEMPOTENT) or mark
-				// the outcome unknown (EFFECTFUL).
+			if res.LeaseExpired {
+				// The holder is gone: its lease ran out. Take the key over,
+				// then run the body (IDEMPOTENT) or mark the outcome unknown
+				// (EFFECTFUL). A holder whose lease is live is waited for,
+				// even an earlier attempt of this very activity that
+				// Temporal gave up on: its body is still running (it
+				// renews until the body returns) and may yet record.
 				rec := res.Record
 				supersede, lost = rec.Token, &rec
 				break
@@ -377,11 +378,14 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 	return payloads, nil
 }
 
-// renew keeps the claim's lease alive until the returned function is called
-// or ctx ends, whichever is first. If the store answers that the claim is no
-// longer held it calls lost once and stops.
+// renew keeps the claim's lease alive until the returned function is
+// called, that is until the body returns — also past the activity's own
+// deadline: a body that outlives its start-to-close is still running and
+// may yet record, so a retry waits for it instead of presuming it dead. If
+// the store answers that the claim is no longer held it calls lost once and
+// stops.
 func (x *execution) renew(ctx context.Context, lost func(error)) (stop func()) {
-	rctx, cancel := context.WithCancel(ctx)
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -604,17 +608,6 @@ func (x *execution) emit(ctx context.Context, e Event) {
 	}
 }
 
-// isEarlierAttempt reports whether holder is an earlier attempt of this very
-// activity execution. Temporal has already given up on it, so waiting for
-// it would only wait out its lease.
-func (x *execution) isEarlierAttempt(holder string) bool {
-	exec, attempt, ok := parseHolder(holder)
-	if !ok || exec != executionID(x.info) {
-		return false
-	}
-	return attempt < x.info.Attempt
-}
-
 // holderName identifies an execution attempt in a record:
 // "<execution digest>:<attempt>:<worker identity>". The digest stands for
 // the workflow ID, run ID and activity ID, which may hold any character,
@@ -638,22 +631,6 @@ func executionID(info sdkactivity.Info) string {
 		h.Write([]byte(s))
 	}
 	return hex.EncodeToString(h.Sum(nil)[:8])
-}
-
-func parseHolder(holder string) (exec string, attempt int32, ok bool) {
-	exec, rest, ok := strings.Cut(holder, ":")
-	if !ok || len(exec) != 16 {
-		return "", 0, false
-	}
-	num, _, ok := strings.Cut(rest, ":")
-	if !ok {
-		return "", 0, false
-	}
-	n, err := strconv.ParseInt(num, 10, 32)
-	if err != nil {
-		return "", 0, false
-	}
-	return exec, int32(n), true
 }
 
 // EncodeOutcome encodes value as the dispatcher records an outcome: the

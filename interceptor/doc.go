@@ -20,16 +20,46 @@
 //     [Scope]), the activity type name and the declared key arguments. The
 //     activity ID and attempt are never part of it.
 //   - Claim. Completed: the recorded outcome is returned and the body is not
-//     entered ([EventDeduplicated]). Held by another caller: wait for its
-//     answer, heartbeating. Held by a caller that is gone (its lease ran
-//     out, or it is an earlier attempt of the same activity): IDEMPOTENT
-//     takes over, EFFECTFUL fails indeterminate. Indeterminate: fail again.
+//     entered ([EventDeduplicated]). Held by a live caller — another call,
+//     or an earlier attempt of this same activity whose body outlived its
+//     start-to-close — : wait for its answer, heartbeating; a recorded result
+//     is returned as a duplicate's. Held by a caller that is gone (its lease
+//     ran out): IDEMPOTENT takes over, EFFECTFUL fails indeterminate.
+//     Indeterminate: fail again.
 //   - Acquired: the body runs with the key in its context; the lease is
-//     renewed while it runs. A result is recorded through the data
-//     converter; a failure frees the key (READ_ONLY, IDEMPOTENT, or
-//     activity.NoEffect) or marks it indeterminate (EFFECTFUL).
-//   - No key, or no store: the body is never entered. A store that is down
-//     does not read as permission.
+//     renewed every third of its length until the body returns, also past
+//     the activity's deadline. If a renewal finds the key taken over, the
+//     body's context is cancelled with [ErrSuperseded]. A result is recorded
+//     through the data converter; a failure frees the key (READ_ONLY,
+//     IDEMPOTENT, or activity.NoEffect) or marks it indeterminate
+//     (EFFECTFUL).
+//   - No key, or a tenant no store accepts: the body is never entered. A
+//     store that cannot be reached is retried for Options.ClaimRetry (never
+//     past the activity's deadline); a store that stays down does not read
+//     as permission.
+//
+// # Sizing the lease, the start-to-close timeout and heartbeats
+//
+// The lease (Options.Lease, 10 s by default) is how long a claim outlives
+// its worker: a killed worker's key is found lost, and taken over or marked
+// indeterminate, within one lease. Its renewals cost one store write every
+// Lease/3 per running body. Size them together:
+//
+//   - StartToCloseTimeout: longer than the body's usual run. A body that
+//     outlives it keeps its claim (renewals go on until it returns), and the
+//     retry waits for it rather than running it again, so a too-short
+//     timeout costs time, never a second effect.
+//   - Lease: longer than the worst pause of a worker that is alive (GC, a
+//     stalled host, the store's failover), shorter than you are willing to
+//     wait to learn a worker died. 10 s suits most; raise it where a store
+//     fails over slowly.
+//   - HeartbeatTimeout: if set, longer than Options.WaitHeartbeat (a waiting
+//     duplicate heartbeats every WaitHeartbeat, or every half heartbeat
+//     timeout if that is shorter). A body that runs long should heartbeat
+//     itself, as any Temporal activity should.
+//   - A body should honour its context: it ends when the start-to-close
+//     timeout passes, when the activity is cancelled, and when its claim is
+//     superseded ([ErrSuperseded]).
 //
 // # Waiting for a person
 //

@@ -43,7 +43,7 @@ func (s Scope) String() string {
 // Defaults applied by [New] to the zero fields of [Options].
 const (
 	// DefaultLease is Options.Lease's default.
-	DefaultLease = 30 * time.Second
+	DefaultLease = 10 * time.Second
 	// DefaultWaitHeartbeat is Options.WaitHeartbeat's default.
 	DefaultWaitHeartbeat = 5 * time.Second
 	// DefaultRecordAttempts is Options.RecordAttempts's default.
@@ -81,8 +81,10 @@ type Options struct {
 	Scope Scope
 	// Lease is how long a claim holds before a waiting duplicate may presume
 	// its holder dead. The dispatcher renews it every third of its length
-	// while the body runs, until the body returns or the activity's context
-	// ends (its start-to-close timeout). Defaults to DefaultLease.
+	// while the body runs, until the body returns — also past the
+	// activity's start-to-close timeout, so a retry waits for a body that
+	// outlived its attempt. Defaults to DefaultLease; see the package
+	// documentation for sizing it.
 	Lease time.Duration
 	// WaitHeartbeat is how often an execution waiting for another holder
 	// heartbeats; it is halved heartbeat timeout when the activity has a

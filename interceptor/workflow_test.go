@@ -157,12 +157,20 @@ func TestWorkflowIdempotentRetriesThenSucceeds(t *testing.T) {
 	assert.Equal(t, store.StateCompleted, rec.State, "the final result is recorded")
 }
 
-func TestWorkflowEarlierAttemptTakenOver(t *testing.T) {
+// An earlier attempt that failed but could not free its claim looks alive
+// until its lease runs out: the retry waits for that (heartbeating), then
+// takes the key over.
+func TestWorkflowEarlierAttemptTakenOverWhenItsLeaseRunsOut(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	// Attempt 1 fails and its claim cannot be released: it stays pending
-	// under attempt 1 with a lease that, by the store's clock, never runs out.
+	// under attempt 1 until the store's clock passes its lease.
 	h.faults.failNext("Release", 1)
+	waiting := h.rec.next(interceptor.EventWaiting)
+	go func() {
+		receive(t, waiting, "the retry to wait")
+		h.clock.Advance(time.Second)
+	}()
 	h.acts.on("Reserve", func(_ context.Context, call int, _ BookRequest) error {
 		if call == 1 {
 			return errors.New("inventory busy")
@@ -179,7 +187,7 @@ func TestWorkflowEarlierAttemptTakenOver(t *testing.T) {
 	require.NoError(t, env.GetWorkflowResult(&got))
 	assert.Equal(t, 2, got.Call)
 	assert.Equal(t, 1, h.rec.count(interceptor.EventTakenOver), "attempt 2 takes over from attempt 1")
-	assert.Zero(t, h.rec.count(interceptor.EventWaiting), "an earlier attempt of the same activity is not waited for")
+	assert.Equal(t, 1, h.rec.count(interceptor.EventWaiting), "attempt 2 waited for attempt 1's lease")
 	taken := h.rec.first(t, interceptor.EventTakenOver)
 	assert.EqualValues(t, 2, taken.Attempt)
 }
