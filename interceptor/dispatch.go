@@ -72,6 +72,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		return a.Next.ExecuteActivity(ctx, in)
 	}
 	x := &execution{
+		root:  a.root,
 		opts:  &a.root.opts,
 		next:  a.Next,
 		decl:  decl,
@@ -99,6 +100,7 @@ func baseEvent(decl *activity.Declaration, info sdkactivity.Info) Event {
 
 // execution is one activity execution going through the dispatcher.
 type execution struct {
+	root    *Interceptor
 	opts    *Options
 	next    interceptor.ActivityInboundInterceptor
 	decl    *activity.Declaration
@@ -464,10 +466,61 @@ func (x *execution) record(ctx context.Context, payloads *commonpb.Payloads) {
 		}
 		x.storeError(ctx, fmt.Errorf("recording the outcome: %w", err))
 		if errors.Is(err, store.ErrNotHolder) || errors.Is(err, store.ErrInvalid) {
-			break // retrying cannot help
+			x.orphaned(ctx, err)
+			return // retrying cannot help
 		}
 	}
 	x.orphaned(ctx, err)
+	if x.opts.OrphanRetry > 0 {
+		// Events of the background attempts keep the activity's context
+		// values (the observer may read them) but not its end.
+		actx := context.WithoutCancel(ctx)
+		x.root.goBackground(func(bg context.Context) {
+			ctx, cancel := context.WithCancel(actx)
+			defer cancel()
+			stop := context.AfterFunc(bg, cancel)
+			defer stop()
+			x.recordLater(ctx, outcome)
+		})
+	}
+}
+
+// maxOrphanBackoff caps the pause between background attempts to record an
+// orphaned outcome.
+const maxOrphanBackoff = 5 * time.Second
+
+// recordLater keeps trying to record an outcome the store could not take
+// when the body returned, for Options.OrphanRetry. The attempts are fenced
+// by the claim's token: if the key was taken over meanwhile (a duplicate
+// found the lease run out), the store refuses and nothing is overwritten.
+func (x *execution) recordLater(ctx context.Context, outcome []byte) {
+	ctx, cancel := context.WithTimeout(ctx, x.opts.OrphanRetry)
+	defer cancel()
+	backoff := x.opts.RecordBackoff
+	for {
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, maxOrphanBackoff)
+		sctx, scancel := context.WithTimeout(ctx, x.opts.StoreTimeout)
+		err := x.opts.Store.Complete(sctx, store.CompleteParams{
+			Tenant: x.tenant, Key: x.key, Token: x.token, Outcome: outcome,
+		})
+		scancel()
+		switch {
+		case err == nil:
+			x.count(MetricOrphansRecorded)
+			x.observe(ctx, EventCompleted, nil)
+			return
+		case errors.Is(err, store.ErrNotHolder) || errors.Is(err, store.ErrInvalid):
+			x.storeError(ctx, fmt.Errorf("recording the orphaned outcome: %w", err))
+			return
+		}
+	}
 }
 
 func (x *execution) orphaned(ctx context.Context, err error) {

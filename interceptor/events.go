@@ -34,8 +34,10 @@ const (
 	// EventStoreError: a call to the store failed.
 	EventStoreError
 	// EventOrphaned: the body returned but its outcome could not be
-	// recorded; the claim is left pending until its lease runs out, and a
-	// duplicate will then find the holder lost.
+	// recorded. The dispatcher keeps trying in the background for
+	// Options.OrphanRetry (an EventCompleted follows if it lands); until
+	// then the claim stays pending, and a duplicate that finds its lease run
+	// out declares the holder lost.
 	EventOrphaned
 	// EventSuperseded: the execution's claim was taken over while its body
 	// ran (its lease ran out and another caller superseded it); the body's
@@ -117,14 +119,15 @@ func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
 // with the tags activity_type and idempotency_kind, so they reach whatever
 // backend the worker already uses.
 const (
-	MetricClaims        = "idempotency_claims"        // counter: keys taken
-	MetricDeduplicated  = "idempotency_deduplicated"  // counter: recorded outcomes returned
-	MetricWaits         = "idempotency_waits"         // counter: executions that waited for a holder
-	MetricTakeovers     = "idempotency_takeovers"     // counter: keys taken over from a lost holder
-	MetricIndeterminate = "idempotency_indeterminate" // counter: indeterminate outcomes
-	MetricStoreErrors   = "idempotency_store_errors"  // counter: failed store calls
-	MetricOrphaned      = "idempotency_orphaned"      // counter: outcomes that could not be recorded
-	MetricSuperseded    = "idempotency_superseded"    // counter: bodies stopped because their claim was taken over
-	MetricClaimLatency  = "idempotency_claim_latency" // timer: how long a claim took
-	MetricWaitLatency   = "idempotency_wait_latency"  // timer: how long a waiter waited
+	MetricClaims          = "idempotency_claims"           // counter: keys taken
+	MetricDeduplicated    = "idempotency_deduplicated"     // counter: recorded outcomes returned
+	MetricWaits           = "idempotency_waits"            // counter: executions that waited for a holder
+	MetricTakeovers       = "idempotency_takeovers"        // counter: keys taken over from a lost holder
+	MetricIndeterminate   = "idempotency_indeterminate"    // counter: indeterminate outcomes
+	MetricStoreErrors     = "idempotency_store_errors"     // counter: failed store calls
+	MetricOrphaned        = "idempotency_orphaned"         // counter: outcomes that could not be recorded
+	MetricSuperseded      = "idempotency_superseded"       // counter: bodies stopped because their claim was taken over
+	MetricOrphansRecorded = "idempotency_orphans_recorded" // counter: orphaned outcomes recorded later in the background
+	MetricClaimLatency    = "idempotency_claim_latency"    // timer: how long a claim took
+	MetricWaitLatency     = "idempotency_wait_latency"     // timer: how long a waiter waited
 )

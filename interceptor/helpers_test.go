@@ -335,6 +335,7 @@ func newHarness(t testing.TB, configure ...func(*interceptor.Options)) *harness 
 	h.suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	h.ic, err = interceptor.New(opts)
 	require.NoError(t, err)
+	t.Cleanup(h.ic.Stop)
 	h.decls = map[string]*activity.Declaration{
 		"Book":    activity.Effectful(h.acts.Book, "flight"),
 		"Reserve": activity.Idempotent(h.acts.Reserve, "flight"),

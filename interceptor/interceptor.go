@@ -52,6 +52,8 @@ const (
 	DefaultRecordBackoff = 100 * time.Millisecond
 	// DefaultStoreTimeout is Options.StoreTimeout's default.
 	DefaultStoreTimeout = 10 * time.Second
+	// DefaultOrphanRetry is Options.OrphanRetry's default.
+	DefaultOrphanRetry = 5 * time.Minute
 	// DefaultClaimRetry is Options.ClaimRetry's default.
 	DefaultClaimRetry = 15 * time.Second
 )
@@ -105,6 +107,15 @@ type Options struct {
 	// (IDEMPOTENT) or the indeterminate error (EFFECTFUL). Negative turns
 	// retrying off. Defaults to DefaultClaimRetry.
 	ClaimRetry time.Duration
+	// OrphanRetry is how long the dispatcher keeps trying, in the
+	// background, to record an outcome that the store could not take when
+	// the body returned (after RecordAttempts failed). Until it lands, the
+	// record stays pending; without it, it would stay pending with its lease
+	// run out until a duplicate declared the holder lost. The background
+	// attempts are fenced by the claim's token, so a key taken over in the
+	// meantime is never overwritten. Negative turns it off. Defaults to
+	// DefaultOrphanRetry.
+	OrphanRetry time.Duration
 	// StoreTimeout bounds the store calls made after the body returned,
 	// which run even when the activity's context has ended. Defaults to
 	// DefaultStoreTimeout.
@@ -146,6 +157,31 @@ type Interceptor struct {
 
 	mu    sync.RWMutex
 	decls map[string]*activity.Declaration
+
+	// background holds the goroutines that outlive an activity (recording
+	// orphaned outcomes); Stop ends them.
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup
+}
+
+// Stop ends the work the interceptor does in the background — the attempts
+// to record outcomes the store could not take when their body returned (see
+// Options.OrphanRetry) — and waits for it. Call it after the worker has
+// stopped; worker.Worker.Stop does. Records still pending then stay pending
+// until a duplicate finds their lease run out, as without OrphanRetry.
+func (i *Interceptor) Stop() {
+	i.bgCancel()
+	i.bg.Wait()
+}
+
+// goBackground runs f in the background until it returns or Stop is called.
+func (i *Interceptor) goBackground(f func(ctx context.Context)) {
+	i.bg.Add(1)
+	go func() {
+		defer i.bg.Done()
+		f(i.bgCtx)
+	}()
 }
 
 var _ interceptor.WorkerInterceptor = (*Interceptor)(nil)
@@ -220,6 +256,9 @@ func New(opts Options) (*Interceptor, error) {
 	if opts.ClaimRetry == 0 {
 		opts.ClaimRetry = DefaultClaimRetry
 	}
+	if opts.OrphanRetry == 0 {
+		opts.OrphanRetry = DefaultOrphanRetry
+	}
 	if opts.DataConverter == nil {
 		opts.DataConverter = converter.GetDefaultDataConverter()
 	}
@@ -227,7 +266,8 @@ func New(opts Options) (*Interceptor, error) {
 		host, _ := os.Hostname()
 		opts.Identity = host + "@" + strconv.Itoa(os.Getpid())
 	}
-	return &Interceptor{opts: opts, decls: make(map[string]*activity.Declaration)}, nil
+	bgCtx, bgCancel := context.WithCancel(context.Background())
+	return &Interceptor{opts: opts, decls: make(map[string]*activity.Declaration), bgCtx: bgCtx, bgCancel: bgCancel}, nil
 }
 
 // ErrAlreadyDeclared is returned by [Interceptor.Declare] for a second

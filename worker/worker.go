@@ -119,13 +119,16 @@ func (w *Worker) Start() error {
 func (w *Worker) Run(interruptCh <-chan any) error {
 	w.startSweeper()
 	defer w.stopSweeper()
+	defer w.interceptor.Stop()
 	return w.Worker.Run(interruptCh)
 }
 
-// Stop stops the sweeper and the Temporal worker.
+// Stop stops the sweeper, the Temporal worker, and then the interceptor's
+// background work (see interceptor.Interceptor.Stop).
 func (w *Worker) Stop() {
 	w.stopSweeper()
 	w.Worker.Stop()
+	w.interceptor.Stop()
 }
 
 func (w *Worker) startSweeper() {
