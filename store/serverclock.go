@@ -19,8 +19,9 @@ const DefaultServerClockSync = 10 * time.Second
 //
 // Call [ServerClock.SyncIfStale] before reading the time in an operation
 // that has a context: it measures again once the last measurement is older
-// than the sync period (the first call always measures). A measurement that
-// fails keeps the last offset.
+// than the sync period (the first call always measures). A measurement
+// takes at most a second; one that fails keeps the last offset (none: the
+// local clock's reading) and is tried again on the next call.
 type ServerClock struct {
 	local Clock
 	every time.Duration
@@ -104,7 +105,13 @@ func (c *ServerClock) SyncIfStale(ctx context.Context) {
 	}
 }
 
+// serverClockTimeout bounds one measurement, so that a server that does not
+// answer leaves the caller's own deadline to the operation it came for.
+const serverClockTimeout = time.Second
+
 func (c *ServerClock) measure(ctx context.Context) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, serverClockTimeout)
+	defer cancel()
 	start := c.local.Now()
 	server, err := c.fetch(ctx)
 	if err != nil {
