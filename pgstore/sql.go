@@ -52,7 +52,7 @@ func buildStatements(table, index string) statements {
 )`),
 		// addWatched brings a table made before the watched column existed
 		// up to date; PostgreSQL 11 and later add it without rewriting rows.
-		addWatched: r.Replace(`ALTER TABLE {t} ADD COLUMN IF NOT EXISTS watched boolean NOT NULL DEFAULT false`),
+		addWatched:  r.Replace(`ALTER TABLE {t} ADD COLUMN IF NOT EXISTS watched boolean NOT NULL DEFAULT false`),
 		createIndex: r.Replace(`CREATE INDEX IF NOT EXISTS {i} ON {t} (expires_at)`),
 
 		// claim takes the key in one statement. The INSERT's ON CONFLICT

@@ -92,4 +92,3 @@ WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1`
 		return err
 	}
 }
-
