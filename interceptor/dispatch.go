@@ -79,6 +79,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		kind:  decl.Kind(),
 		info:  info,
 		event: baseEvent(decl, info),
+		dc:    a.root.opts.dataConverter(ctx),
 	}
 	x.metrics = sdkactivity.GetMetricsHandler(ctx).WithTags(map[string]string{
 		"activity_type":    decl.Name(),
@@ -108,6 +109,9 @@ type execution struct {
 	info    sdkactivity.Info
 	metrics client.MetricsHandler
 	event   Event // the fields every event of this execution shares
+	// dc records outcomes; see Options.dataConverter. What goes back to
+	// the SDK is never encoded with it: the SDK encodes results itself.
+	dc converter.DataConverter
 
 	tenant string
 	key    string
@@ -330,14 +334,7 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 			panic(panicked)
 		}
 		if err == nil {
-			payloads, encErr := x.encode(result)
-			if encErr != nil {
-				return nil, encErr
-			}
-			if payloads == nil {
-				return nil, nil
-			}
-			return payloads, nil
+			return result, nil
 		}
 		if x.kind == activity.KindEffectful && !activity.IsNoEffect(err) {
 			return nil, x.indeterminate(sctx, activity.ReasonHolderLost, true, fmt.Errorf("%w: %w", ErrSuperseded, err))
@@ -374,10 +371,10 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 		return nil, encErr
 	}
 	x.record(sctx, payloads)
-	if payloads == nil {
-		return nil, nil
-	}
-	return payloads, nil
+	// The result goes back as the body returned it: the SDK encodes it
+	// with the worker's converter and codecs, as it would without this
+	// library, whatever converter the record was made with.
+	return result, nil
 }
 
 // renew keeps the claim's lease alive until the returned function is
@@ -426,7 +423,7 @@ func (x *execution) encode(result any) (*commonpb.Payloads, error) {
 	if p, ok := result.(*commonpb.Payloads); ok {
 		return p, nil
 	}
-	p, err := x.opts.DataConverter.ToPayloads(result)
+	p, err := x.dc.ToPayloads(result)
 	if err != nil {
 		return nil, fmt.Errorf("idempotency: encoding the result of %s: %w", x.decl.Name(), err)
 	}
@@ -635,11 +632,9 @@ func (x *execution) deduplicated(ctx context.Context, rec store.Record, waited t
 	}
 	var p commonpb.Payloads
 	if err := proto.Unmarshal(rec.Outcome, &p); err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("idempotency: the recorded outcome of %q (key %s) cannot be decoded: %v", x.decl.Name(), x.key, err),
-			ErrorTypeOutcomeUnreadable, err)
+		return nil, x.unreadable(err)
 	}
-	return &p, nil
+	return x.answer(&p)
 }
 
 func (x *execution) storeError(ctx context.Context, err error) {

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
@@ -79,8 +78,9 @@ type ResolveRequest struct {
 }
 
 // ResolveActivity returns the activity that records a person's decision in
-// st, encoding a result with dc as the dispatcher encodes one (nil: the
-// default converter). A record that is no longer indeterminate (someone
+// st, encoding a result with dc as the dispatcher encodes one (nil: as
+// Options.DataConverter's nil does, the client's converter when the context
+// carries it, else the default). A record that is no longer indeterminate (someone
 // settled it already) or no longer exists is not an error: the workflow
 // runs the activity again, which answers from whatever the record now says.
 func ResolveActivity(st store.Store, dc converter.DataConverter) func(context.Context, ResolveRequest) error {
@@ -88,7 +88,7 @@ func ResolveActivity(st store.Store, dc converter.DataConverter) func(context.Co
 		p := store.ResolveParams{Tenant: req.Tenant, Key: req.Key}
 		switch req.Action {
 		case ActionComplete:
-			outcome, err := EncodeOutcome(dc, req.Result)
+			outcome, err := EncodeOutcome((&Options{DataConverter: dc}).dataConverter(ctx), req.Result)
 			if err != nil {
 				return temporal.NewNonRetryableApplicationError(err.Error(), "IdempotencyBadDecision", err)
 			}
@@ -158,21 +158,18 @@ func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 	o.Next.Go(ctx, "idempotency:"+activityType, func(ctx workflow.Context) {
 		f := first
 		for {
-			// Take the result as the payload the activity sent (codecs
-			// undone, nothing converted): the caller's Get converts it
-			// into whatever type it asks for.
-			var raw converter.RawValue
-			err := f.Get(ctx, &raw)
+			// Wait without decoding anything: the caller's Get decodes
+			// the result, once, into whatever type it asks for.
+			err := f.Get(ctx, nil)
 			out, indeterminate := activity.AsIndeterminate(err)
 			if !indeterminate || out.Key == "" {
 				// Settled, or nothing a person could decide: with no key
 				// there is no record to settle, and a missing tenant or key
 				// argument will not appear by waiting.
-				var value any
-				if err == nil && raw.Payload() != nil {
-					value = &commonpb.Payloads{Payloads: []*commonpb.Payload{raw.Payload()}}
-				}
-				settable.Set(value, err)
+				// The caller gets the payloads as the activity sent them,
+				// codecs still applied: decoding them here and handing
+				// them on would make its Get decode them a second time.
+				settable.Chain(f)
 				return
 			}
 			decision, ok := o.await(ctx, out)
