@@ -28,13 +28,16 @@ func WithDataConverter(ctx context.Context, dc converter.DataConverter) context.
 
 // dataConverter returns the converter outcomes are recorded with for an
 // activity running under ctx: Options.DataConverter, else the client's one
-// ctx carries ([WithDataConverter]), else the SDK's default. A converter
-// that is context-aware gets ctx, as the SDK gives it the activity's.
+// ctx carries ([WithDataConverter]), else the SDK's default. Like the SDK
+// with the client's converter, it makes it transfer-aware and hands a
+// context-aware one the activity's context. It sets no serialization
+// context: a record is read back by duplicates, whose activity IDs differ.
 func (o *Options) dataConverter(ctx context.Context) converter.DataConverter {
 	dc := o.DataConverter
 	if dc == nil {
 		dc = contextDataConverter(ctx)
 	}
+	dc = converter.MakeTransferAware(dc)
 	if aware, ok := dc.(converter.ContextAware); ok {
 		dc = aware.WithContext(ctx)
 	}
