@@ -206,6 +206,15 @@ func requireNoPlaintextInHistory(t *testing.T, c client.Client, run client.Workf
 					"event %d: the activity's result went to history without the worker's codec", ev.EventId)
 			}
 		}
+		if attrs := ev.GetMarkerRecordedEventAttributes(); attrs != nil && attrs.GetMarkerName() == "LocalActivity" {
+			completed++
+			result, ok := attrs.GetDetails()["result"]
+			require.True(t, ok, "event %d: a local activity marker without a result", ev.EventId)
+			for _, p := range result.GetPayloads() {
+				assert.Equal(t, encryptedEncoding, string(p.Metadata[converter.MetadataEncoding]),
+					"event %d: the local activity's result went to history without the worker's codec", ev.EventId)
+			}
+		}
 	}
 	assert.Positive(t, completed, "the history holds completed activities")
 }
@@ -279,6 +288,46 @@ func TestDeclaredResultGoesThroughTheWorkersCodecUnconfigured(t *testing.T) {
 	assert.Equal(t, 1, e.ledger.Effects("BA117"))
 	assert.Equal(t, 1, e.events.count(interceptor.EventDeduplicated))
 	requireNoPlaintextInHistory(t, e.client, run, "seat", "BA117")
+}
+
+// TwoLocalBookings books one flight twice, one local activity after the
+// other: the second is answered from the store.
+func TwoLocalBookings(ctx workflow.Context, flight string) ([]string, error) {
+	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second})
+	out := make([]string, 2)
+	for i := range out {
+		req := BookRequest{Flight: flight, RequestID: fmt.Sprintf("req-%d", i+1)}
+		if err := workflow.ExecuteLocalActivity(ctx, "Book", req).Get(ctx, &out[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// A local activity's result is recorded in a marker of the history: it too
+// goes through the client's codec, for the call that ran the body and for
+// the duplicate answered from the store.
+func TestDeclaredLocalActivityResultGoesThroughTheClientsCodec(t *testing.T) {
+	t.Parallel()
+	mem, err := store.NewMemory(store.MemoryOptions{})
+	require.NoError(t, err)
+	e := codecEnv(t, mem, true, &airline{}, interceptor.Options{})
+	e.worker.RegisterWorkflow(TwoLocalBookings)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run := e.startWorkflow(ctx, TwoLocalBookings, "BA117")
+	var results []string
+	require.NoError(t, run.Get(ctx, &results))
+	require.Len(t, results, 2)
+	assert.Equal(t, results[0], results[1])
+	assert.Equal(t, "seat 1 on BA117 for req-1", results[0])
+	assert.Equal(t, 1, e.ledger.Effects("BA117"))
+	assert.Equal(t, 1, e.events.count(interceptor.EventDeduplicated))
+	requireNoPlaintextInHistory(t, e.client, run, "seat", "BA117")
+
+	rec, err := mem.Lookup(ctx, store.LookupParams{Tenant: "acme", Key: completedKey(t, e.events)})
+	require.NoError(t, err)
+	assert.NotContains(t, string(rec.Outcome), "seat")
 }
 
 // With AwaitDecision, an EFFECTFUL call's result passes through the
