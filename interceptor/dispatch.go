@@ -330,14 +330,7 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 			panic(panicked)
 		}
 		if err == nil {
-			payloads, encErr := x.encode(result)
-			if encErr != nil {
-				return nil, encErr
-			}
-			if payloads == nil {
-				return nil, nil
-			}
-			return payloads, nil
+			return result, nil
 		}
 		if x.kind == activity.KindEffectful && !activity.IsNoEffect(err) {
 			return nil, x.indeterminate(sctx, activity.ReasonHolderLost, true, fmt.Errorf("%w: %w", ErrSuperseded, err))
@@ -374,10 +367,10 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 		return nil, encErr
 	}
 	x.record(sctx, payloads)
-	if payloads == nil {
-		return nil, nil
-	}
-	return payloads, nil
+	// The result goes back to the SDK as the body returned it: the worker's
+	// own data converter and codecs encode it for the history, whatever
+	// converter the record was made with.
+	return result, nil
 }
 
 // renew keeps the claim's lease alive until the returned function is
@@ -680,13 +673,32 @@ func (x *execution) deduplicated(ctx context.Context, rec store.Record, waited t
 	if len(rec.Outcome) == 0 {
 		return nil, nil
 	}
-	var p commonpb.Payloads
-	if err := proto.Unmarshal(rec.Outcome, &p); err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(
+	unreadable := func(err error) error {
+		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("idempotency: the recorded outcome of %q (key %s) cannot be decoded: %v", x.decl.Name(), x.key, err),
 			ErrorTypeOutcomeUnreadable, err)
 	}
-	return &p, nil
+	var p commonpb.Payloads
+	if err := proto.Unmarshal(rec.Outcome, &p); err != nil {
+		return nil, unreadable(err)
+	}
+	switch len(p.Payloads) {
+	case 0:
+		return nil, nil
+	case 1:
+	default:
+		return nil, unreadable(fmt.Errorf("%d payloads where an activity returns one", len(p.Payloads)))
+	}
+	// Undo the record's codecs (Options.DataConverter's) without converting
+	// the value, and hand the payload back as a raw value: the worker's own
+	// converter then encodes it for the history exactly as it encodes a
+	// result, codecs included, never passing stored bytes through as they
+	// are.
+	var raw converter.RawValue
+	if err := x.opts.DataConverter.FromPayload(p.Payloads[0], &raw); err != nil {
+		return nil, unreadable(err)
+	}
+	return raw, nil
 }
 
 func (x *execution) storeError(ctx context.Context, err error) {

@@ -124,9 +124,14 @@ type Options struct {
 	// which run even when the activity's context has ended. Defaults to
 	// DefaultStoreTimeout.
 	StoreTimeout time.Duration
-	// DataConverter encodes recorded outcomes. Use the client's, so payload
-	// codecs such as encryption apply to records too. Defaults to
-	// converter.GetDefaultDataConverter().
+	// DataConverter encodes the outcomes recorded in the store, and only
+	// those: what a declared activity returns to Temporal — a fresh result
+	// or a duplicate's recorded one — always goes through the worker's own
+	// converter and codecs, as an undeclared activity's result does. Use the
+	// client's, so payload codecs such as encryption apply to records at
+	// rest too (worker.New does when the client came from worker.Dial).
+	// Defaults to converter.GetDefaultDataConverter(): plain JSON in the
+	// store.
 	DataConverter converter.DataConverter
 	// Observer receives every event. Defaults to none; the worker package
 	// installs one that logs through zap.

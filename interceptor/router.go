@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
@@ -158,21 +157,15 @@ func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 	o.Next.Go(ctx, "idempotency:"+activityType, func(ctx workflow.Context) {
 		f := first
 		for {
-			// Take the result as the payload the activity sent (codecs
-			// undone, nothing converted): the caller's Get converts it
-			// into whatever type it asks for.
-			var raw converter.RawValue
-			err := f.Get(ctx, &raw)
+			// Read only the error: the value stays encoded in f, and the
+			// caller's Get decodes it once, codecs included.
+			err := f.Get(ctx, nil)
 			out, indeterminate := activity.AsIndeterminate(err)
 			if !indeterminate || out.Key == "" {
 				// Settled, or nothing a person could decide: with no key
 				// there is no record to settle, and a missing tenant or key
 				// argument will not appear by waiting.
-				var value any
-				if err == nil && raw.Payload() != nil {
-					value = &commonpb.Payloads{Payloads: []*commonpb.Payload{raw.Payload()}}
-				}
-				settable.Set(value, err)
+				settable.Chain(f)
 				return
 			}
 			decision, ok := o.await(ctx, out)

@@ -197,7 +197,7 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 	interval := s.opts.PollInterval
 	for {
 		rec, err := s.lookup(ctx, p.Tenant, p.Key)
-		now := s.opts.Clock.Now()
+		now := s.now(ctx)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return store.Result{Status: store.StatusFree}, nil

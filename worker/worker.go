@@ -12,6 +12,7 @@ import (
 
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
@@ -27,8 +28,12 @@ type Options struct {
 	// interceptor is appended to Worker.Interceptors.
 	Worker sdkworker.Options
 	// Idempotency configure the dispatcher; Idempotency.Store is required.
-	// Set Idempotency.DataConverter to the client's when it has one of its
-	// own, so recorded outcomes go through the same codecs. When Observer
+	// Results always reach Temporal through the worker's own converter and
+	// codecs. Idempotency.DataConverter is what the store's records are
+	// encoded with: it defaults to the client's when the client was made by
+	// [Dial], and to the SDK's default converter (no codec: plain JSON in
+	// the store) otherwise, so set it to the client's to encrypt records at
+	// rest. When Observer
 	// is nil, events are logged through Logger; when it is set, they go to
 	// both.
 	Idempotency interceptor.Options
@@ -77,6 +82,11 @@ func New(c client.Client, taskQueue string, opts Options) (*Worker, error) {
 			Reason: fmt.Sprintf("%v is below the minimum of %v (zero means the default, negative turns sweeping off)", opts.SweepInterval, MinSweepInterval)}
 	}
 	iopts := opts.Idempotency
+	if iopts.DataConverter == nil {
+		if dc, ok := dialed.Load(c); ok {
+			iopts.DataConverter = dc.(converter.DataConverter)
+		}
+	}
 	iopts.Observer = Observers(ZapObserver(logger), iopts.Observer)
 	if iopts.Identity == "" {
 		iopts.Identity = opts.Worker.Identity
@@ -296,7 +306,23 @@ func isTenantPropagator(p workflow.ContextPropagator) bool {
 	return reflect.TypeOf(p) == reflect.TypeOf(interceptor.TenantPropagator())
 }
 
-// Dial connects a client configured by [ClientOptions].
+// Dial connects a client configured by [ClientOptions]. It remembers the
+// client's data converter, so that [New] on that client records outcomes
+// through the same converter and codecs (encryption included) without
+// Idempotency.DataConverter being set. A client made any other way has no
+// converter the SDK would tell: set Idempotency.DataConverter for it.
 func Dial(opts client.Options, logger *zap.Logger) (client.Client, error) {
-	return client.Dial(ClientOptions(opts, logger))
+	c, err := client.Dial(ClientOptions(opts, logger))
+	if err != nil {
+		return nil, err
+	}
+	if opts.DataConverter != nil {
+		dialed.Store(c, opts.DataConverter)
+	}
+	return c, nil
 }
+
+// dialed maps each client made by Dial to its data converter: the SDK does
+// not expose a client's converter. One small entry per Dial, kept for the
+// life of the process.
+var dialed sync.Map // map[client.Client]converter.DataConverter
