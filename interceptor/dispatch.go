@@ -158,6 +158,7 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 			}
 			return nil, x.storeFailed(ctx, err)
 		}
+		retry.answered()
 		switch res.Status {
 		case store.StatusAcquired:
 			x.token = res.Record.Token
@@ -208,30 +209,47 @@ const maxClaimBackoff = 2 * time.Second
 // the dispatcher stops retrying the store, so it can still report.
 const deadlineMargin = time.Second
 
-// retrier paces the retries of store calls made before the body runs.
+// retrier paces the retries of store calls made before the body runs. Each
+// outage gets Options.ClaimRetry from its first failed call — not from the
+// start of the execution, which may have waited long for another holder
+// before the store stopped answering — and never runs past the activity's
+// deadline.
 type retrier struct {
-	x       *execution
-	until   time.Time
-	backoff time.Duration
+	x        *execution
+	deadline time.Time // the activity's deadline less deadlineMargin; zero if none
+	until    time.Time // end of the current outage's window; zero while the store answers
+	backoff  time.Duration
 }
 
 func (x *execution) storeRetry(ctx context.Context) *retrier {
 	r := &retrier{x: x, backoff: x.opts.RecordBackoff}
-	if x.opts.ClaimRetry < 0 {
-		return r // until is zero: never again
-	}
-	r.until = time.Now().Add(x.opts.ClaimRetry)
-	if dl, ok := ctx.Deadline(); ok && dl.Add(-deadlineMargin).Before(r.until) {
-		r.until = dl.Add(-deadlineMargin)
+	if dl, ok := ctx.Deadline(); ok {
+		r.deadline = dl.Add(-deadlineMargin)
 	}
 	return r
+}
+
+// answered tells the retrier the store answered: the next failure starts a
+// new outage.
+func (r *retrier) answered() {
+	r.until = time.Time{}
+	r.backoff = r.x.opts.RecordBackoff
 }
 
 // again reports err and, if it is worth retrying and time remains, pauses
 // (heartbeating) and returns true; otherwise it returns false and leaves the
 // error to the caller to report.
 func (r *retrier) again(ctx context.Context, err error) bool {
-	if ctx.Err() != nil || errors.Is(err, store.ErrInvalid) || !time.Now().Add(r.backoff).Before(r.until) {
+	if r.x.opts.ClaimRetry < 0 || ctx.Err() != nil || errors.Is(err, store.ErrInvalid) {
+		return false
+	}
+	if r.until.IsZero() {
+		r.until = time.Now().Add(r.x.opts.ClaimRetry)
+		if !r.deadline.IsZero() && r.deadline.Before(r.until) {
+			r.until = r.deadline
+		}
+	}
+	if !time.Now().Add(r.backoff).Before(r.until) {
 		return false
 	}
 	r.x.storeError(ctx, err)

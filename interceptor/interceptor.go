@@ -101,8 +101,10 @@ type Options struct {
 	RecordBackoff time.Duration
 	// ClaimRetry is how long the dispatcher keeps retrying a store that
 	// cannot be reached before the body runs (the claim, or the wait for
-	// another holder), with backoff and heartbeats, and never past the
-	// activity's own deadline. A store that is down never reads as
+	// another holder), with backoff and heartbeats, counted from the first
+	// failed call of each outage (a long wait for another holder does not
+	// use it up), and never past the activity's own deadline. A store that
+	// is down never reads as
 	// permission: when it stays down the call ends with the store error
 	// (IDEMPOTENT) or the indeterminate error (EFFECTFUL). Negative turns
 	// retrying off. Defaults to DefaultClaimRetry.
