@@ -34,6 +34,13 @@
 //     it; a failure frees the key (READ_ONLY,
 //     IDEMPOTENT, or activity.NoEffect) or marks it indeterminate
 //     (EFFECTFUL).
+//   - A store that cannot be reached when the body has returned: the result
+//     is still returned (Temporal keeps it in the workflow's history), the
+//     claim is reported orphaned ([EventOrphaned]), and the write that
+//     settles it — the outcome, the indeterminate mark, freeing the key —
+//     is retried in the background for Options.OrphanRetry, so the record
+//     does not stay pending with nobody to settle it. [Interceptor.Stop]
+//     ends these retries.
 //   - No key, or a tenant no store accepts: the body is never entered. A
 //     store that cannot be reached is retried for Options.ClaimRetry (never
 //     past the activity's deadline); a store that stays down does not read
