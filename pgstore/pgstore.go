@@ -195,16 +195,32 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 		token = store.NewToken()
 	}
 	payload := payloadFor(p.Tenant, p.Key)
+	// The fast statement first: it inserts a fresh key or reads the one
+	// standing. Only a standing row that must be replaced (expired, or
+	// pending under the superseded token) takes the full statement.
+	fast := true
 	for attempt := 1; ; attempt++ {
 		now := s.now(ctx)
 		var (
 			acquired bool
 			rec      store.Record
 			notified int64
+			row      pgx.Row
 		)
-		row := s.pool.QueryRow(ctx, s.sql.claim, p.Tenant, p.Key, p.Holder, token,
-			now.Add(p.Lease), now.Add(s.opts.TTL), now, p.Supersede, s.opts.NotifyChannel, payload)
+		if fast {
+			row = s.pool.QueryRow(ctx, s.sql.claimFast, p.Tenant, p.Key, p.Holder, token,
+				now.Add(p.Lease), now.Add(s.opts.TTL), now)
+		} else {
+			row = s.pool.QueryRow(ctx, s.sql.claim, p.Tenant, p.Key, p.Holder, token,
+				now.Add(p.Lease), now.Add(s.opts.TTL), now, p.Supersede, s.opts.NotifyChannel, payload)
+		}
 		err := scanRecord(row, &rec, &acquired, &notified)
+		if fast && err == nil && !acquired && stale(rec, now, p.Supersede) {
+			// A row to replace: the full statement judges and takes it.
+			fast = false
+			attempt--
+			continue
+		}
 		switch {
 		case err == nil && acquired:
 			return store.Result{Status: store.StatusAcquired, Record: rec}, nil

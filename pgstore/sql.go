@@ -26,7 +26,7 @@ type statements struct {
 	createTable, createIndex, addWatched string
 	watch                                string
 
-	claim, lookup                               string
+	claim, claimFast, lookup                    string
 	renew, complete, release, markIndeterminate string
 	resolveComplete, resolveFree, forget, sweep string
 	cancelClaim                                 string
@@ -82,6 +82,27 @@ func buildStatements(table, index string) statements {
 SELECT true AS acquired, tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
 	CASE WHEN replaced THEN (SELECT count(pg_notify($9, $10))) ELSE 0 END AS notified
 FROM ins
+UNION ALL
+SELECT false, {cols}, 0
+FROM {t}
+WHERE tenant = $1 AND key = $2 AND NOT EXISTS (SELECT 1 FROM ins)`),
+
+		// claimFast is the claim of the common cases: a fresh key is
+		// inserted, and a key that stands is read, not locked, so a
+		// duplicate's claim writes nothing (and commits without a WAL
+		// flush). Only when the standing row is expired, or pending under
+		// the superseded token, does Store.Claim go on to the claim
+		// statement above, which replaces it.
+		//
+		// $1 tenant, $2 key, $3 holder, $4 token, $5 lease_until,
+		// $6 expires_at, $7 now.
+		claimFast: r.Replace(`WITH ins AS (
+	INSERT INTO {t} (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason)
+	VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $7, NULL, '')
+	ON CONFLICT (tenant, key) DO NOTHING
+	RETURNING {cols}
+)
+SELECT true AS acquired, {cols}, 0 AS notified FROM ins
 UNION ALL
 SELECT false, {cols}, 0
 FROM {t}
