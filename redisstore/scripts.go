@@ -53,18 +53,22 @@ end
 // claimScript: KEYS rec, idx. ARGV now, holder, token, lease_until, exp,
 // supersede ("0" for none), ttl_ms, member, channel.
 // Returns {"acquired"}, or {state, HGETALL...} of the live record that
-// stopped the claim.
+// stopped the claim. It reads the record with one HGETALL, which a fresh key
+// answers with nothing and a conflict needs anyway.
 var claimScript = redis.NewScript(extendIndex + `
 local now = tonumber(ARGV[1])
-local cur = redis.call('HMGET', KEYS[1], 'state', 'exp', 'token', 'w')
-if cur[1] and tonumber(cur[2]) > now then
-  if cur[1] ~= 'pending' or ARGV[6] == '0' or cur[3] ~= ARGV[6] then
-    local rec = redis.call('HGETALL', KEYS[1])
-    table.insert(rec, 1, cur[1])
-    return rec
+local rec = redis.call('HGETALL', KEYS[1])
+local waited = false
+if #rec > 0 then
+  local cur = {}
+  for i = 1, #rec, 2 do cur[rec[i]] = rec[i + 1] end
+  if tonumber(cur.exp) > now then
+    if cur.state ~= 'pending' or ARGV[6] == '0' or cur.token ~= ARGV[6] then
+      table.insert(rec, 1, cur.state)
+      return rec
+    end
   end
-end
-if cur[1] then
+  waited = cur.w
   redis.call('DEL', KEYS[1])
 end
 redis.call('HSET', KEYS[1], 'state', 'pending', 'holder', ARGV[2], 'token', ARGV[3],
@@ -72,7 +76,7 @@ redis.call('HSET', KEYS[1], 'state', 'pending', 'holder', ARGV[2], 'token', ARGV
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
 redis.call('SADD', KEYS[2], ARGV[8])
 extend_index(KEYS[2], ARGV[7])
-if cur[4] then
+if waited then
   redis.call('PUBLISH', ARGV[9], KEYS[1])
 end
 return {'acquired'}
