@@ -22,9 +22,11 @@
 // T's bytes:
 //
 //	P:{E}:r:<key>   hash     one record: state, holder, token, lease, exp,
-//	                         created, updated, outcome, reason
+//	                         created, updated, outcome, reason, and w once a
+//	                         Wait registered on it
 //	P:{E}:idx       set      the keys of the tenant's records
-//	P:events        channel  pub/sub: the Redis key of every record that changed
+//	P:events        channel  pub/sub: the Redis key of a waited-on record
+//	                         that changed
 //
 // E is the Cluster hash tag, so a tenant's records and index live in one slot
 // and a script may touch them together. Tenants may be any UTF-8, braces,
@@ -64,9 +66,14 @@
 //
 // # Waiting
 //
-// Every script that changes a record publishes its Redis key on P:events. The
-// first [Store.Wait] starts one subscriber per Store, which fans the messages
-// out to the waiters on that key; [Store.Close] stops it. A waiter re-reads
+// A [Store.Wait] subscribes first, then registers on the record (it sets
+// the record's field w in the same script that reads it), so every script
+// that later changes the record publishes its Redis key on P:events, and a
+// change made before is in what the Wait read. A record nobody waits on is
+// never published: a claim and complete with no duplicate waiting costs no
+// PUBLISH (a Forget always publishes). The first Wait starts one subscriber
+// per Store, which fans the messages out to the waiters on that key;
+// [Store.Close] stops it. A waiter re-reads
 // the record on every wake-up, and also polls with a backoff up to
 // [Options.PollInterval], because messages are lost while the subscriber
 // reconnects and a lease runs out by the clock with no write at all. In a
