@@ -277,6 +277,13 @@ func (x *execution) claim(ctx context.Context, supersede int64) (store.Result, e
 		Holder:    x.holder,
 		Lease:     x.opts.Lease,
 		Supersede: supersede,
+		Origin: store.Origin{
+			WorkflowID:   x.info.WorkflowExecution.ID,
+			RunID:        x.info.WorkflowExecution.RunID,
+			ActivityType: x.info.ActivityType.Name,
+			ActivityID:   x.info.ActivityID,
+			Attempt:      x.info.Attempt,
+		},
 	})
 	x.metrics.Timer(MetricClaimLatency).Record(time.Since(start))
 	if err == nil && res.Status == store.StatusAcquired {

@@ -51,7 +51,8 @@ end
 `
 
 // claimScript: KEYS rec, idx. ARGV now, holder, token, lease_until, exp,
-// supersede ("0" for none), ttl_ms, member, channel.
+// supersede ("0" for none), ttl_ms, member, channel, origin (JSON; "" for
+// none).
 // Returns {"acquired"}, or {state, HGETALL...} of the live record that
 // stopped the claim. It reads the record with one HGETALL, which a fresh key
 // answers with nothing and a conflict needs anyway.
@@ -73,6 +74,9 @@ if #rec > 0 then
 end
 redis.call('HSET', KEYS[1], 'state', 'pending', 'holder', ARGV[2], 'token', ARGV[3],
   'lease', ARGV[4], 'exp', ARGV[5], 'created', ARGV[1], 'updated', ARGV[1])
+if ARGV[10] ~= '' then
+  redis.call('HSET', KEYS[1], 'origin', ARGV[10])
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
 redis.call('SADD', KEYS[2], ARGV[8])
 extend_index(KEYS[2], ARGV[7])

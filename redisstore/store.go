@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -150,9 +151,17 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	token := store.NewToken()
 	rec := s.recordKey(p.Tenant, p.Key)
 	keys := []string{rec, s.indexKey(p.Tenant)}
+	origin := ""
+	if p.Origin != (store.Origin{}) {
+		b, err := json.Marshal(p.Origin)
+		if err != nil {
+			return store.Result{}, fmt.Errorf("redisstore: claim: encoding the origin: %w", err)
+		}
+		origin = string(b)
+	}
 	v, err := s.run(ctx, claimScript, keys,
 		now.arg(), p.Holder, strconv.FormatInt(token, 10), lease.arg(), exp.arg(),
-		strconv.FormatInt(p.Supersede, 10), ttl, p.Key, s.channel)
+		strconv.FormatInt(p.Supersede, 10), ttl, p.Key, s.channel, origin)
 	if err != nil {
 		if timedOut(ctx, err) {
 			// The script may have run: take back a claim nobody will use,
@@ -177,6 +186,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 			ExpiresAt:  exp.time(),
 			CreatedAt:  now.time(),
 			UpdatedAt:  now.time(),
+			Origin:     p.Origin,
 		}}, nil
 	}
 	r, err := parseRecord(p.Tenant, p.Key, pairs(reply[1:]))
