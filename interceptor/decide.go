@@ -232,13 +232,7 @@ func (o *workflowOutbound) register(ctx workflow.Context) {
 }
 
 func (o *workflowOutbound) pendingAnswer() ([]PendingDecision, error) {
-	keys := make([]string, 0, len(o.waits))
-	for k, w := range o.waits {
-		if w.decision == nil {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
+	keys := o.openKeys()
 	out := make([]PendingDecision, 0, len(keys)+len(o.rejected))
 	for _, k := range keys {
 		out = append(out, o.waits[k].pending)
@@ -359,7 +353,7 @@ func strictJSON(raw []byte, v any) error {
 func (o *workflowOutbound) apply(ctx workflow.Context, d Decision) (DecisionResult, error) {
 	w := o.waits[d.Key]
 	w.decision = &d
-	o.showDetails(ctx)
+	o.publish(ctx)
 	out := w.pending.Outcome
 	o.Next.GetLogger(ctx).Info("idempotency: decision accepted",
 		"activity", out.Activity, "tenant", out.Tenant, "key", d.Key, "action", string(d.Action),

@@ -1,6 +1,8 @@
 package interceptor
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -67,6 +69,9 @@ type workflowOutbound struct {
 
 	waits    map[string]*wait  // key → the wait open on it
 	rejected []PendingDecision // the latest rejected signals, oldest first
+
+	searchAttribute string   // set while waiting, as the history recorded it
+	published       []string // the keys it was last set to
 }
 
 // wait is one indeterminate key that calls of the workflow wait on.
@@ -173,21 +178,29 @@ func (o *workflowOutbound) await(ctx workflow.Context, out activity.Indeterminat
 		if w.waiters == 0 && o.waits[out.Key] == w {
 			delete(o.waits, out.Key)
 		}
-		o.showDetails(ctx)
+		o.publish(ctx)
 	}()
 	o.Next.GetLogger(ctx).Warn("idempotency: waiting for a person's decision",
 		"activity", out.Activity, "tenant", out.Tenant, "key", out.Key, "reason", string(out.Reason),
 		"query", PendingQuery, "update", DecisionUpdate)
-	o.showDetails(ctx)
 
-	// The timeout in force when the wait began is recorded, so a worker
-	// with another DecisionTimeout replays this wait as it happened.
-	var timeout time.Duration
+	// The configuration in force when the wait began is recorded, so a
+	// worker configured otherwise replays this wait as it happened.
+	var raw json.RawMessage
 	if err := o.Next.SideEffect(ctx, func(workflow.Context) any {
-		return o.root.opts.DecisionTimeout
-	}).Get(&timeout); err != nil {
+		return waitConfig{Timeout: o.root.opts.DecisionTimeout, SearchAttribute: o.root.searchAttribute()}
+	}).Get(&raw); err != nil {
 		return nil, err
 	}
+	cfg, err := decodeWaitConfig(raw)
+	if err != nil {
+		return nil, err
+	}
+	timeout := cfg.Timeout
+	if cfg.SearchAttribute != "" {
+		o.searchAttribute = cfg.SearchAttribute
+	}
+	o.publish(ctx)
 	decided := func() bool { return w.decision != nil }
 	if timeout > 0 {
 		ok, err := o.Next.AwaitWithTimeout(ctx, timeout, decided)
@@ -212,18 +225,12 @@ func (o *workflowOutbound) await(ctx workflow.Context, out activity.Indeterminat
 
 // showDetails sets the workflow's current details (shown by `temporal
 // workflow describe` and the Web UI) to a one-line summary of its waits.
-func (o *workflowOutbound) showDetails(ctx workflow.Context) {
-	var open []*wait
-	for _, w := range o.waits {
-		if w.decision == nil {
-			open = append(open, w)
-		}
-	}
+func (o *workflowOutbound) showDetails(ctx workflow.Context, open []string) {
 	switch len(open) {
 	case 0:
 		workflow.SetCurrentDetails(ctx, "")
 	case 1:
-		p := open[0].pending.Outcome
+		p := o.waits[open[0]].pending.Outcome
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf(
 			"waiting for a person's decision: activity %s, tenant %s, key %s (%s); query %s, decide with update %s",
 			p.Activity, p.Tenant, p.Key, p.Reason, PendingQuery, DecisionUpdate))
@@ -232,6 +239,26 @@ func (o *workflowOutbound) showDetails(ctx workflow.Context) {
 			"waiting for a person's decision on %d keys; query %s, decide with update %s",
 			len(open), PendingQuery, DecisionUpdate))
 	}
+}
+
+// waitConfig is the configuration a wait began under, recorded in the
+// history.
+type waitConfig struct {
+	Timeout         time.Duration `json:"timeout"`
+	SearchAttribute string        `json:"search_attribute,omitempty"`
+}
+
+// decodeWaitConfig reads a recorded waitConfig, or the bare timeout that
+// the first histories of this router recorded.
+func decodeWaitConfig(raw json.RawMessage) (waitConfig, error) {
+	var cfg waitConfig
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] != '{' {
+		err := json.Unmarshal(raw, &cfg.Timeout)
+		return cfg, err
+	}
+	err := json.Unmarshal(raw, &cfg)
+	return cfg, err
 }
 
 // resolveOptions are the activity options of the Resolve activity.
