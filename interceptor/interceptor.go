@@ -79,6 +79,13 @@ type Options struct {
 	// Tenant resolves the tenant of an execution. Defaults to
 	// [TenantFromHeader], the tenant carried by [TenantPropagator].
 	Tenant TenantFunc
+	// DefaultTenant is the tenant of a workflow that carries none: started
+	// from the temporal CLI, the Web UI, a schedule or another SDK, without
+	// the [TenantHeader] header and without the [TenantMemo] memo. Set it
+	// only where one worker serves one tenant; empty (the default) leaves
+	// such a workflow without a tenant, and every declared call in it fails
+	// at once as key_not_derivable.
+	DefaultTenant string
 	// Scope chooses the run ID or the workflow ID as the key's run. Defaults
 	// to ScopeRun.
 	Scope Scope

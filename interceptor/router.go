@@ -55,7 +55,7 @@ func (w *workflowInbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.
 	// answers (an empty list) from the first task, not "unknown query".
 	// None of them writes a command, so they change no history.
 	w.out.register(ctx)
-	return w.Next.ExecuteWorkflow(ctx, in)
+	return w.Next.ExecuteWorkflow(w.root.workflowTenant(ctx), in)
 }
 
 // workflowOutbound routes indeterminate outcomes to a person. Workflow code
