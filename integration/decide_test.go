@@ -241,3 +241,26 @@ func TestDecisionLocalActivity(t *testing.T) {
 	assert.Equal(t, "seat 3 on BA117", result)
 	assert.Equal(t, 1, e.ledger.Calls("BA117"))
 }
+
+// A complete decision made after the record is gone (here: erased, as the
+// sweeper does once the retention window ends) records the person's
+// outcome; the retry answers from it instead of booking again.
+func TestDecisionCompleteAfterTheRecordExpired(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		e := newAirlineEnvWith(t, st, activity.KindEffectful, &airline{failures: 1}, awaitOpts)
+		run, o := startWaiting(t, e.client, e.queue, OneBooking, "BA117", 10*time.Second, 100*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := st.Forget(ctx, store.ForgetParams{Tenant: o.Tenant})
+		require.NoError(t, err)
+		res, err := decide(ctx, e.client, run, interceptor.Decision{
+			Key: o.Key, Action: interceptor.ActionComplete, Result: json.RawMessage(`"seat 4 on BA117, per the airline"`)})
+		require.NoError(t, err)
+		assert.Equal(t, interceptor.AppliedRecorded, res.Applied)
+		var result string
+		require.NoError(t, run.Get(ctx, &result))
+		assert.Equal(t, "seat 4 on BA117, per the airline", result)
+		assert.Equal(t, 1, e.ledger.Calls("BA117"), "the effect did not run again")
+	})
+}

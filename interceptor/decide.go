@@ -169,6 +169,11 @@ func ResolveActivity(st store.Store, dc converter.DataConverter) func(context.Co
 		}
 		err := st.Resolve(ctx, p)
 		switch {
+		case errors.Is(err, store.ErrNotFound) && req.Action == ActionComplete:
+			// The record is gone (its retention ended, it was swept):
+			// a freed key would run the effect again, so record the
+			// person's outcome as a fresh claim completed at once.
+			err = recordDecided(ctx, st, req, p.Outcome)
 		case errors.Is(err, store.ErrNotIndeterminate) || errors.Is(err, store.ErrNotFound):
 			err = nil
 		case errors.Is(err, store.ErrInvalid):
@@ -182,6 +187,24 @@ func ResolveActivity(st store.Store, dc converter.DataConverter) func(context.Co
 		}
 		return err
 	}
+}
+
+// recordDecided claims a key that has no record and completes it with
+// outcome. A key someone claimed meanwhile is left to them: completed, it
+// is settled; pending or indeterminate, the activity fails and its retry
+// looks again.
+func recordDecided(ctx context.Context, st store.Store, req ResolveRequest, outcome []byte) error {
+	res, err := st.Claim(ctx, store.ClaimParams{Tenant: req.Tenant, Key: req.Key, Holder: ResolveActivityName, Lease: time.Minute})
+	if err != nil {
+		return err
+	}
+	switch res.Status {
+	case store.StatusAcquired:
+		return st.Complete(ctx, store.CompleteParams{Tenant: req.Tenant, Key: req.Key, Token: res.Record.Token, Outcome: outcome})
+	case store.StatusCompleted:
+		return nil
+	}
+	return fmt.Errorf("idempotency: key %s was claimed again (%s) before the decision was recorded", req.Key, res.Status)
 }
 
 // register sets the query, the update and the signal that reach this

@@ -1,7 +1,9 @@
 package interceptor_test
 
 import (
+	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/store"
 )
 
 // update sends d as the decision update and reports whether it was
@@ -199,4 +202,23 @@ func TestAwaitDecisionHonoursCancellation(t *testing.T) {
 	err := env.GetWorkflowError()
 	require.Error(t, err)
 	assert.True(t, temporal.IsCanceledError(err), "%v", err)
+}
+
+// A complete decision on a record that is gone (its retention window ended,
+// it was swept) records the person's outcome; it does not leave a free key
+// for the retry to run the effect again.
+func TestResolveCompleteRecordsWhenTheRecordIsGone(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	resolve := interceptor.ResolveActivity(h.mem, nil)
+	want := Booking{Flight: "BA117", Call: 9}
+	require.NoError(t, resolve(context.Background(), interceptor.ResolveRequest{
+		Tenant: "acme", Key: "v1:" + strings.Repeat("ab", 32), Action: interceptor.ActionComplete, Result: rawJSON(t, want),
+	}))
+	rec, err := h.mem.Lookup(context.Background(), store.LookupParams{Tenant: "acme", Key: "v1:" + strings.Repeat("ab", 32)})
+	require.NoError(t, err)
+	require.Equal(t, store.StateCompleted, rec.State)
+	var got Booking
+	require.NoError(t, interceptor.DecodeOutcome(nil, rec.Outcome, &got))
+	assert.Equal(t, want, got)
 }
