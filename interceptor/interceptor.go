@@ -238,6 +238,13 @@ func New(opts Options) (*Interceptor, error) {
 		return nil, &OptionsError{Field: "RecordAttempts", Reason: "must not be negative"}
 	case len(opts.Identity) > 256:
 		return nil, &OptionsError{Field: "Identity", Reason: "longer than 256 bytes"}
+	case !validSearchAttributeName(opts.PendingSearchAttribute):
+		return nil, &OptionsError{Field: "PendingSearchAttribute", Reason: fmt.Sprintf("%q is not a search attribute name (a letter or _, then letters, digits or _)", opts.PendingSearchAttribute)}
+	}
+	if opts.DefaultTenant != "" {
+		if err := store.ValidateTenant(opts.DefaultTenant); err != nil {
+			return nil, &OptionsError{Field: "DefaultTenant", Reason: err.Error()}
+		}
 	}
 	for _, d := range []struct {
 		field    string

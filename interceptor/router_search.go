@@ -107,3 +107,17 @@ func (o *workflowOutbound) openKeys() []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// validSearchAttributeName reports whether name is empty or a name
+// Temporal accepts for a custom search attribute.
+func validSearchAttributeName(name string) bool {
+	for i, r := range name {
+		switch {
+		case r == '_', 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z':
+		case '0' <= r && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return len(name) <= 255
+}

@@ -86,3 +86,23 @@ func TestWorkflowTenantNone(t *testing.T) {
 	}
 	assert.Equal(t, 0, h.acts.ledger.count("Book"))
 }
+
+// A default tenant or a search attribute name no one could use is refused
+// by New, naming the field.
+func TestNewRefusesBadDecisionOptions(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	for _, opts := range []interceptor.Options{
+		{Store: h.mem, DefaultTenant: "ac\x00me"},
+		{Store: h.mem, DefaultTenant: string(make([]byte, 300))},
+		{Store: h.mem, PendingSearchAttribute: "Idempotency Pending"},
+		{Store: h.mem, PendingSearchAttribute: "9keys"},
+	} {
+		_, err := interceptor.New(opts)
+		var oe *interceptor.OptionsError
+		require.ErrorAs(t, err, &oe, "%+v", opts)
+		assert.ErrorIs(t, err, interceptor.ErrInvalidOptions)
+	}
+	_, err := interceptor.New(interceptor.Options{Store: h.mem, DefaultTenant: "acme", PendingSearchAttribute: interceptor.DefaultPendingSearchAttribute})
+	require.NoError(t, err)
+}
