@@ -52,6 +52,8 @@ func TestRecordDecisionHistories(t *testing.T) {
 			}},
 		{name: "on-timeout", opts: interceptor.Options{AwaitDecision: true, DecisionTimeout: time.Second}, failures: 1,
 			decide: func(context.Context, *testing.T, client.Client, client.WorkflowRun, activity.IndeterminateOutcome) {}},
+		{name: "on-local-update-complete", opts: on, failures: 1, workflow: BookLocally, args: []any{"BA117"},
+			decide: updateDecision(interceptor.Decision{Action: interceptor.ActionComplete, Result: json.RawMessage(`"seat 5 on BA117"`)})},
 		{name: "on-cancelled", opts: on, failures: 1,
 			decide: func(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, _ activity.IndeterminateOutcome) {
 				require.NoError(t, c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()))

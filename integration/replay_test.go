@@ -71,6 +71,7 @@ func TestReplayHistories(t *testing.T) {
 				})
 				require.NoError(t, err)
 				r.RegisterWorkflow(OneBooking)
+				r.RegisterWorkflow(BookLocally)
 				err = r.ReplayWorkflowHistoryFromJSONFile(nil, file)
 				if why, ok := unreplayable[filepath.Base(file)]; ok {
 					require.Error(t, err, "listed as unreplayable, yet it replays: take it off the list")
@@ -90,6 +91,9 @@ type historyScenario struct {
 	opts     interceptor.Options
 	failures int
 	decide   func(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, o activity.IndeterminateOutcome)
+	// workflow and args default to OneBooking("BA117", 10s, 100ms).
+	workflow any
+	args     []any
 }
 
 // recordScenarios runs each scenario against the in-process server and
@@ -106,12 +110,21 @@ func recordScenarios(t *testing.T, scenarios []historyScenario) {
 			require.NoError(t, err)
 			opts := sc.opts
 			opts.Lease = 2 * time.Second
-			e := newAirlineEnvWith(t, st, activity.KindEffectful, &airline{failures: sc.failures}, opts)
+			e := newEnv(t, st, opts)
+			a := &airline{failures: sc.failures, ledger: e.ledger}
+			require.NoError(t, e.worker.Register(activity.MustDeclare(a.Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}})))
+			e.worker.RegisterWorkflow(OneBooking)
+			e.worker.RegisterWorkflow(BookLocally)
+			e.start()
 			ctx, cancel := context.WithTimeout(interceptor.WithTenant(context.Background(), "acme"), time.Minute)
 			defer cancel()
+			wf, args := sc.workflow, sc.args
+			if wf == nil {
+				wf, args = OneBooking, []any{"BA117", 10 * time.Second, 100 * time.Millisecond}
+			}
 			run, err := e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 				ID: testenv.UniqueName("wf"), TaskQueue: e.queue,
-			}, OneBooking, "BA117", 10*time.Second, 100*time.Millisecond)
+			}, wf, args...)
 			require.NoError(t, err)
 			if sc.decide != nil {
 				var pending []interceptor.PendingDecision
