@@ -29,6 +29,15 @@ func LookupFare(context.Context, string) (int, error) { return 0, nil }
 
 func Stamp(context.Context, time.Time) error { return nil }
 
+// Departure embeds time.Time: on the wire it is that time alone, so Flight
+// is never a JSON member of it.
+type Departure struct {
+	time.Time
+	Flight string `json:"flight"`
+}
+
+func Depart(context.Context, Departure) error { return nil }
+
 func NoError(context.Context, BookRequest) string { return "" }
 
 func ThreeResults(context.Context) (int, int, error) { return 0, 0, nil }
@@ -94,6 +103,7 @@ func TestDeclareRefuses(t *testing.T) {
 		{"ParamsCountMismatch", Charge, activity.Policy{Kind: activity.KindEffectful, Params: []string{"card", "amount"}, KeyArguments: []string{"card"}}, "Charge", "", "Params names 2 parameters but the function takes 3"},
 		{"UnknownPositional", Charge, activity.Policy{Kind: activity.KindEffectful, Params: []string{"card", "amount", "requestID"}, KeyArguments: []string{"currency"}}, "Charge", "currency", "not a parameter"},
 		{"PositionalWithoutParams", Charge, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"card"}}, "Charge", "card", "name them in Policy.Params"},
+		{"EmbeddedTimeHasNoMembers", Depart, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}}, "Depart", "", "marshals as the time.Time it embeds"},
 		{"TimeIsNotAStruct", Stamp, activity.Policy{Kind: activity.KindIdempotent, KeyArguments: []string{"wall"}}, "Stamp", "wall", "name them in Policy.Params"},
 	}
 	for _, tt := range tests {

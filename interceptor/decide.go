@@ -147,8 +147,9 @@ type ResolveRequest struct {
 }
 
 // ResolveActivity returns the activity that records a person's decision in
-// st, encoding a result with dc as the dispatcher encodes one (nil: the
-// default converter). A record that is no longer indeterminate (someone
+// st, encoding a result with dc as the dispatcher encodes one (nil: as
+// Options.DataConverter's nil does, the client's converter when the context
+// carries it, else the default). A record that is no longer indeterminate (someone
 // settled it already) or no longer exists is not an error: the workflow
 // runs the activity again, which answers from whatever the record now says.
 func ResolveActivity(st store.Store, dc converter.DataConverter) func(context.Context, ResolveRequest) error {
@@ -156,7 +157,7 @@ func ResolveActivity(st store.Store, dc converter.DataConverter) func(context.Co
 		p := store.ResolveParams{Tenant: req.Tenant, Key: req.Key}
 		switch req.Action {
 		case ActionComplete:
-			outcome, err := EncodeOutcome(dc, req.Result)
+			outcome, err := EncodeOutcome((&Options{DataConverter: dc}).dataConverter(ctx), req.Result)
 			if err != nil {
 				return temporal.NewNonRetryableApplicationError(err.Error(), "IdempotencyBadDecision", err)
 			}

@@ -30,9 +30,17 @@
 //     renewed every third of its length until the body returns, also past
 //     the activity's deadline. If a renewal finds the key taken over, the
 //     body's context is cancelled with [ErrSuperseded]. A result is recorded
-//     through the data converter; a failure frees the key (READ_ONLY,
+//     (see Payload codecs) and returned to the SDK as the body returned
+//     it; a failure frees the key (READ_ONLY,
 //     IDEMPOTENT, or activity.NoEffect) or marks it indeterminate
 //     (EFFECTFUL).
+//   - A store that cannot be reached when the body has returned: the result
+//     is still returned (Temporal keeps it in the workflow's history), the
+//     claim is reported orphaned ([EventOrphaned]), and the write that
+//     settles it — the outcome, the indeterminate mark, freeing the key —
+//     is retried in the background for Options.OrphanRetry, so the record
+//     does not stay pending with nobody to settle it. [Interceptor.Stop]
+//     ends these retries.
 //   - No key, or a tenant no store accepts: the body is never entered. A
 //     store that cannot be reached is retried for Options.ClaimRetry (never
 //     past the activity's deadline); a store that stays down does not read
@@ -60,6 +68,30 @@
 //   - A body should honour its context: it ends when the start-to-close
 //     timeout passes, when the activity is cancelled, and when its claim is
 //     superseded ([ErrSuperseded]).
+//
+// # Payload codecs
+//
+// What a declared activity returns to Temporal — the body's result, or a
+// duplicate's answer from the store — is encoded by the worker's own data
+// converter and codecs, exactly like an undeclared activity's result: the
+// dispatcher hands the SDK the body's value as it is, and a recorded
+// outcome as a raw payload with the store's codecs undone, which the SDK
+// then encodes. An encrypting codec on the client therefore covers declared
+// activities' results in the workflow history with nothing set here.
+//
+// What the store keeps is encoded with Options.DataConverter. Left nil, the
+// dispatcher uses the converter of the client the worker runs on when the
+// client was built with worker.Dial or worker.ClientOptions (they hand it
+// over through [WithDataConverter]), else the SDK's default converter,
+// which keeps results in the store in the clear: on such a client, set
+// Options.DataConverter to the client's converter when payloads must be
+// encrypted at rest. A context-aware converter (converter.ContextAware) gets
+// the activity's context. The store's converter should make the same
+// payloads as the client's apart from codecs (a duplicate's answer keeps the
+// store converter's payload encoding, under the client's codecs), and
+// changing it leaves earlier records readable only if its codecs still
+// decode them; a record that cannot be decoded fails the call with
+// ErrorTypeOutcomeUnreadable.
 //
 // # Waiting for a person
 //
@@ -102,6 +134,11 @@
 //     stays indeterminate for a later decision (idempotencyctl resolve).
 //   - A complete decision on a record that is gone (its retention ended)
 //     records the person's result instead of freeing the key.
+//
+// The result is recorded by the Resolve activity with the converter the
+// dispatcher records with. While it routes, the workflow hands each call the
+// activity's payloads as they arrived, so the caller's Get decodes them
+// once, as a strict codec requires.
 //
 // The decision's By, Reason and Reference are logged by the workflow and by
 // the Resolve activity; they are not yet kept with the record.

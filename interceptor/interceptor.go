@@ -109,28 +109,40 @@ type Options struct {
 	RecordBackoff time.Duration
 	// ClaimRetry is how long the dispatcher keeps retrying a store that
 	// cannot be reached before the body runs (the claim, or the wait for
-	// another holder), with backoff and heartbeats, and never past the
-	// activity's own deadline. A store that is down never reads as
+	// another holder), with backoff and heartbeats, counted from the first
+	// failed call of each outage (a long wait for another holder does not
+	// use it up), and never past the activity's own deadline. A store that
+	// is down never reads as
 	// permission: when it stays down the call ends with the store error
 	// (IDEMPOTENT) or the indeterminate error (EFFECTFUL). Negative turns
 	// retrying off. Defaults to DefaultClaimRetry.
 	ClaimRetry time.Duration
 	// OrphanRetry is how long the dispatcher keeps trying, in the
-	// background, to record an outcome that the store could not take when
-	// the body returned (after RecordAttempts failed). Until it lands, the
-	// record stays pending; without it, it would stay pending with its lease
-	// run out until a duplicate declared the holder lost. The background
-	// attempts are fenced by the claim's token, so a key taken over in the
-	// meantime is never overwritten. Negative turns it off. Defaults to
+	// background, a write that settles a claim after its body returned
+	// when the store could not take it (the claim is then orphaned):
+	// recording the outcome (after RecordAttempts failed, or StoreTimeout
+	// passed), marking it indeterminate, freeing the key. Until the write
+	// lands the record stays pending; without it, it would stay pending with
+	// its lease run out until a duplicate declared the holder lost — and
+	// after a run's last call no duplicate comes. The background attempts
+	// are fenced by the claim's token, so a key taken over in the meantime
+	// is never overwritten. At most [MaxOrphanRetries] run at once;
+	// [Interceptor.Stop] ends them. Negative turns it off. Defaults to
 	// DefaultOrphanRetry.
 	OrphanRetry time.Duration
 	// StoreTimeout bounds the store calls made after the body returned,
 	// which run even when the activity's context has ended. Defaults to
 	// DefaultStoreTimeout.
 	StoreTimeout time.Duration
-	// DataConverter encodes recorded outcomes. Use the client's, so payload
-	// codecs such as encryption apply to records too. Defaults to
-	// converter.GetDefaultDataConverter().
+	// DataConverter encodes the outcomes recorded in the store. It never
+	// encodes what reaches Temporal: the result of a declared activity, also
+	// one answered from the store, goes back to the SDK to be encoded by the
+	// worker's own converter and codecs, exactly like an undeclared one's.
+	// Defaults to the client's converter when the worker's client was built
+	// with worker.Dial or worker.ClientOptions (see [WithDataConverter]),
+	// else to converter.GetDefaultDataConverter(), which stores results in
+	// the clear: set it to the client's when payloads must be encrypted at
+	// rest in the store too.
 	DataConverter converter.DataConverter
 	// Observer receives every event. Defaults to none; the worker package
 	// installs one that logs through zap.
@@ -180,28 +192,63 @@ type Interceptor struct {
 	// Options.PendingSearchAttribute.
 	noSearchAttribute atomic.Bool
 
-	// background holds the goroutines that outlive an activity (recording
-	// orphaned outcomes); Stop ends them.
+	// background holds the goroutines that outlive an activity (settling
+	// orphaned claims); Stop ends them.
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
 	bg       sync.WaitGroup
+
+	bgMu      sync.Mutex
+	bgRunning int  // goroutines running or reserved
+	bgLimit   int  // MaxOrphanRetries; tests lower it
+	bgStopped bool // Stop was called
 }
 
+// MaxOrphanRetries bounds the orphaned claims (see Options.OrphanRetry) one
+// interceptor retries in the background at once, so a long outage under
+// load cannot pile up goroutines and outcomes without end. A claim orphaned
+// while that many are retrying stays pending, as without OrphanRetry, and
+// its EventOrphaned says so.
+const MaxOrphanRetries = 1024
+
 // Stop ends the work the interceptor does in the background — the attempts
-// to record outcomes the store could not take when their body returned (see
-// Options.OrphanRetry) — and waits for it. Call it after the worker has
-// stopped; worker.Worker.Stop does. Records still pending then stay pending
-// until a duplicate finds their lease run out, as without OrphanRetry.
+// to settle claims the store could not take a write for when their body
+// returned (see Options.OrphanRetry) — and waits for it. Call it after the
+// worker has stopped; worker.Worker.Stop does. Records still pending then
+// stay pending until a duplicate finds their lease run out, as without
+// OrphanRetry; so do claims orphaned after Stop. Stop may be called more
+// than once.
 func (i *Interceptor) Stop() {
+	i.bgMu.Lock()
+	i.bgStopped = true
+	i.bgMu.Unlock()
 	i.bgCancel()
 	i.bg.Wait()
 }
 
-// goBackground runs f in the background until it returns or Stop is called.
-func (i *Interceptor) goBackground(f func(ctx context.Context)) {
+// reserveBackground reserves room for one background goroutine: false
+// after Stop or when MaxOrphanRetries already run.
+func (i *Interceptor) reserveBackground() bool {
+	i.bgMu.Lock()
+	defer i.bgMu.Unlock()
+	if i.bgStopped || i.bgRunning >= i.bgLimit {
+		return false
+	}
+	i.bgRunning++
 	i.bg.Add(1)
+	return true
+}
+
+// goBackground runs f, in room reserved by reserveBackground, until it
+// returns or Stop is called.
+func (i *Interceptor) goBackground(f func(ctx context.Context)) {
 	go func() {
-		defer i.bg.Done()
+		defer func() {
+			i.bgMu.Lock()
+			i.bgRunning--
+			i.bgMu.Unlock()
+			i.bg.Done()
+		}()
 		f(i.bgCtx)
 	}()
 }
@@ -288,15 +335,13 @@ func New(opts Options) (*Interceptor, error) {
 	if opts.OrphanRetry == 0 {
 		opts.OrphanRetry = DefaultOrphanRetry
 	}
-	if opts.DataConverter == nil {
-		opts.DataConverter = converter.GetDefaultDataConverter()
-	}
 	if opts.Identity == "" {
 		host, _ := os.Hostname()
 		opts.Identity = host + "@" + strconv.Itoa(os.Getpid())
 	}
 	bgCtx, bgCancel := context.WithCancel(context.Background())
-	return &Interceptor{opts: opts, decls: make(map[string]*activity.Declaration), bgCtx: bgCtx, bgCancel: bgCancel}, nil
+	return &Interceptor{opts: opts, decls: make(map[string]*activity.Declaration),
+		bgCtx: bgCtx, bgCancel: bgCancel, bgLimit: MaxOrphanRetries}, nil
 }
 
 // ErrAlreadyDeclared is returned by [Interceptor.Declare] for a second

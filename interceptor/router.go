@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -125,21 +123,18 @@ func (o *workflowOutbound) route(ctx workflow.Context, activityType string, call
 	o.Next.Go(ctx, "idempotency:"+activityType, func(ctx workflow.Context) {
 		f := first
 		for {
-			// Take the result as the payload the activity sent (codecs
-			// undone, nothing converted): the caller's Get converts it
-			// into whatever type it asks for.
-			var raw converter.RawValue
-			err := f.Get(ctx, &raw)
+			// Wait without decoding anything: the caller's Get decodes
+			// the result, once, into whatever type it asks for.
+			err := f.Get(ctx, nil)
 			out, indeterminate := activity.AsIndeterminate(err)
 			if !indeterminate || out.Key == "" {
 				// Settled, or nothing a person could decide: with no key
 				// there is no record to settle, and a missing tenant or key
-				// argument will not appear by waiting.
-				var value any
-				if err == nil && raw.Payload() != nil {
-					value = &commonpb.Payloads{Payloads: []*commonpb.Payload{raw.Payload()}}
-				}
-				settable.Set(value, err)
+				// argument will not appear by waiting. The caller gets the
+				// payloads as the activity sent them, codecs still applied:
+				// decoding them here and handing them on would make its Get
+				// decode them a second time.
+				settable.Chain(f)
 				return
 			}
 			d, werr := o.await(ctx, out)

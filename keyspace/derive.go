@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
@@ -47,7 +48,7 @@ type Input struct {
 // [ErrMissingArgument] (as a [*MissingArgumentError]) when a key argument is
 // absent, [ErrUnencodable] (as a [*ValueError]) when a key argument's value
 // has no canonical form. Derive never panics on a value it cannot encode.
-func Derive(in Input) (Key, error) {
+func Derive(in Input) (key Key, err error) {
 	switch {
 	case in.Tenant == "":
 		return "", &InputError{Field: "Tenant", Reason: "must not be empty"}
@@ -57,7 +58,16 @@ func Derive(in Input) (Key, error) {
 		return "", &InputError{Field: "Activity", Reason: "must not be empty"}
 	}
 	e := getEncoder()
-	defer putEncoder(e)
+	defer func() {
+		if p := recover(); p != nil {
+			// A MarshalJSON, MarshalText or IsZero method of the caller's
+			// panicked (or a promoted one met a nil embedded pointer). The
+			// encoder's state is unknown: let it go rather than reuse it.
+			key, err = "", &ValueError{Argument: e.arg, Reason: fmt.Sprintf("encoding the value panicked: %v", p)}
+			return
+		}
+		putEncoder(e)
+	}()
 	if err := e.encodeInput(&in); err != nil {
 		return "", err
 	}
@@ -130,11 +140,25 @@ func (e *encoder) encodeArguments(in *Input, names []argName) error {
 	case nil:
 		return missing(in)
 	case map[string]any:
+		// Names are compared after NFC normalisation. Only a non-ASCII
+		// name can have another spelling, so a map of ASCII names is read
+		// directly.
+		normalized := false
+		for k := range args {
+			if !isASCII(k) {
+				normalized = true
+				break
+			}
+		}
 		for _, n := range names {
 			v, ok := args[n.name]
-			if !ok {
-				return &MissingArgumentError{Name: n.name}
+			if !ok || normalized {
+				var err error
+				if v, err = lookupNormalized(args, n); err != nil {
+					return err
+				}
 			}
+			e.arg = n.name
 			e.buf = appendKey(e.buf, n.norm)
 			if err := e.encodeAny(v); err != nil {
 				return valueError(n.name, err)
@@ -159,11 +183,22 @@ func (e *encoder) encodeArguments(in *Input, names []argName) error {
 		if v.IsNil() {
 			return missing(in)
 		}
+		normalized := false
+		for iter := v.MapRange(); iter.Next(); {
+			if !isASCII(iter.Key().String()) {
+				normalized = true
+				break
+			}
+		}
 		for _, n := range names {
 			mv := v.MapIndex(reflect.ValueOf(n.name).Convert(p.key))
-			if !mv.IsValid() {
-				return &MissingArgumentError{Name: n.name}
+			if !mv.IsValid() || normalized {
+				var err error
+				if mv, err = lookupNormalizedValue(v, n); err != nil {
+					return err
+				}
 			}
+			e.arg = n.name
 			e.buf = appendKey(e.buf, n.norm)
 			if err := p.elem(e, mv); err != nil {
 				return valueError(n.name, err)
@@ -174,6 +209,14 @@ func (e *encoder) encodeArguments(in *Input, names []argName) error {
 		fields := p.si.fields
 		for _, n := range names {
 			f := p.si.field(n.name)
+			if f < 0 && !isASCII(n.name) {
+				for i := range fields {
+					if normalize(fields[i].name) == n.norm {
+						f = i
+						break
+					}
+				}
+			}
 			if f < 0 {
 				return &MissingArgumentError{Name: n.name}
 			}
@@ -181,6 +224,7 @@ func (e *encoder) encodeArguments(in *Input, names []argName) error {
 			if !ok || fields[f].omitted(fv) {
 				return &MissingArgumentError{Name: n.name}
 			}
+			e.arg = n.name
 			e.buf = appendKey(e.buf, n.norm)
 			if err := fields[f].enc(e, fv); err != nil {
 				return valueError(n.name, err)
@@ -189,6 +233,57 @@ func (e *encoder) encodeArguments(in *Input, names []argName) error {
 		return nil
 	}
 	return &InputError{Field: "Arguments", Reason: p.invalid}
+}
+
+// lookupNormalized finds the member of args whose name equals n after NFC
+// normalisation, when no member is spelled exactly as n: names are
+// normalised at every level, the top one included. Two members that are
+// equal after normalisation are ambiguous.
+func lookupNormalized(args map[string]any, n argName) (any, error) {
+	var (
+		found any
+		name  string
+		hits  int
+	)
+	for k, v := range args {
+		if normalize(k) == n.norm {
+			if hits++; hits > 1 {
+				return nil, ambiguousNames(n.name, name, k)
+			}
+			found, name = v, k
+		}
+	}
+	if hits == 0 {
+		return nil, &MissingArgumentError{Name: n.name}
+	}
+	return found, nil
+}
+
+// lookupNormalizedValue is lookupNormalized for a map read by reflection.
+func lookupNormalizedValue(m reflect.Value, n argName) (reflect.Value, error) {
+	var (
+		found reflect.Value
+		name  string
+		hits  int
+	)
+	iter := m.MapRange()
+	for iter.Next() {
+		k := iter.Key().String()
+		if normalize(k) == n.norm {
+			if hits++; hits > 1 {
+				return reflect.Value{}, ambiguousNames(n.name, name, k)
+			}
+			found, name = iter.Value(), k
+		}
+	}
+	if hits == 0 {
+		return reflect.Value{}, &MissingArgumentError{Name: n.name}
+	}
+	return found, nil
+}
+
+func ambiguousNames(arg, a, b string) error {
+	return &ValueError{Argument: arg, Reason: fmt.Sprintf("the arguments hold both %q and %q, which are equal after NFC normalisation", a, b)}
 }
 
 // argsPlan is the cached description of how to read arguments of one type.

@@ -28,19 +28,42 @@
 //     one for one, as encoding/json does.
 //   - Numbers are compared by value: 2, 2.0, int8(2), uint64(2), float32(2),
 //     json.Number("2") and json.Number("2.0") agree. Integers, *big.Int and
-//     json.Number are exact at any size. An integral float is its exact
-//     integer value (1e300 is the 301-digit integer the float holds); a
-//     fractional float is the shortest decimal that reads back as the same
-//     float of its size (strconv 'g', -1, with bitSize 32 for float32, so
-//     float32(0.1) agrees with 0.1). -0 is 0. NaN and ±Inf are refused.
+//     json.Number are exact at any size. An integral float below 2^53 in
+//     magnitude (2^24 for float32) is its integer value; a fractional float
+//     is the shortest decimal that reads back as the same float of its size
+//     (strconv 'g', -1, with bitSize 32 for float32, so float32(0.1) agrees
+//     with 0.1). -0 is 0. NaN and ±Inf are refused.
+//   - Exact integers. Two different integers on the wire never share a key.
+//     Temporal's default converter decodes every JSON number bound for an
+//     `any` or map[string]any parameter into a float64, and from 2^53 up
+//     neighbouring integers share a float ({"n":9007199254740993} and
+//     {"n":9007199254740992} arrive as one value). Such an integral float
+//     is therefore refused with a [*ValueError] rather than given a key that
+//     two different effects would share: declare the parameter with an
+//     integer type, json.Number or *big.Int, which keep every digit. The
+//     cost is this refusal only; floats below the limit are unchanged.
 //   - Booleans never equal numbers; null, "", 0, false, [] and {} are all
 //     distinct.
 //   - Structs follow encoding/json: json tags, "-", omitempty, omitzero,
 //     embedded-field promotion with Go's dominance rules, unexported fields
-//     skipped, and the ",string" option (the value's JSON text as a string).
+//     skipped, and the ",string" option (the value's JSON text as a string),
+//     which, as in encoding/json, gives way to a MarshalJSON or MarshalText
+//     method whenever that method is called — for a pointer-receiver
+//     method, only when the value is addressable.
+//   - JSON text from a MarshalJSON method (json.RawMessage included) that
+//     names a member of one object twice is refused: decoding would keep
+//     one value silently.
+//   - Names are NFC-normalised at every level, the key arguments' own
+//     included: the key argument "café" finds a map member spelled
+//     "cafe\u0301"; two members equal after normalisation are refused.
 //   - time.Time (value or pointer, at any depth) is the string
 //     t.UTC().Format(time.RFC3339Nano); this rule comes before the
-//     Marshaler rules. A json.Marshaler's output is decoded (numbers as
+//     Marshaler rules. A year outside 0–9999 (in the time's zone or in UTC),
+//     which encoding/json refuses, is refused. A struct embedding time.Time
+//     (or *time.Time) inherits its MarshalJSON, so on the wire it is that
+//     time alone and its other fields vanish: its key is the time's, under
+//     the same rule, and [FieldNames] refuses it (no key argument can name
+//     one of its fields). A json.Marshaler's output is decoded (numbers as
 //     json.Number) and canonicalised; an encoding.TextMarshaler is its text
 //     as a string; big.Int, even by value, is its exact integer.
 //   - []byte is its standard base64 string; other slices and arrays are
@@ -48,10 +71,14 @@
 //     empty non-nil slice is an empty list.
 //   - Pointers and interfaces are followed. Channels, functions, complex
 //     numbers, unsafe pointers, maps with other key types, cycles and values
-//     nested deeper than 10000 levels have no canonical form.
+//     nested deeper than 10000 levels (through pointers, maps, slices and
+//     interfaces alike) have no canonical form.
 //
 // A value with no canonical form fails with a [*ValueError] naming the key
-// argument and the JSON Pointer path of the value.
+// argument and the JSON Pointer path of the value. A method of the value
+// that panics (a MarshalJSON, a promoted one meeting a nil embedded pointer)
+// is recovered into a [*ValueError] naming the key argument: Derive never
+// panics.
 //
 // # Arguments and key arguments
 //

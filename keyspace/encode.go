@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
+	"io"
 	"math"
 	"math/big"
 	"reflect"
@@ -54,6 +56,7 @@ type encoder struct {
 	refKV   []refKV
 	depth   int
 	seen    map[seenKey]struct{}
+	arg     string // the key argument being encoded, for errors
 }
 
 // memberKV is one member of an object being encoded: its NFC name, its name
@@ -106,6 +109,7 @@ func putEncoder(e *encoder) {
 	e.refKV = e.refKV[:0]
 	e.depth = 0
 	e.seen = nil
+	e.arg = ""
 	encoderPool.Put(e)
 }
 
@@ -223,10 +227,20 @@ func normalize(s string) string {
 	return string(appendNFC(nil, s))
 }
 
-func (e *encoder) writeTime(t time.Time) {
+func (e *encoder) writeTime(t time.Time) error {
+	u := t.UTC()
+	// encoding/json refuses a time whose year (in its own zone) is outside
+	// 0–9999; the UTC form must fit RFC 3339 too.
+	if y := t.Year(); y < 0 || y > 9999 {
+		return unencodable("time %v has a year outside 0–9999, which JSON cannot carry", t)
+	}
+	if y := u.Year(); y < 0 || y > 9999 {
+		return unencodable("time %v is in a year outside 0–9999 in UTC", t)
+	}
 	var a [64]byte
-	b := t.UTC().AppendFormat(a[:0], time.RFC3339Nano)
+	b := u.AppendFormat(a[:0], time.RFC3339Nano)
 	e.buf = appendKey(e.buf, string(b)) // no allocation: the conversion does not escape
+	return nil
 }
 
 func (e *encoder) writeBytes(b []byte) {
@@ -297,6 +311,13 @@ func (e *encoder) writeFloat(f float64, bitSize int) error {
 	}
 	var a [32]byte
 	if f == math.Trunc(f) {
+		// Above 2^53 (2^24 for float32) neighbouring integers share a
+		// float: the converter that decoded the number (Temporal's, for an
+		// `any` or map[string]any parameter) may have merged two different
+		// wire integers into this one. No key can tell them apart.
+		if limit := exactFloatLimit(bitSize); f >= limit || f <= -limit {
+			return unencodable("the integral float %v is 2^%d or more in magnitude: it may stand for several integers on the wire, so it has no exact key (declare the parameter as an integer type, json.Number or *big.Int)", f, exactFloatBits(bitSize))
+		}
 		if f > -(1<<63) && f < 1<<63 {
 			e.writeInt(int64(f))
 			return nil
@@ -307,6 +328,17 @@ func (e *encoder) writeFloat(f float64, bitSize int) error {
 	}
 	return writeNumberText(e, strconv.AppendFloat(a[:0], f, 'e', -1, bitSize), "float")
 }
+
+// exactFloatBits is the width of a float's significand: every integer of
+// smaller magnitude than 2^bits is exact and has a float of its own.
+func exactFloatBits(bitSize int) int {
+	if bitSize == 32 {
+		return 24
+	}
+	return 53
+}
+
+func exactFloatLimit(bitSize int) float64 { return math.Ldexp(1, exactFloatBits(bitSize)) }
 
 func (e *encoder) writeBigInt(x *big.Int) error {
 	if x.Sign() == 0 {
@@ -471,12 +503,12 @@ func (e *encoder) encodeAny(x any) error {
 	case json.Number:
 		return e.writeJSONNumber(v)
 	case time.Time:
-		e.writeTime(v)
+		return e.writeTime(v)
 	case *time.Time:
 		if v == nil {
 			e.writeNull()
 		} else {
-			e.writeTime(*v)
+			return e.writeTime(*v)
 		}
 	case *big.Int:
 		if v == nil {
@@ -531,11 +563,67 @@ func (e *encoder) encodeMapAny(m map[string]any) error {
 	return nil
 }
 
-// decodeJSON decodes one JSON value with numbers kept as json.Number.
+// decodeJSON decodes one JSON value with numbers kept as json.Number. An
+// object that names a member twice is refused: decoding would keep one of
+// the two values silently, so two different texts would share a key.
 func decodeJSON(b []byte, x *any) error {
+	if bytes.IndexByte(b, '{') >= 0 {
+		if err := checkDuplicateMembers(b); err != nil {
+			return err
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	return dec.Decode(x)
+}
+
+// checkDuplicateMembers reports the first object in the JSON text b that
+// names a member twice.
+func checkDuplicateMembers(b []byte) error {
+	type frame struct {
+		object    bool
+		expectKey bool
+		names     map[string]struct{}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = &stack[len(stack)-1]
+		}
+		if top != nil && top.object && top.expectKey {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			name, _ := tok.(string)
+			if _, dup := top.names[name]; dup {
+				return fmt.Errorf("an object names the member %q twice", name)
+			}
+			top.names[name] = struct{}{}
+			top.expectKey = false
+			continue
+		}
+		if top != nil && top.object {
+			top.expectKey = true // after this value, a name or the end
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, frame{object: true, expectKey: true, names: map[string]struct{}{}})
+		case json.Delim('['):
+			stack = append(stack, frame{})
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+	}
 }
 
 // encodeJSON canonicalises JSON text produced by a MarshalJSON method.

@@ -237,8 +237,8 @@ func (p *parser) value(depth int) error {
 func TestEncodingIsCanonical(t *testing.T) {
 	t.Parallel()
 	values := []any{
-		nil, "", "cafe\u0301", "a\xff", 0, -1, math.MaxInt64, uint64(math.MaxUint64), 1e300, -1e-300, 0.1, float32(0.1),
-		math.SmallestNonzeroFloat64, math.MaxFloat64, []any{}, map[string]any{},
+		nil, "", "cafe\u0301", "a\xff", 0, -1, math.MaxInt64, uint64(math.MaxUint64), 1.5e-300, -1e-300, 0.1, float32(0.1),
+		math.SmallestNonzeroFloat64, float64(1<<53 - 1), []any{}, map[string]any{},
 		map[string]any{"z": []any{1, map[string]any{"cafe\u0301": true, "b": nil}}, "a": "x"},
 		[]byte("bytes"), map[int]bool{10: true, 9: false, -1: true},
 	}

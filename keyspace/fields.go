@@ -68,7 +68,7 @@ func (si *structInfo) encoders() {
 		for i := range si.fields {
 			f := &si.fields[i]
 			if f.quoted {
-				f.enc = quotedEncoder
+				f.enc = quotedFieldEncoder(f.typ)
 			} else {
 				f.enc = typeEncoder(f.typ)
 			}
@@ -93,6 +93,13 @@ func FieldNames(t reflect.Type) ([]string, error) {
 	}
 	if st.Kind() != reflect.Struct {
 		return nil, &InputError{Field: "type", Reason: t.String() + " is not a struct or a pointer to a struct"}
+	}
+	if _, _, ok := embeddedTime(st); ok {
+		return nil, &InputError{Field: "type", Reason: t.String() + " marshals as the time.Time it embeds (its MarshalJSON is the time's): its fields are not JSON members"}
+	}
+	if !st.Implements(marshalerType) && !reflect.PointerTo(st).Implements(marshalerType) &&
+		(st.Implements(textMarshalerType) || reflect.PointerTo(st).Implements(textMarshalerType)) {
+		return nil, &InputError{Field: "type", Reason: t.String() + " marshals as the text of its MarshalText method: its fields are not JSON members"}
 	}
 	si := cachedStructInfo(st)
 	names := make([]string, len(si.fields))
@@ -161,11 +168,8 @@ func newStructInfo(t reflect.Type) *structInfo {
 						reflect.String:
 						quoted = true
 					}
-					// A type with its own JSON or text form ignores ",string".
-					if ft.Implements(marshalerType) || ft.Implements(textMarshalerType) ||
-						reflect.PointerTo(ft).Implements(marshalerType) || reflect.PointerTo(ft).Implements(textMarshalerType) {
-						quoted = false
-					}
+					// Whether a Marshaler overrides it is decided per value,
+					// as encoding/json does: see quotedFieldEncoder.
 				}
 				if name != "" || !sf.Anonymous || ft.Kind() != reflect.Struct {
 					tagged := name != ""

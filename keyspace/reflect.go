@@ -1,8 +1,10 @@
 package keyspace
 
 import (
+	"bytes"
 	"encoding"
 	"encoding/json"
+	"fmt"
 	"math/big"
 	"reflect"
 	"strconv"
@@ -60,6 +62,9 @@ func newTypeEncoder(t reflect.Type, allowAddr bool) encFunc {
 	case t == jsonNumberType:
 		return jsonNumberEncoder
 	}
+	if i, ptr, ok := embeddedTime(t); ok {
+		return embeddedTimeEncoder{index: i, ptr: ptr}.encode
+	}
 	if t.Kind() != reflect.Pointer && allowAddr && reflect.PointerTo(t).Implements(marshalerType) {
 		return condAddrEncoder{canAddr: addrMarshalerEncoder, elseEnc: newTypeEncoder(t, false)}.encode
 	}
@@ -102,6 +107,80 @@ func newTypeEncoder(t reflect.Type, allowAddr bool) encFunc {
 	}
 }
 
+var embeddedTimeCache sync.Map // map[reflect.Type]embeddedTimeInfo
+
+type embeddedTimeInfo struct {
+	index int
+	ptr   bool
+	ok    bool
+}
+
+// embeddedTime reports whether t is a struct whose JSON form is the
+// MarshalJSON it inherits from an embedded time.Time (or *time.Time): on
+// the wire such a value is that time alone, its other fields dropped. It
+// tells an inherited method from one t defines itself by calling it on a
+// probe value.
+func embeddedTime(t reflect.Type) (index int, ptr bool, ok bool) {
+	if t.Kind() != reflect.Struct || !t.Implements(marshalerType) {
+		return 0, false, false
+	}
+	if c, hit := embeddedTimeCache.Load(t); hit {
+		info := c.(embeddedTimeInfo)
+		return info.index, info.ptr, info.ok
+	}
+	info := embeddedTimeInfo{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.Anonymous || (f.Type != timeType && f.Type != reflect.PointerTo(timeType)) {
+			continue
+		}
+		probe := time.Date(1999, 12, 31, 23, 59, 58, 987654321, time.FixedZone("probe", 5400))
+		v := reflect.New(t).Elem()
+		if f.Type == timeType {
+			v.Field(i).Set(reflect.ValueOf(probe))
+		} else {
+			v.Field(i).Set(reflect.ValueOf(&probe))
+		}
+		want, _ := probe.MarshalJSON()
+		m, _ := reflect.TypeAssert[json.Marshaler](v)
+		got, err := safeMarshalJSON(m)
+		if err == nil && bytes.Equal(got, want) {
+			info = embeddedTimeInfo{index: i, ptr: f.Type != timeType, ok: true}
+		}
+		break
+	}
+	embeddedTimeCache.Store(t, info)
+	return info.index, info.ptr, info.ok
+}
+
+func safeMarshalJSON(m json.Marshaler) (b []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("MarshalJSON panicked: %v", p)
+		}
+	}()
+	return m.MarshalJSON()
+}
+
+// embeddedTimeEncoder writes a struct that marshals as its embedded time:
+// the time, under the time rule (UTC, RFC 3339 with nanoseconds).
+type embeddedTimeEncoder struct {
+	index int
+	ptr   bool
+}
+
+func (te embeddedTimeEncoder) encode(e *encoder, v reflect.Value) error {
+	f := v.Field(te.index)
+	if te.ptr {
+		if f.IsNil() {
+			return unencodable("the embedded *time.Time of %s is nil: encoding/json cannot marshal it", v.Type())
+		}
+		f = f.Elem()
+	}
+	t, _ := reflect.TypeAssert[time.Time](f)
+	return e.writeTime(t)
+}
+
 func unsupportedEncoder(t reflect.Type) encFunc {
 	return func(*encoder, reflect.Value) error {
 		return unencodable("a value of type %s has no canonical form", t)
@@ -125,8 +204,7 @@ func jsonNumberEncoder(e *encoder, v reflect.Value) error {
 
 func timeEncoder(e *encoder, v reflect.Value) error {
 	t, _ := reflect.TypeAssert[time.Time](v)
-	e.writeTime(t)
-	return nil
+	return e.writeTime(t)
 }
 
 func bigIntEncoder(e *encoder, v reflect.Value) error {
@@ -143,7 +221,16 @@ func interfaceEncoder(e *encoder, v reflect.Value) error {
 		e.writeNull()
 		return nil
 	}
-	return e.encodeAny(v.Interface())
+	// Every nesting that involves no pointer, map or slice (which enter
+	// counts) passes through an interface: a value type cannot contain
+	// itself otherwise. Counting here bounds the depth on every path.
+	e.depth++
+	if e.depth > maxDepth {
+		return unencodable("values nested deeper than %d levels have no canonical form", maxDepth)
+	}
+	err := e.encodeAny(v.Interface())
+	e.depth--
+	return err
 }
 
 func marshalerEncoder(e *encoder, v reflect.Value) error {
@@ -384,6 +471,23 @@ func newStructEncoder(t reflect.Type) encFunc {
 		e.buf = append(e.buf, tagObjectEnd)
 		return nil
 	}
+}
+
+// quotedFieldEncoder returns the encoder of a field of type t with the
+// ",string" option. encoding/json ignores the option when it calls the
+// value's MarshalJSON or MarshalText, and a pointer-receiver method is
+// called only when the value is addressable: so is it here.
+func quotedFieldEncoder(t reflect.Type) encFunc {
+	own := func(t reflect.Type) bool { return t.Implements(marshalerType) || t.Implements(textMarshalerType) }
+	switch {
+	case t == timeType || t == bigIntType || own(t):
+		return typeEncoder(t)
+	case t.Kind() == reflect.Pointer && own(t.Elem()):
+		return typeEncoder(t)
+	case t.Kind() != reflect.Pointer && own(reflect.PointerTo(t)):
+		return condAddrEncoder{canAddr: typeEncoder(t), elseEnc: quotedEncoder}.encode
+	}
+	return quotedEncoder
 }
 
 // quotedEncoder writes a field with the ",string" option: the JSON text of

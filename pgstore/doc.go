@@ -32,10 +32,15 @@
 //
 // # Time
 //
-// Every timestamp the store writes and every expiry it decides comes from
-// [Options.Clock], passed to the server as a parameter; the server's own
-// clock is never consulted. Replicas' clocks should agree to well within
-// the leases and retention window in use.
+// Leases and expiries are judged by PostgreSQL's clock, so replicas whose
+// own clocks disagree — by any amount — still agree on whether a lease has
+// run out. The store keeps a [store.ServerClock]: it measures the offset of
+// the server's clock_timestamp() from the local clock (half the round trip
+// taken off) on first use and every [store.DefaultServerClockSync] after,
+// and every timestamp it writes or compares is the local clock corrected by
+// that offset, passed to the server as a parameter. Replicas therefore agree
+// to within their round trips to the server. [Options.Clock] replaces it, for
+// tests that control time.
 //
 // # Waiting
 //

@@ -1,6 +1,10 @@
 package pgstore
 
-import "github.com/tesserix/idempotency/store"
+import (
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tesserix/idempotency/store"
+)
 
 // Listening reports whether the store's listener has a connection
 // LISTENing now.
@@ -35,3 +39,9 @@ func (s *Store) CompleteSQL() string { return s.sql.complete }
 
 // PayloadFor is payloadFor.
 var PayloadFor = payloadFor
+
+// NewWithLocalClock is New with the store's server clock reading local as
+// the worker's own clock, so a test can skew it.
+func NewWithLocalClock(pool *pgxpool.Pool, opts Options, local store.Clock) (*Store, error) {
+	return newStore(pool, opts, local)
+}

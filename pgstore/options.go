@@ -40,8 +40,11 @@ type Options struct {
 	// not be negative. Defaults to store.DefaultTTL.
 	TTL time.Duration
 	// Clock tells the store the time. Every timestamp the store writes and
-	// every expiry it decides comes from it, never from the server's clock.
-	// Defaults to store.SystemClock{}.
+	// every lease and expiry it judges comes from it. Defaults to a
+	// store.ServerClock that follows PostgreSQL's clock (clock_timestamp(),
+	// measured again every store.DefaultServerClockSync), so workers whose
+	// own clocks disagree still agree on whether a lease has run out. Set it
+	// only to control time in tests.
 	Clock store.Clock
 	// PollInterval is how long [Store.Wait] first waits for a notification
 	// before re-reading the record; it doubles on each quiet poll up to

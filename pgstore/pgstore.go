@@ -37,6 +37,9 @@ type Store struct {
 	channel   string // quoted, for LISTEN
 	sql       statements
 	l         *listener
+	// server is the clock that follows PostgreSQL's, unless Options.Clock
+	// was given.
+	server *store.ServerClock
 	// onBlock, when set (by tests, before use), is called each time a Wait
 	// is about to block.
 	onBlock func(store.WaitParams)
@@ -49,8 +52,22 @@ var _ store.Store = (*Store)(nil)
 // naming the field it refuses; it does not touch the database, and it does
 // not create the table: the deployment calls [Store.EnsureSchema] for that.
 func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
+	return newStore(pool, opts, store.SystemClock{})
+}
+
+// newStore is New with the local clock the server clock corrects.
+func newStore(pool *pgxpool.Pool, opts Options, local store.Clock) (*Store, error) {
 	if pool == nil {
 		return nil, &store.InvalidError{Field: "pool", Reason: "must not be nil"}
+	}
+	var server *store.ServerClock
+	if opts.Clock == nil {
+		server = store.NewServerClock(local, 0, func(ctx context.Context) (time.Time, error) {
+			var now time.Time
+			err := pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&now)
+			return now, err
+		})
+		opts.Clock = server
 	}
 	o, err := opts.resolve()
 	if err != nil {
@@ -64,9 +81,19 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 		tableName: table,
 		channel:   pgx.Identifier{o.NotifyChannel}.Sanitize(),
 		sql:       buildStatements(table, pgx.Identifier{indexName(o.Table)}.Sanitize()),
+		server:    server,
 	}
 	s.l = newListener(s)
 	return s, nil
+}
+
+// now returns the time by the store's clock: PostgreSQL's (re-measured when
+// stale), or Options.Clock when one was given.
+func (s *Store) now(ctx context.Context) time.Time {
+	if s.server != nil {
+		s.server.SyncIfStale(ctx)
+	}
+	return s.opts.Clock.Now()
 }
 
 // Options returns the options the store runs with, defaults filled in.
@@ -83,7 +110,8 @@ func (s *Store) Close() { s.l.close() }
 const schemaLockKey int64 = 0x6964656d706f7467 // "idempotg"
 
 // EnsureSchema creates the store's schema, table and expiry index when they
-// are missing, and leaves them alone otherwise. It is the deployment's to
+// are missing, adds the columns a table made by an earlier version lacks,
+// and leaves them alone otherwise. It is the deployment's to
 // call; it is idempotent and safe to run from several replicas at once: the
 // work is serialized by a transaction-scoped advisory lock. Objects that
 // already exist are detected first, so a role without CREATE privilege can
@@ -118,6 +146,16 @@ func (s *Store) EnsureSchema(ctx context.Context) error {
 					if _, err := tx.Exec(ctx, obj.ddl); err != nil {
 						return err
 					}
+				}
+			}
+			// A table made by an earlier version lacks the watched column.
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+WHERE attrelid = to_regclass($1) AND attname = 'watched' AND NOT attisdropped)`, s.tableName).Scan(&exists); err != nil {
+				return err
+			}
+			if !exists {
+				if _, err := tx.Exec(ctx, s.sql.addWatched); err != nil {
+					return err
 				}
 			}
 			return nil
@@ -158,7 +196,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	}
 	payload := payloadFor(p.Tenant, p.Key)
 	for attempt := 1; ; attempt++ {
-		now := s.opts.Clock.Now()
+		now := s.now(ctx)
 		var (
 			acquired bool
 			rec      store.Record
@@ -224,7 +262,7 @@ func (s *Store) Renew(ctx context.Context, p store.RenewParams) (time.Time, erro
 	}
 	var until time.Time
 	err := s.retry(ctx, func(ctx context.Context) error {
-		now := s.opts.Clock.Now()
+		now := s.now(ctx)
 		return s.pool.QueryRow(ctx, s.sql.renew, p.Tenant, p.Key, p.Token, now, now.Add(p.Lease), now.Add(s.opts.TTL)).Scan(&until)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -280,7 +318,7 @@ func (s *Store) MarkIndeterminate(ctx context.Context, p store.MarkIndeterminate
 func (s *Store) fenced(ctx context.Context, op, tenant, key string, token int64, stmt func(now time.Time) (string, []any)) error {
 	var n int64
 	err := s.retry(ctx, func(ctx context.Context) error {
-		sql, args := stmt(s.opts.Clock.Now())
+		sql, args := stmt(s.now(ctx))
 		return s.pool.QueryRow(ctx, sql, args...).Scan(&n)
 	})
 	if err != nil {
@@ -328,12 +366,21 @@ func (s *Store) Lookup(ctx context.Context, p store.LookupParams) (store.Record,
 	return rec, nil
 }
 
+// watch reads the live record of tenant and key and marks it watched.
+func (s *Store) watch(ctx context.Context, tenant, key string) (store.Record, error) {
+	var rec store.Record
+	err := s.retry(ctx, func(ctx context.Context) error {
+		return scanRecord(s.pool.QueryRow(ctx, s.sql.watch, tenant, key, s.now(ctx)), &rec)
+	})
+	return rec, err
+}
+
 // lookup reads the key's live record, returning pgx.ErrNoRows when there is
 // none and untranslated errors otherwise.
 func (s *Store) lookup(ctx context.Context, tenant, key string) (store.Record, error) {
 	var rec store.Record
 	err := s.retry(ctx, func(ctx context.Context) error {
-		return scanRecord(s.pool.QueryRow(ctx, s.sql.lookup, tenant, key, s.opts.Clock.Now()), &rec)
+		return scanRecord(s.pool.QueryRow(ctx, s.sql.lookup, tenant, key, s.now(ctx)), &rec)
 	})
 	return rec, err
 }
@@ -351,7 +398,7 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 	}
 	var n int64
 	err := s.retry(ctx, func(ctx context.Context) error {
-		now := s.opts.Clock.Now()
+		now := s.now(ctx)
 		if p.Decision == store.DecisionComplete {
 			return s.pool.QueryRow(ctx, s.sql.resolveComplete, p.Tenant, p.Key, now, now.Add(s.opts.TTL), outcome,
 				s.opts.NotifyChannel, payload).Scan(&n)
@@ -407,7 +454,7 @@ func (s *Store) Sweep(ctx context.Context, p store.SweepParams) (int, error) {
 	}
 	var n int64
 	err := s.retry(ctx, func(ctx context.Context) error {
-		tag, err := s.pool.Exec(ctx, s.sql.sweep, s.opts.Clock.Now(), p.EffectiveLimit())
+		tag, err := s.pool.Exec(ctx, s.sql.sweep, s.now(ctx), p.EffectiveLimit())
 		n = tag.RowsAffected()
 		return err
 	})

@@ -551,3 +551,16 @@ func TestErrorsNameTheirCause(t *testing.T) {
 	assert.Contains(t, err.Error(), strconv.FormatInt(res.Record.Token, 10))
 	assert.False(t, errors.Is(err, store.ErrUnavailable))
 }
+
+// Leases and expiries are judged by PostgreSQL's clock, not the workers'.
+func TestClockSkew(t *testing.T) {
+	t.Parallel()
+	pool, schema := testenv.Postgres(t)
+	storetest.RunClockSkew(t, func(t *testing.T, local store.Clock, ttl time.Duration) store.Store {
+		s, err := pgstore.NewWithLocalClock(pool, pgstore.Options{Schema: schema, TTL: ttl}, local)
+		require.NoError(t, err)
+		require.NoError(t, s.EnsureSchema(context.Background()))
+		t.Cleanup(s.Close)
+		return s
+	})
+}

@@ -40,9 +40,13 @@
 // window another replica fits through. Forget and Sweep run a script per
 // bounded batch.
 //
-// Time comes from [Options.Clock], never from Redis: the client passes "now"
-// in unix microseconds, and a script treats a record whose exp <= now as
-// free. Redis also expires each record physically (PEXPIRE, the retention
+// Leases and expiries are judged by Redis's clock, so replicas whose own
+// clocks disagree still agree on whether a lease has run out: the store keeps
+// a [store.ServerClock] that measures the offset of Redis's TIME from the
+// local clock on first use and every [store.DefaultServerClockSync] after.
+// The client passes "now" (the local clock corrected by that offset, or
+// [Options.Clock] where a test sets one) in unix microseconds, and a script
+// treats a record whose exp <= now as free. Redis also expires each record physically (PEXPIRE, the retention
 // window's remainder plus a minute), which only reclaims memory; the logical
 // check decides. Fencing tokens come from [store.NewToken] on the client and
 // are compared as strings, since int64 does not fit a Lua number. Outcomes are

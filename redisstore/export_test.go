@@ -1,5 +1,11 @@
 package redisstore
 
+import (
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tesserix/idempotency/store"
+)
+
 // DisablePolling makes s's Waits wake on notifications (and a lease running
 // out by a real clock) alone, so a test can prove notifications arrive.
 func DisablePolling(s *Store) { s.noPoll = true }
@@ -12,3 +18,9 @@ func IndexKey(s *Store, tenant string) string { return s.indexKey(tenant) }
 
 // Channel exposes the notification channel to the tests.
 func Channel(s *Store) string { return s.channel }
+
+// NewWithLocalClock is New with the store's server clock reading local as
+// the worker's own clock, so a test can skew it.
+func NewWithLocalClock(client redis.UniversalClient, opts Options, local store.Clock) (*Store, error) {
+	return newStore(client, opts, local)
+}

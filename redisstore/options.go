@@ -43,9 +43,12 @@ type Options struct {
 	// Defaults to store.DefaultTTL.
 	TTL time.Duration
 
-	// Clock tells the store the time. Every timestamp and every expiry
-	// decision comes from it, never from Redis's own clock. Defaults to
-	// store.SystemClock{}.
+	// Clock tells the store the time. Every timestamp and every lease and
+	// expiry decision comes from it. Defaults to a store.ServerClock that
+	// follows Redis's clock (TIME, measured again every
+	// store.DefaultServerClockSync), so workers whose own clocks disagree
+	// still agree on whether a lease has run out. Set it only to control
+	// time in tests.
 	Clock store.Clock
 
 	// PollInterval is the longest [Store.Wait] sleeps between two re-reads

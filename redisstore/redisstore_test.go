@@ -341,3 +341,15 @@ func TestForgetManyRecords(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, again)
 }
+
+// Leases and expiries are judged by Redis's clock, not the workers'.
+func TestClockSkew(t *testing.T) {
+	t.Parallel()
+	client, prefix := testenv.Redis(t)
+	storetest.RunClockSkew(t, func(t *testing.T, local store.Clock, ttl time.Duration) store.Store {
+		s, err := redisstore.NewWithLocalClock(client, redisstore.Options{Prefix: prefix, TTL: ttl}, local)
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, s.Close()) })
+		return s
+	})
+}

@@ -8,7 +8,8 @@ import "github.com/redis/go-redis/v9"
 //
 // Conventions shared by all of them:
 //   - Times are unix microseconds, computed by the client from the store's
-//     clock and passed as decimal strings. Lua compares them with tonumber
+//     clock (which follows Redis's own, see the package documentation) and
+//     passed as decimal strings. Lua compares them with tonumber
 //     (exact: they are far below 2^53) but never does arithmetic on them, so
 //     what is stored is exactly what the client computed.
 //   - A record is live when its "exp" field is greater than ARGV now; a

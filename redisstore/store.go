@@ -25,6 +25,7 @@ type Store struct {
 	channel string
 	ttl     time.Duration
 	clock   store.Clock
+	server  *store.ServerClock // follows Redis's clock, unless Options.Clock was given
 	poll    time.Duration
 	noPoll  bool // tests only: wake on notifications alone
 
@@ -48,8 +49,20 @@ var _ store.Store = (*Store)(nil)
 // Sentinel failover client or a Cluster client. It validates opts and returns
 // an error naming the first malformed field; it does not contact Redis.
 func New(client redis.UniversalClient, opts Options) (*Store, error) {
+	return newStore(client, opts, store.SystemClock{})
+}
+
+// newStore is New with the local clock the server clock corrects.
+func newStore(client redis.UniversalClient, opts Options, local store.Clock) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: New: nil client")
+	}
+	var server *store.ServerClock
+	if opts.Clock == nil {
+		server = store.NewServerClock(local, 0, func(ctx context.Context) (time.Time, error) {
+			return client.Time(ctx).Result()
+		})
+		opts.Clock = server
 	}
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -62,6 +75,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		channel: opts.Prefix + ":events",
 		ttl:     opts.TTL,
 		clock:   opts.Clock,
+		server:  server,
 		poll:    opts.PollInterval,
 		life:    life,
 		cancel:  cancel,
@@ -98,7 +112,12 @@ func (s *Store) Close() error {
 // stamp is a moment of the store's clock at the precision the records keep.
 type stamp int64
 
-func (s *Store) now() stamp { return stamp(s.clock.Now().UnixMicro()) }
+func (s *Store) now(ctx context.Context) stamp {
+	if s.server != nil {
+		s.server.SyncIfStale(ctx)
+	}
+	return stamp(s.clock.Now().UnixMicro())
+}
 
 func (t stamp) add(d time.Duration) stamp { return t + stamp(d.Microseconds()) }
 func (t stamp) arg() string               { return strconv.FormatInt(int64(t), 10) }
@@ -125,7 +144,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	if err := ctx.Err(); err != nil {
 		return store.Result{}, translate(ctx, "claim", err)
 	}
-	now := s.now()
+	now := s.now(ctx)
 	lease := now.add(p.Lease)
 	exp, ttl := s.expiry(now, lease)
 	token := store.NewToken()
@@ -170,7 +189,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 func (s *Store) undoClaim(ctx context.Context, keys []string, member string, token int64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	_ = releaseScript.Run(ctx, s.client, keys, s.now().arg(), strconv.FormatInt(token, 10), member, s.channel).Err()
+	_ = releaseScript.Run(ctx, s.client, keys, s.now(ctx).arg(), strconv.FormatInt(token, 10), member, s.channel).Err()
 }
 
 // resultOf answers a claim or a wait that found the live record r at now.
@@ -206,7 +225,7 @@ func (s *Store) Renew(ctx context.Context, p store.RenewParams) (time.Time, erro
 	if err := p.Validate(); err != nil {
 		return time.Time{}, err
 	}
-	now := s.now()
+	now := s.now(ctx)
 	lease := now.add(p.Lease)
 	exp, ttl := s.expiry(now, lease)
 	err := s.fenced(ctx, "renew", p.Tenant, p.Key, p.Token, renewScript,
@@ -222,7 +241,7 @@ func (s *Store) Complete(ctx context.Context, p store.CompleteParams) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	now := s.now()
+	now := s.now(ctx)
 	exp, ttl := s.expiry(now, now)
 	return s.fenced(ctx, "complete", p.Tenant, p.Key, p.Token, completeScript,
 		now.arg(), strconv.FormatInt(p.Token, 10), exp.arg(), ttl, p.Outcome, s.channel)
@@ -234,7 +253,7 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 		return err
 	}
 	return s.fenced(ctx, "release", p.Tenant, p.Key, p.Token, releaseScript,
-		s.now().arg(), strconv.FormatInt(p.Token, 10), p.Key, s.channel)
+		s.now(ctx).arg(), strconv.FormatInt(p.Token, 10), p.Key, s.channel)
 }
 
 // MarkIndeterminate implements [store.Store.MarkIndeterminate].
@@ -242,7 +261,7 @@ func (s *Store) MarkIndeterminate(ctx context.Context, p store.MarkIndeterminate
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	now := s.now()
+	now := s.now(ctx)
 	exp, ttl := s.expiry(now, now)
 	return s.fenced(ctx, "mark indeterminate", p.Tenant, p.Key, p.Token, markScript,
 		now.arg(), strconv.FormatInt(p.Token, 10), exp.arg(), ttl, p.Reason, s.channel)
@@ -256,7 +275,7 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 	if err := ctx.Err(); err != nil {
 		return translate(ctx, "resolve", err)
 	}
-	now := s.now()
+	now := s.now(ctx)
 	exp, ttl := s.expiry(now, now)
 	decision := "complete"
 	if p.Decision == store.DecisionFree {
@@ -284,7 +303,7 @@ func (s *Store) Lookup(ctx context.Context, p store.LookupParams) (store.Record,
 	if err := p.Validate(); err != nil {
 		return store.Record{}, err
 	}
-	r, ok, err := s.read(ctx, "lookup", p.Tenant, p.Key, s.now())
+	r, ok, err := s.read(ctx, "lookup", p.Tenant, p.Key, s.now(ctx))
 	if err != nil {
 		return store.Record{}, err
 	}
@@ -364,7 +383,7 @@ func (s *Store) Sweep(ctx context.Context, p store.SweepParams) (int, error) {
 		return 0, err
 	}
 	limit := p.EffectiveLimit()
-	now := s.now()
+	now := s.now(ctx)
 	deleted := 0
 	nodes, err := s.masters(ctx)
 	if err != nil {

@@ -41,7 +41,7 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 		}
 	}()
 	for {
-		now := s.now()
+		now := s.now(ctx)
 		r, ok, err := s.read(ctx, "wait", p.Tenant, p.Key, now)
 		if err != nil {
 			return store.Result{}, err

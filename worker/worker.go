@@ -27,10 +27,13 @@ type Options struct {
 	// interceptor is appended to Worker.Interceptors.
 	Worker sdkworker.Options
 	// Idempotency configure the dispatcher; Idempotency.Store is required.
-	// Set Idempotency.DataConverter to the client's when it has one of its
-	// own, so recorded outcomes go through the same codecs. When Observer
-	// is nil, events are logged through Logger; when it is set, they go to
-	// both.
+	// Leave Idempotency.DataConverter nil on a client built with [Dial] or
+	// [ClientOptions]: recorded outcomes then go through the client's own
+	// converter and codecs. On a client built otherwise, set it to the
+	// client's converter, or the store keeps results as the SDK's default
+	// converter makes them (in the clear). Temporal's history always gets
+	// the client's encoding. When Observer is nil, events are logged
+	// through Logger; when it is set, they go to both.
 	Idempotency interceptor.Options
 	// Logger receives the library's events. Defaults to zap.NewNop().
 	Logger *zap.Logger
@@ -278,14 +281,21 @@ func registerActivity(r sdkworker.ActivityRegistry, fn any, name string) (err er
 }
 
 // ClientOptions returns a copy of opts with the tenant propagator appended
-// (once) and, when opts.Logger is nil and logger is not, the SDK's logger
-// bridged to logger.
+// (once), a plugin that hands the client's data converter to the dispatcher
+// of every worker built on the client (once; see the package
+// documentation), and, when opts.Logger is nil and logger is not, the SDK's
+// logger bridged to logger.
 func ClientOptions(opts client.Options, logger *zap.Logger) client.Options {
 	props := slices.Clone(opts.ContextPropagators)
 	if !slices.ContainsFunc(props, isTenantPropagator) {
 		props = append(props, interceptor.TenantPropagator())
 	}
 	opts.ContextPropagators = props
+	plugins := slices.Clone(opts.Plugins)
+	if !slices.ContainsFunc(plugins, isConverterPlugin) {
+		plugins = append(plugins, &converterPlugin{})
+	}
+	opts.Plugins = plugins
 	if opts.Logger == nil && logger != nil {
 		opts.Logger = NewLogger(logger)
 	}
