@@ -106,6 +106,15 @@ const (
 	AppliedFailed = "failed"
 )
 
+// DecisionAudit is who decided what about a key, as [EventDecided]
+// reports it. It never holds the result.
+type DecisionAudit struct {
+	Action    Action
+	By        string
+	Reason    string
+	Reference string
+}
+
 // DecisionResult is what an accepted [DecisionUpdate] returns.
 type DecisionResult struct {
 	Key    string `json:"key"`
@@ -399,6 +408,15 @@ func (o *workflowOutbound) apply(ctx workflow.Context, d Decision) (DecisionResu
 		res.Applied = AppliedFailed
 	}
 	w.applied = true
+	if obs := o.root.opts.Observer; obs != nil && !o.Next.IsReplaying(ctx) {
+		info := o.Next.GetInfo(ctx)
+		obs.Observe(context.Background(), Event{
+			Kind: EventDecided, Activity: out.Activity, Tenant: out.Tenant, Key: d.Key,
+			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
+			Err:      w.err,
+			Decision: &DecisionAudit{Action: d.Action, By: d.By, Reason: d.Reason, Reference: d.Reference},
+		})
+	}
 	if w.err != nil {
 		return DecisionResult{}, w.err
 	}

@@ -116,6 +116,20 @@ func TestDecisionUpdateValidatorRejects(t *testing.T) {
 	require.NoError(t, env.GetWorkflowResult(&got))
 	assert.Equal(t, want, got)
 	assert.Equal(t, 1, h.acts.ledger.count("Book"))
+
+	// Who decided, and why, is reported once as an event; never the result.
+	var decided []interceptor.Event
+	for _, e := range h.rec.all() {
+		if e.Kind == interceptor.EventDecided {
+			decided = append(decided, e)
+		}
+	}
+	require.Len(t, decided, 1)
+	assert.Equal(t, "decided", decided[0].Kind.String())
+	assert.Equal(t, key, decided[0].Key)
+	assert.Equal(t, "Book", decided[0].Activity)
+	assert.Equal(t, &interceptor.DecisionAudit{Action: interceptor.ActionComplete, By: "ops@acme",
+		Reason: "airline confirmed by phone", Reference: "TICKET-7"}, decided[0].Decision)
 }
 
 // A decided key cannot be decided again while the first decision is being
