@@ -141,7 +141,8 @@
 // once, as a strict codec requires.
 //
 // The decision's By, Reason and Reference are logged by the workflow and by
-// the Resolve activity; they are not yet kept with the record.
+// the Resolve activity and reported as [EventDecided]; they are not yet kept
+// with the record.
 //
 // # Replay safety
 //
