@@ -264,3 +264,42 @@ func TestDecisionCompleteAfterTheRecordExpired(t *testing.T) {
 		assert.Equal(t, 1, e.ledger.Calls("BA117"), "the effect did not run again")
 	})
 }
+
+// retry after a settlement made elsewhere (idempotencyctl resolve) answers
+// from the record; fail ends the call with the indeterminate error and
+// leaves the record for later. Neither runs the effect again.
+func TestDecisionRetryAndFail(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		t.Run("retry", func(t *testing.T) {
+			e := newAirlineEnvWith(t, st, activity.KindEffectful, &airline{failures: 1}, awaitOpts)
+			run, o := startWaiting(t, e.client, e.queue, OneBooking, "BA117", 10*time.Second, 100*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			outcome, err := interceptor.EncodeOutcome(nil, "seat 2 on BA117, settled by the operator")
+			require.NoError(t, err)
+			require.NoError(t, st.Resolve(ctx, store.ResolveParams{Tenant: o.Tenant, Key: o.Key, Decision: store.DecisionComplete, Outcome: outcome}))
+			res, err := decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: "Retry", By: "ops@acme"})
+			require.NoError(t, err)
+			assert.Equal(t, interceptor.AppliedRetried, res.Applied)
+			var result string
+			require.NoError(t, run.Get(ctx, &result))
+			assert.Equal(t, "seat 2 on BA117, settled by the operator", result)
+			assert.Equal(t, 1, e.ledger.Calls("BA117"))
+		})
+		t.Run("fail", func(t *testing.T) {
+			e := newAirlineEnvWith(t, st, activity.KindEffectful, &airline{failures: 1}, awaitOpts)
+			run, o := startWaiting(t, e.client, e.queue, OneBooking, "BA118", 10*time.Second, 100*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			res, err := decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionFail})
+			require.NoError(t, err)
+			assert.Equal(t, interceptor.AppliedFailed, res.Applied)
+			requireIndeterminate(t, run.Get(ctx, nil), activity.ReasonBodyFailed)
+			rec, err := st.Lookup(ctx, store.LookupParams{Tenant: o.Tenant, Key: o.Key})
+			require.NoError(t, err)
+			assert.Equal(t, store.StateIndeterminate, rec.State)
+			assert.Equal(t, 1, e.ledger.Calls("BA118"))
+		})
+	})
+}
