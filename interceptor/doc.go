@@ -157,7 +157,10 @@
 // workflow itself (a workflow that is routed never sees it, unless the
 // decision is fail or the timeout passes), and histories of workflows that
 // waited under the pre-release router, which recorded no marker and replay
-// as not routed.
+// as not routed. A routed workflow applies decisions through the
+// [ResolveActivityName] activity on its own task queue, so keep it
+// registered there (worker.New does with AwaitDecision) until the workflows
+// routed before turning AwaitDecision off have finished.
 //
 // # Tenants of workflows started outside Go
 //
