@@ -72,6 +72,7 @@ func TestReplayHistories(t *testing.T) {
 				require.NoError(t, err)
 				r.RegisterWorkflow(OneBooking)
 				r.RegisterWorkflow(BookLocally)
+				r.RegisterWorkflow(BookOrGiveUp)
 				err = r.ReplayWorkflowHistoryFromJSONFile(nil, file)
 				if why, ok := unreplayable[filepath.Base(file)]; ok {
 					require.Error(t, err, "listed as unreplayable, yet it replays: take it off the list")
