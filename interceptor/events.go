@@ -46,6 +46,11 @@ const (
 	// context is cancelled with [ErrSuperseded] and nothing it returns is
 	// recorded.
 	EventSuperseded
+	// EventDecided: a workflow accepted a person's decision on an
+	// indeterminate key (see Options.AwaitDecision); Event.Decision says who
+	// decided what, and why. Reported by the workflow when the decision has
+	// been applied (Err set if it could not be), not on replay.
+	EventDecided
 )
 
 // String returns the event's name.
@@ -71,6 +76,8 @@ func (k EventKind) String() string {
 		return "orphaned"
 	case EventSuperseded:
 		return "superseded"
+	case EventDecided:
+		return "decided"
 	default:
 		return "unknown"
 	}
@@ -101,6 +108,8 @@ type Event struct {
 	// (EventClaimed, EventDeduplicated) or how long the execution waited
 	// (EventWaiting is reported when the wait starts, with zero).
 	Duration time.Duration
+	// Decision is set on EventDecided.
+	Decision *DecisionAudit
 }
 
 // Observer receives the dispatcher's events. Observe is called on the

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/converter"
@@ -78,6 +79,13 @@ type Options struct {
 	// Tenant resolves the tenant of an execution. Defaults to
 	// [TenantFromHeader], the tenant carried by [TenantPropagator].
 	Tenant TenantFunc
+	// DefaultTenant is the tenant of a workflow that carries none: started
+	// from the temporal CLI, the Web UI, a schedule or another SDK, without
+	// the [TenantHeader] header and without the [TenantMemo] memo. Set it
+	// only where one worker serves one tenant; empty (the default) leaves
+	// such a workflow without a tenant, and every declared call in it fails
+	// at once as key_not_derivable.
+	DefaultTenant string
 	// Scope chooses the run ID or the workflow ID as the key's run. Defaults
 	// to ScopeRun.
 	Scope Scope
@@ -143,19 +151,29 @@ type Options struct {
 	// hostname@pid.
 	Identity string
 	// AwaitDecision makes a workflow wait for a person instead of failing
-	// when an EFFECTFUL activity declared here ends indeterminate: the call
-	// blocks, [PendingQuery] lists what is pending, and a [Decision] on
-	// [DecisionSignal] settles it (record the result, free the key, retry,
-	// or fail). The decision is recorded through the [ResolveActivityName]
-	// activity, which worker.New registers. Off by default: the workflow
-	// receives the typed error and handles it itself. Turning it on or off
-	// changes what running workflows do after such an error, so treat it
-	// as a workflow code change (deploy it with versioning, or for new
-	// workflows only).
+	// when an activity call ends indeterminate with a key: the call blocks,
+	// [PendingQuery] lists what is pending, and a [Decision] sent as the
+	// [DecisionUpdate] (or on [DecisionSignal]) settles it — record the
+	// result, free the key, retry, or fail. The decision is recorded through
+	// the [ResolveActivityName] activity, which worker.New registers. Off
+	// by default: the workflow receives the typed error and handles it
+	// itself. A workflow records at its first activity call whether it is
+	// routed (see [RouterChangeID]), so turning this on or off applies to
+	// new workflows and never breaks the replay of running ones.
 	AwaitDecision bool
 	// DecisionTimeout bounds the wait for a decision; when it passes, the
-	// call fails with the indeterminate error. Defaults to no bound.
+	// call fails with the indeterminate error. Defaults to no bound. The
+	// value in force when a wait begins is recorded in the history, so
+	// changing it never breaks replay.
 	DecisionTimeout time.Duration
+	// PendingSearchAttribute names a KeywordList search attribute that a
+	// waiting workflow sets to the keys it waits on (and unsets when it
+	// waits no more), so `temporal workflow list --query
+	// 'IdempotencyPendingKeys IS NOT NULL'` finds every waiting workflow.
+	// The namespace must have it (temporal operator search-attribute create
+	// --name IdempotencyPendingKeys --type KeywordList); see
+	// [Interceptor.CheckSearchAttribute]. Empty: none is set.
+	PendingSearchAttribute string
 }
 
 // Interceptor is the worker interceptor that makes declared activities safe
@@ -169,6 +187,10 @@ type Interceptor struct {
 
 	mu    sync.RWMutex
 	decls map[string]*activity.Declaration
+
+	// noSearchAttribute is set when the namespace lacks
+	// Options.PendingSearchAttribute.
+	noSearchAttribute atomic.Bool
 
 	// background holds the goroutines that outlive an activity (settling
 	// orphaned claims); Stop ends them.
@@ -263,6 +285,13 @@ func New(opts Options) (*Interceptor, error) {
 		return nil, &OptionsError{Field: "RecordAttempts", Reason: "must not be negative"}
 	case len(opts.Identity) > 256:
 		return nil, &OptionsError{Field: "Identity", Reason: "longer than 256 bytes"}
+	case !validSearchAttributeName(opts.PendingSearchAttribute):
+		return nil, &OptionsError{Field: "PendingSearchAttribute", Reason: fmt.Sprintf("%q is not a search attribute name (a letter or _, then letters, digits or _)", opts.PendingSearchAttribute)}
+	}
+	if opts.DefaultTenant != "" {
+		if err := store.ValidateTenant(opts.DefaultTenant); err != nil {
+			return nil, &OptionsError{Field: "DefaultTenant", Reason: err.Error()}
+		}
 	}
 	for _, d := range []struct {
 		field    string
