@@ -59,7 +59,11 @@
 // [Store.Forget] never scans the keyspace: it takes the tenant's keys from
 // its index in batches and deletes each batch, with its index entries, in one
 // script. The scripts keep the index: a claim adds its key, a release or a
-// free resolution removes it. [Store.Sweep] finds tenant indexes with SCAN
+// free resolution removes it. A claim or renewal keeps the index alive one
+// record lifetime (the retention window plus a minute) past the record it
+// wrote, so that the Complete ending the claim, which restarts the record's
+// window, never needs to touch the index; an idle tenant's index thus
+// outlives its last record by up to one window. [Store.Sweep] finds tenant indexes with SCAN
 // (on every master of a Cluster), walks them with SSCAN, deletes records
 // expired by the store's clock up to the limit, and drops index entries whose
 // record Redis already expired.
