@@ -79,6 +79,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		kind:  decl.Kind(),
 		info:  info,
 		event: baseEvent(decl, info),
+		dc:    a.root.opts.dataConverter(ctx),
 	}
 	x.metrics = sdkactivity.GetMetricsHandler(ctx).WithTags(map[string]string{
 		"activity_type":    decl.Name(),
@@ -108,6 +109,9 @@ type execution struct {
 	info    sdkactivity.Info
 	metrics client.MetricsHandler
 	event   Event // the fields every event of this execution shares
+	// dc records outcomes; see Options.dataConverter. What goes back to
+	// the SDK is never encoded with it: the SDK encodes results itself.
+	dc converter.DataConverter
 
 	tenant string
 	key    string
@@ -367,9 +371,9 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 		return nil, encErr
 	}
 	x.record(sctx, payloads)
-	// The result goes back to the SDK as the body returned it: the worker's
-	// own data converter and codecs encode it for the history, whatever
-	// converter the record was made with.
+	// The result goes back as the body returned it: the SDK encodes it
+	// with the worker's converter and codecs, as it would without this
+	// library, whatever converter the record was made with.
 	return result, nil
 }
 
@@ -419,7 +423,7 @@ func (x *execution) encode(result any) (*commonpb.Payloads, error) {
 	if p, ok := result.(*commonpb.Payloads); ok {
 		return p, nil
 	}
-	p, err := x.opts.DataConverter.ToPayloads(result)
+	p, err := x.dc.ToPayloads(result)
 	if err != nil {
 		return nil, fmt.Errorf("idempotency: encoding the result of %s: %w", x.decl.Name(), err)
 	}
@@ -626,32 +630,11 @@ func (x *execution) deduplicated(ctx context.Context, rec store.Record, waited t
 	if len(rec.Outcome) == 0 {
 		return nil, nil
 	}
-	unreadable := func(err error) error {
-		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("idempotency: the recorded outcome of %q (key %s) cannot be decoded: %v", x.decl.Name(), x.key, err),
-			ErrorTypeOutcomeUnreadable, err)
-	}
 	var p commonpb.Payloads
 	if err := proto.Unmarshal(rec.Outcome, &p); err != nil {
-		return nil, unreadable(err)
+		return nil, x.unreadable(err)
 	}
-	switch len(p.Payloads) {
-	case 0:
-		return nil, nil
-	case 1:
-	default:
-		return nil, unreadable(fmt.Errorf("%d payloads where an activity returns one", len(p.Payloads)))
-	}
-	// Undo the record's codecs (Options.DataConverter's) without converting
-	// the value, and hand the payload back as a raw value: the worker's own
-	// converter then encodes it for the history exactly as it encodes a
-	// result, codecs included, never passing stored bytes through as they
-	// are.
-	var raw converter.RawValue
-	if err := x.opts.DataConverter.FromPayload(p.Payloads[0], &raw); err != nil {
-		return nil, unreadable(err)
-	}
-	return raw, nil
+	return x.answer(&p)
 }
 
 func (x *execution) storeError(ctx context.Context, err error) {

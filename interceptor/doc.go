@@ -30,7 +30,8 @@
 //     renewed every third of its length until the body returns, also past
 //     the activity's deadline. If a renewal finds the key taken over, the
 //     body's context is cancelled with [ErrSuperseded]. A result is recorded
-//     through the data converter; a failure frees the key (READ_ONLY,
+//     (see Payload codecs) and returned to the SDK as the body returned
+//     it; a failure frees the key (READ_ONLY,
 //     IDEMPOTENT, or activity.NoEffect) or marks it indeterminate
 //     (EFFECTFUL).
 //   - No key, or a tenant no store accepts: the body is never entered. A
@@ -61,6 +62,30 @@
 //     timeout passes, when the activity is cancelled, and when its claim is
 //     superseded ([ErrSuperseded]).
 //
+// # Payload codecs
+//
+// What a declared activity returns to Temporal — the body's result, or a
+// duplicate's answer from the store — is encoded by the worker's own data
+// converter and codecs, exactly like an undeclared activity's result: the
+// dispatcher hands the SDK the body's value as it is, and a recorded
+// outcome as a raw payload with the store's codecs undone, which the SDK
+// then encodes. An encrypting codec on the client therefore covers declared
+// activities' results in the workflow history with nothing set here.
+//
+// What the store keeps is encoded with Options.DataConverter. Left nil, the
+// dispatcher uses the converter of the client the worker runs on when the
+// client was built with worker.Dial or worker.ClientOptions (they hand it
+// over through [WithDataConverter]), else the SDK's default converter,
+// which keeps results in the store in the clear: on such a client, set
+// Options.DataConverter to the client's converter when payloads must be
+// encrypted at rest. A context-aware converter (converter.ContextAware) gets
+// the activity's context. The store's converter should make the same
+// payloads as the client's apart from codecs (a duplicate's answer keeps the
+// store converter's payload encoding, under the client's codecs), and
+// changing it leaves earlier records readable only if its codecs still
+// decode them; a record that cannot be decoded fails the call with
+// ErrorTypeOutcomeUnreadable.
+//
 // # Waiting for a person
 //
 // By default a workflow receives the non-retryable indeterminate error and
@@ -69,7 +94,10 @@
 // [Decision] sent on [DecisionSignal] settles each one — record the result
 // against the key, free the key, retry after a settlement made elsewhere, or
 // fail. The decision is recorded by the [ResolveActivityName] activity
-// ([ResolveActivity]); [EncodeOutcome] records one from outside a workflow.
+// ([ResolveActivity]), with the converter the dispatcher records with;
+// [EncodeOutcome] records one from outside a workflow. While it routes, the
+// workflow hands each call the activity's payloads as they arrived, so the
+// caller's Get decodes them once, as a strict codec requires.
 //
 // # Observing
 //

@@ -120,14 +120,15 @@ type Options struct {
 	// which run even when the activity's context has ended. Defaults to
 	// DefaultStoreTimeout.
 	StoreTimeout time.Duration
-	// DataConverter encodes the outcomes recorded in the store, and only
-	// those: what a declared activity returns to Temporal — a fresh result
-	// or a duplicate's recorded one — always goes through the worker's own
-	// converter and codecs, as an undeclared activity's result does. Use the
-	// client's, so payload codecs such as encryption apply to records at
-	// rest too (worker.New does when the client came from worker.Dial).
-	// Defaults to converter.GetDefaultDataConverter(): plain JSON in the
-	// store.
+	// DataConverter encodes the outcomes recorded in the store. It never
+	// encodes what reaches Temporal: the result of a declared activity, also
+	// one answered from the store, goes back to the SDK to be encoded by the
+	// worker's own converter and codecs, exactly like an undeclared one's.
+	// Defaults to the client's converter when the worker's client was built
+	// with worker.Dial or worker.ClientOptions (see [WithDataConverter]),
+	// else to converter.GetDefaultDataConverter(), which stores results in
+	// the clear: set it to the client's when payloads must be encrypted at
+	// rest in the store too.
 	DataConverter converter.DataConverter
 	// Observer receives every event. Defaults to none; the worker package
 	// installs one that logs through zap.
@@ -263,9 +264,6 @@ func New(opts Options) (*Interceptor, error) {
 	}
 	if opts.OrphanRetry == 0 {
 		opts.OrphanRetry = DefaultOrphanRetry
-	}
-	if opts.DataConverter == nil {
-		opts.DataConverter = converter.GetDefaultDataConverter()
 	}
 	if opts.Identity == "" {
 		host, _ := os.Hostname()

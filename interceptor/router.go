@@ -78,8 +78,9 @@ type ResolveRequest struct {
 }
 
 // ResolveActivity returns the activity that records a person's decision in
-// st, encoding a result with dc as the dispatcher encodes one (nil: the
-// default converter). A record that is no longer indeterminate (someone
+// st, encoding a result with dc as the dispatcher encodes one (nil: as
+// Options.DataConverter's nil does, the client's converter when the context
+// carries it, else the default). A record that is no longer indeterminate (someone
 // settled it already) or no longer exists is not an error: the workflow
 // runs the activity again, which answers from whatever the record now says.
 func ResolveActivity(st store.Store, dc converter.DataConverter) func(context.Context, ResolveRequest) error {
@@ -87,7 +88,7 @@ func ResolveActivity(st store.Store, dc converter.DataConverter) func(context.Co
 		p := store.ResolveParams{Tenant: req.Tenant, Key: req.Key}
 		switch req.Action {
 		case ActionComplete:
-			outcome, err := EncodeOutcome(dc, req.Result)
+			outcome, err := EncodeOutcome((&Options{DataConverter: dc}).dataConverter(ctx), req.Result)
 			if err != nil {
 				return temporal.NewNonRetryableApplicationError(err.Error(), "IdempotencyBadDecision", err)
 			}
@@ -157,14 +158,17 @@ func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 	o.Next.Go(ctx, "idempotency:"+activityType, func(ctx workflow.Context) {
 		f := first
 		for {
-			// Read only the error: the value stays encoded in f, and the
-			// caller's Get decodes it once, codecs included.
+			// Wait without decoding anything: the caller's Get decodes
+			// the result, once, into whatever type it asks for.
 			err := f.Get(ctx, nil)
 			out, indeterminate := activity.AsIndeterminate(err)
 			if !indeterminate || out.Key == "" {
 				// Settled, or nothing a person could decide: with no key
 				// there is no record to settle, and a missing tenant or key
 				// argument will not appear by waiting.
+				// The caller gets the payloads as the activity sent them,
+				// codecs still applied: decoding them here and handing
+				// them on would make its Get decode them a second time.
 				settable.Chain(f)
 				return
 			}

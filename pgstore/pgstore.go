@@ -110,7 +110,8 @@ func (s *Store) Close() { s.l.close() }
 const schemaLockKey int64 = 0x6964656d706f7467 // "idempotg"
 
 // EnsureSchema creates the store's schema, table and expiry index when they
-// are missing, and leaves them alone otherwise. It is the deployment's to
+// are missing, adds the columns a table made by an earlier version lacks,
+// and leaves them alone otherwise. It is the deployment's to
 // call; it is idempotent and safe to run from several replicas at once: the
 // work is serialized by a transaction-scoped advisory lock. Objects that
 // already exist are detected first, so a role without CREATE privilege can
@@ -145,6 +146,16 @@ func (s *Store) EnsureSchema(ctx context.Context) error {
 					if _, err := tx.Exec(ctx, obj.ddl); err != nil {
 						return err
 					}
+				}
+			}
+			// A table made by an earlier version lacks the watched column.
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+WHERE attrelid = to_regclass($1) AND attname = 'watched' AND NOT attisdropped)`, s.tableName).Scan(&exists); err != nil {
+				return err
+			}
+			if !exists {
+				if _, err := tx.Exec(ctx, s.sql.addWatched); err != nil {
+					return err
 				}
 			}
 			return nil
@@ -353,6 +364,15 @@ func (s *Store) Lookup(ctx context.Context, p store.LookupParams) (store.Record,
 		return store.Record{}, s.interpret(ctx, op, err)
 	}
 	return rec, nil
+}
+
+// watch reads the live record of tenant and key and marks it watched.
+func (s *Store) watch(ctx context.Context, tenant, key string) (store.Record, error) {
+	var rec store.Record
+	err := s.retry(ctx, func(ctx context.Context) error {
+		return scanRecord(s.pool.QueryRow(ctx, s.sql.watch, tenant, key, s.now(ctx)), &rec)
+	})
+	return rec, err
 }
 
 // lookup reads the key's live record, returning pgx.ErrNoRows when there is

@@ -23,7 +23,8 @@ const columns = "tenant, key, state, holder, token, lease_until, expires_at, cre
 // Every value a caller supplies is a bind parameter; only the validated,
 // quoted identifiers are spliced into the text.
 type statements struct {
-	createTable, createIndex string
+	createTable, createIndex, addWatched string
+	watch                                string
 
 	claim, lookup                               string
 	renew, complete, release, markIndeterminate string
@@ -46,8 +47,12 @@ func buildStatements(table, index string) statements {
 	updated_at  timestamptz NOT NULL,
 	outcome     bytea,
 	reason      text        NOT NULL DEFAULT '',
+	watched     boolean     NOT NULL DEFAULT false,
 	PRIMARY KEY (tenant, key)
 )`),
+		// addWatched brings a table made before the watched column existed
+		// up to date; PostgreSQL 11 and later add it without rewriting rows.
+		addWatched:  r.Replace(`ALTER TABLE {t} ADD COLUMN IF NOT EXISTS watched boolean NOT NULL DEFAULT false`),
 		createIndex: r.Replace(`CREATE INDEX IF NOT EXISTS {i} ON {t} (expires_at)`),
 
 		// claim takes the key in one statement. The INSERT's ON CONFLICT
@@ -69,7 +74,7 @@ func buildStatements(table, index string) statements {
 		state = 1, holder = EXCLUDED.holder, token = EXCLUDED.token,
 		lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at,
 		created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
-		outcome = NULL, reason = ''
+		outcome = NULL, reason = '', watched = false
 	WHERE r.expires_at <= $7 OR (r.state = 1 AND r.token = $8)
 	RETURNING r.tenant, r.key, r.state, r.holder, r.token, r.lease_until, r.expires_at,
 		r.created_at, r.updated_at, r.outcome, r.reason, r.xmax::text <> '0' AS replaced
@@ -84,11 +89,21 @@ WHERE tenant = $1 AND key = $2 AND NOT EXISTS (SELECT 1 FROM ins)`),
 
 		// $1 tenant, $2 key, $3 now.
 		lookup: r.Replace(`SELECT {cols} FROM {t} WHERE tenant = $1 AND key = $2 AND expires_at > $3`),
+		// watch is a waiter's first read: it marks the record watched, so
+		// the statement that settles it announces the change, and returns it.
+		// The row lock orders it with that statement: either the waiter
+		// reads the settled record, or the settling statement sees the mark.
+		//
+		// $1 tenant, $2 key, $3 now.
+		watch: r.Replace(`UPDATE {t} SET watched = true WHERE tenant = $1 AND key = $2 AND expires_at > $3
+RETURNING {cols}`),
 
 		// The fenced statements change the row only while it is live and
-		// pending under the caller's token, and announce the change in the
-		// same statement: count(pg_notify(...)) FROM the modified rows both
-		// notifies and reports how many rows changed.
+		// pending under the caller's token, and report how many rows
+		// changed. Complete, Release and MarkIndeterminate announce the
+		// change in the same statement only when a waiter marked the record
+		// watched: a NOTIFY takes a database-wide lock at commit, which would
+		// serialise every settlement nobody waits for.
 		//
 		// $1 tenant, $2 key, $3 token, $4 now, $5 lease_until, $6 now+TTL.
 		// A renewal restarts the retention window, so a live holder's
@@ -101,24 +116,24 @@ RETURNING lease_until`),
 		complete: r.Replace(`WITH upd AS (
 	UPDATE {t} SET state = 2, outcome = $6, updated_at = $4, expires_at = $5
 	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
-	RETURNING 1
+	RETURNING watched
 )
-SELECT count(pg_notify($7, $8)) FROM upd`),
+SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($7, $8) END) FROM upd`),
 		// $1 tenant, $2 key, $3 token, $4 now, $5 channel, $6 payload.
 		release: r.Replace(`WITH del AS (
 	DELETE FROM {t}
 	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
-	RETURNING 1
+	RETURNING watched
 )
-SELECT count(pg_notify($5, $6)) FROM del`),
+SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($5, $6) END) FROM del`),
 		// $1 tenant, $2 key, $3 token, $4 now, $5 expires_at, $6 reason,
 		// $7 channel, $8 payload.
 		markIndeterminate: r.Replace(`WITH upd AS (
 	UPDATE {t} SET state = 3, reason = $6, updated_at = $4, expires_at = $5
 	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
-	RETURNING 1
+	RETURNING watched
 )
-SELECT count(pg_notify($7, $8)) FROM upd`),
+SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($7, $8) END) FROM upd`),
 		// $1 tenant, $2 key, $3 now, $4 expires_at, $5 outcome, $6 channel,
 		// $7 payload.
 		resolveComplete: r.Replace(`WITH upd AS (
