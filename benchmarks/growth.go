@@ -14,14 +14,17 @@ import (
 
 // preload inserts n records into a pgstore table in one statement: live
 // completed records when expired is false, records whose retention ended an
-// hour ago otherwise. Keys are prefix + a number.
+// hour ago otherwise. Keys are prefix + a number padded to 64 digits, about
+// the length of a real key (67 bytes); holders and outcomes are of a
+// realistic size too, so that the table's bytes per record mean something.
 func preload(ctx context.Context, e *benchEnv, table, prefix string, n int, expired bool) error {
 	exp := "now() + interval '1 day'"
 	if expired {
 		exp = "now() - interval '1 hour'"
 	}
 	_, err := e.pool.Exec(ctx, `INSERT INTO `+e.table(table)+` (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason)
-SELECT $1, $2 || i, 2, 'preload', i, now(), `+exp+`, now(), now(), '\x226f6b22'::bytea, '' FROM generate_series(1, $3::int) AS i`,
+SELECT $1, $2 || lpad(i::text, 64, '0'), 2, 'worker-7f9c@4711/booking-wf/attempt-1', i, now(), `+exp+`, now(), now(),
+	convert_to('{"confirmation":"' || i || '"}', 'UTF8'), '' FROM generate_series(1, $3::int) AS i`,
 		benchTenant, prefix, n)
 	if err != nil {
 		return err
@@ -80,6 +83,11 @@ func benchGrowth(ctx context.Context, e *benchEnv, cfg config, out, progress io.
 	}
 	loaded = append(loaded, fmt.Sprintf("%d expired records in %s", cfg.SweepRows, time.Since(t).Round(time.Millisecond)))
 	fmt.Fprintf(progress, "   loaded %v\n", loaded)
+	var total, heap int64
+	if err := e.pool.QueryRow(ctx, `SELECT pg_total_relation_size($1::regclass), pg_relation_size($1::regclass)`, e.table(sizes[1].table)).Scan(&total, &heap); err != nil {
+		return err
+	}
+	perRecord := float64(total) / float64(cfg.GrowthRows+cfg.SweepRows)
 
 	lat := make([][]time.Duration, len(sizes))
 	var p50s, p99s [2][]float64
@@ -146,7 +154,8 @@ func benchGrowth(ctx context.Context, e *benchEnv, cfg config, out, progress io.
 		"(before it, on the same table: p99 %s ms).\n\n",
 		swept, cfg.SweepBatch, sweepTook.Round(time.Millisecond), float64(swept)/sweepTook.Seconds(),
 		len(during), ms(percentile(during, 50)), ms(percentile(during, 99)), ms(percentile(during, 100)), ms(percentile(lat[1], 99)))
-	fmt.Fprintf(out, "Loaded: %s.\n\n", joinComma(loaded))
+	fmt.Fprintf(out, "Loaded: %s. Size of the large table: %.0f MB with its indexes (%.0f MB of rows), %.0f bytes per record.\n\n",
+		joinComma(loaded), float64(total)/1e6, float64(heap)/1e6, perRecord)
 	return nil
 }
 
