@@ -317,7 +317,12 @@ func benchThroughput(ctx context.Context, e *benchEnv, cfg config, out, progress
 		designs []design
 	}{
 		{"PostgreSQL", floor, []design{libraryDesign("pgstore", ps), rtw, ser}},
-		{"Redis", redisFloorDesign(e.redis, e.prefix), []design{libraryDesign("redisstore", rs)}},
+		{"Redis", redisFloorDesign(e.redis, e.prefix), []design{
+			libraryDesign("redisstore", rs),
+			redisPartsDesign("script: record hash", e.redis, e.prefix, false, false),
+			redisPartsDesign("script: + tenant index", e.redis, e.prefix, true, false),
+			redisPartsDesign("script: + index + PUBLISH", e.redis, e.prefix, true, true),
+		}},
 	}
 	type key struct {
 		group, design, callers int
