@@ -29,6 +29,9 @@ type Store struct {
 	poll    time.Duration
 	noPoll  bool // tests only: wake on notifications alone
 
+	replicaAcks       int           // Options.ReplicaAcks
+	replicaAckTimeout time.Duration // Options.ReplicaAckTimeout
+
 	// life ends when the Store is closed; the subscriber runs under it.
 	life   context.Context
 	cancel context.CancelFunc
@@ -80,6 +83,9 @@ func newStore(client redis.UniversalClient, opts Options, local store.Clock) (*S
 		life:    life,
 		cancel:  cancel,
 		waiters: make(map[string]map[chan struct{}]struct{}),
+
+		replicaAcks:       opts.ReplicaAcks,
+		replicaAckTimeout: opts.ReplicaAckTimeout,
 	}, nil
 }
 
@@ -150,7 +156,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	token := store.NewToken()
 	rec := s.recordKey(p.Tenant, p.Key)
 	keys := []string{rec, s.indexKey(p.Tenant)}
-	v, err := s.run(ctx, claimScript, keys,
+	v, err := s.runClaim(ctx, keys, p.Key, strconv.FormatInt(token, 10),
 		now.arg(), p.Holder, strconv.FormatInt(token, 10), lease.arg(), exp.arg(),
 		strconv.FormatInt(p.Supersede, 10), ttl, p.Key, s.channel)
 	if err != nil {
