@@ -85,6 +85,7 @@ func TestClusterConformance(t *testing.T) {
 	c := startCluster(t)
 	client := c.client(nil)
 	t.Run("TenantsSpreadOverMasters", func(t *testing.T) { tenantsSpreadOverMasters(t, client) })
+	t.Run("MovedIsUnavailable", func(t *testing.T) { movedIsUnavailable(t, c) })
 	storetest.Run(t, func(t *testing.T, cfg storetest.Config) store.Store {
 		prefix := testenv.UniqueName("c")
 		s, err := redisstore.New(client, redisstore.Options{Prefix: prefix, Clock: cfg.Clock, TTL: cfg.TTL, PollInterval: 20 * time.Millisecond})
@@ -119,6 +120,30 @@ func tenantsSpreadOverMasters(t *testing.T, client *redis.ClusterClient) {
 	n, err := s.Sweep(ctx, store.SweepParams{})
 	require.NoError(t, err)
 	require.Zero(t, n)
+}
+
+// movedIsUnavailable talks to one master with a single-node client, so the
+// claims of tenants whose slot another master owns are answered MOVED and
+// not followed: the store has to say "not now" (store.ErrUnavailable), as it
+// does when a Cluster client runs out of redirections during a failover,
+// not fail with an unknown error.
+func movedIsUnavailable(t *testing.T, c *redisCluster) {
+	client := redis.NewClient(&redis.Options{Addr: c.addrs[0]})
+	t.Cleanup(func() { _ = client.Close() })
+	s, err := redisstore.New(client, redisstore.Options{Prefix: "moved"})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, s.Close()) })
+	moved := 0
+	for i := range 30 {
+		_, err := s.Claim(t.Context(), store.ClaimParams{Tenant: "tenant-" + strconv.Itoa(i), Key: "k", Holder: "h", Lease: time.Minute})
+		if err == nil {
+			continue
+		}
+		require.ErrorIs(t, err, store.ErrUnavailable)
+		require.Contains(t, err.Error(), "MOVED")
+		moved++
+	}
+	require.NotZero(t, moved, "30 tenants should reach other masters")
 }
 
 // clusterTimeout bounds a cluster operation in the tests; not a timing

@@ -19,7 +19,8 @@ import (
 //   - a closed client or pool, a connection that cannot be made or broke, a
 //     timeout, and the server's "not now" replies (LOADING, MASTERDOWN,
 //     CLUSTERDOWN, TRYAGAIN, READONLY during a failover, max clients,
-//     NOREPLICAS) and ErrNotReplicated match store.ErrUnavailable;
+//     NOREPLICAS, MOVED or ASK past the client's redirections) and
+//     ErrNotReplicated match store.ErrUnavailable;
 //   - anything else is wrapped as it is.
 func translate(ctx context.Context, op string, err error) error {
 	if err == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -118,11 +117,28 @@ func (s *Store) nodeFor(ctx context.Context, key string) (redis.Cmdable, error) 
 	}
 }
 
-// replicaUnavailable reports the replica-related replies that mean "not
-// now": too few replicas acknowledged a claim, the slot moved in a
-// failover, or a master configured with min-replicas-to-write refusing a
-// write (NOREPLICAS).
+// replicaUnavailable reports the replies of a Cluster or a replicated
+// Redis in flux that mean "not now": too few replicas acknowledged a claim,
+// a master configured with min-replicas-to-write refuses a write
+// (NOREPLICAS), or a slot answered MOVED or ASK past the client's
+// redirections (a failover whose nodes do not yet agree). None of them ran
+// the command.
 func replicaUnavailable(err error) bool {
 	return errors.Is(err, ErrNotReplicated) || errors.Is(err, errSlotMoved) ||
-		strings.HasPrefix(err.Error(), "NOREPLICAS")
+		movedOrAsk(err) || redis.HasErrorPrefix(err, "NOREPLICAS")
+}
+
+// refreshTopology asks a Cluster client to reload its slot map after an
+// error that may mean a master died. go-redis reloads it on MOVED, but a
+// dead master answers nothing, and the client would keep sending that
+// slot's commands to it until ClusterStateReloadInterval (a minute by
+// default) passes, long after its replica was promoted. The reload is lazy
+// and coalesced by go-redis, so a burst of errors costs one.
+func (s *Store) refreshTopology(ctx context.Context, err error) {
+	if err == nil || ctx.Err() != nil || !unavailable(err) {
+		return
+	}
+	if c, ok := s.client.(*redis.ClusterClient); ok {
+		c.ReloadState(ctx)
+	}
 }

@@ -139,7 +139,9 @@ func (s *Store) expiry(now, leaseUntil stamp) (exp stamp, ttlMillis string) {
 }
 
 func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
-	return script.Run(ctx, s.client, keys, args...).Result()
+	v, err := script.Run(ctx, s.client, keys, args...).Result()
+	s.refreshTopology(ctx, err)
+	return v, err
 }
 
 // Claim implements [store.Store.Claim] in one script.

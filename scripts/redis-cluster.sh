@@ -56,23 +56,37 @@ wait_answers() {
 	return 1
 }
 
-kill_node() {
-	local dir=$1 port=$2 pid
-	[ -f "$dir/$port/pid" ] || return 0
-	pid=$(cat "$dir/$port/pid")
-	kill -9 "$pid" 2>/dev/null || true
-	while kill -0 "$pid" 2>/dev/null; do sleep 0.02; done
-	rm -f "$dir/$port/pid"
+alive() { # alive PID: running, not a zombie waiting to be reaped
+	local state
+	state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+	[ -n "$state" ] && [ "$state" != Z ]
 }
 
+kill_nodes() { # kill_nodes DIR PORT...: SIGKILL the nodes, then wait for them all
+	local dir=$1 port pids=()
+	shift
+	for port in "$@"; do
+		[ -f "$dir/$port/pid" ] || continue
+		pids+=("$(cat "$dir/$port/pid")")
+		kill -9 "${pids[-1]}" 2>/dev/null || true
+		rm -f "$dir/$port/pid"
+	done
+	for pid in "${pids[@]}"; do
+		while alive "$pid"; do sleep 0.02; done
+	done
+}
+
+kill_node() { kill_nodes "$1" "$2"; }
+
 stop_all() {
-	local dir=$1 port
+	local dir=$1
 	if [ -f "$dir/watchdog.pid" ]; then
 		kill -9 "$(cat "$dir/watchdog.pid")" 2>/dev/null || true
 		rm -f "$dir/watchdog.pid"
 	fi
 	[ -f "$dir/ports" ] || return 0
-	for port in $(cat "$dir/ports"); do kill_node "$dir" "$port"; done
+	# shellcheck disable=SC2046
+	kill_nodes "$dir" $(cat "$dir/ports")
 }
 
 cluster_ok() { # every node answers and agrees the cluster is up
