@@ -32,13 +32,13 @@ type failoverTally struct {
 	// the second effect happened: after the kill but before the dead master
 	// came back (failover), or after it came back (rejoin).
 	duplicates, duplicatesRejoin int
-	deduplicated               int // answered from a completed record
-	indeterminate              int // found the key indeterminate
-	holderLost                 int // found the holder's lease run out: EFFECTFUL ends indeterminate
-	completeRefused            int // Complete found its claim gone (the claim was lost)
-	lostCompletions            int // Complete was acknowledged, yet the record is not completed at the end
-	unavailable                int // claims and completions retried while the store was down
-	promotion                  time.Duration
+	deduplicated                 int // answered from a completed record
+	indeterminate                int // found the key indeterminate
+	holderLost                   int // found the holder's lease run out: EFFECTFUL ends indeterminate
+	completeRefused              int // Complete found its claim gone (the claim was lost)
+	lostCompletions              int // Complete was acknowledged, yet the record is not completed at the end
+	unavailable                  int // claims and completions retried while the store was down
+	promotion                    time.Duration
 }
 
 func (t *failoverTally) add(o failoverTally) {
