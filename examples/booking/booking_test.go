@@ -29,7 +29,8 @@ func TestRun(t *testing.T) {
 				})
 			}
 			if cfg.Store == "redis" {
-				testenv.Redis(t)
+				rdb, _ := testenv.Redis(t)
+				t.Cleanup(func() { _ = testenv.DeleteRedisPrefix(context.Background(), rdb, cfg.Prefix) })
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
