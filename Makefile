@@ -1,7 +1,7 @@
 # The front door. `make` alone prints the targets.
 #
 # The library's own module builds with the machine's Go. The modules that embed
-# a Temporal server (integration/, examples/booking/) need a newer Go, which the
+# a Temporal server (integration/, examples/booking/, examples/quickstart/) need a newer Go, which the
 # go command fetches from the module proxy through GOTOOLCHAIN: they get it
 # here, so a user types one command.
 
@@ -10,7 +10,7 @@ SHELL := /bin/bash
 
 SERVER_TOOLCHAIN := go1.27.3
 STATICCHECK      := honnef.co/go/tools/cmd/staticcheck@v0.8.2
-SERVER_MODULES   := $(wildcard integration/go.mod examples/booking/go.mod benchmarks/go.mod)
+SERVER_MODULES   := $(wildcard integration/go.mod examples/booking/go.mod examples/quickstart/go.mod benchmarks/go.mod)
 FUZZTIME         ?= 30s
 TEST_TIMEOUT     ?= 15m
 

@@ -148,14 +148,16 @@ func (s *Store) EnsureSchema(ctx context.Context) error {
 					}
 				}
 			}
-			// A table made by an earlier version lacks the watched column.
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
-WHERE attrelid = to_regclass($1) AND attname = 'watched' AND NOT attisdropped)`, s.tableName).Scan(&exists); err != nil {
-				return err
-			}
-			if !exists {
-				if _, err := tx.Exec(ctx, s.sql.addWatched); err != nil {
+			// A table made by an earlier version lacks the newer columns.
+			for _, c := range addedColumns {
+				if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`, s.tableName, c.name).Scan(&exists); err != nil {
 					return err
+				}
+				if !exists {
+					if _, err := tx.Exec(ctx, fmt.Sprintf(s.sql.addColumn, c.name, c.def)); err != nil {
+						return err
+					}
 				}
 			}
 			return nil
@@ -195,16 +197,35 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 		token = store.NewToken()
 	}
 	payload := payloadFor(p.Tenant, p.Key)
+	// The fast statement first: it inserts a fresh key or reads the one
+	// standing. Only a standing row that must be replaced (expired, or
+	// pending under the superseded token) takes the full statement.
+	fast := true
 	for attempt := 1; ; attempt++ {
 		now := s.now(ctx)
 		var (
 			acquired bool
 			rec      store.Record
 			notified int64
+			row      pgx.Row
 		)
-		row := s.pool.QueryRow(ctx, s.sql.claim, p.Tenant, p.Key, p.Holder, token,
-			now.Add(p.Lease), now.Add(s.opts.TTL), now, p.Supersede, s.opts.NotifyChannel, payload)
+		o := p.Origin
+		if fast {
+			row = s.pool.QueryRow(ctx, s.sql.claimFast, p.Tenant, p.Key, p.Holder, token,
+				now.Add(p.Lease), now.Add(s.opts.TTL), now,
+				o.WorkflowID, o.RunID, o.ActivityType, o.ActivityID, o.Attempt)
+		} else {
+			row = s.pool.QueryRow(ctx, s.sql.claim, p.Tenant, p.Key, p.Holder, token,
+				now.Add(p.Lease), now.Add(s.opts.TTL), now, p.Supersede, s.opts.NotifyChannel, payload,
+				o.WorkflowID, o.RunID, o.ActivityType, o.ActivityID, o.Attempt)
+		}
 		err := scanRecord(row, &rec, &acquired, &notified)
+		if fast && err == nil && !acquired && stale(rec, now, p.Supersede) {
+			// A row to replace: the full statement judges and takes it.
+			fast = false
+			attempt--
+			continue
+		}
 		switch {
 		case err == nil && acquired:
 			return store.Result{Status: store.StatusAcquired, Record: rec}, nil
@@ -511,12 +532,13 @@ func begin(ctx context.Context, op string, p validator) error {
 // before (for the claim's "acquired") and after (its "notified"), into rec.
 func scanRecord(row pgx.Row, rec *store.Record, extra ...any) error {
 	var state int16
-	dest := make([]any, 0, 13)
+	dest := make([]any, 0, 18)
 	if len(extra) > 0 {
 		dest = append(dest, extra[0])
 	}
 	dest = append(dest, &rec.Tenant, &rec.Key, &state, &rec.Holder, &rec.Token, &rec.LeaseUntil,
-		&rec.ExpiresAt, &rec.CreatedAt, &rec.UpdatedAt, &rec.Outcome, &rec.Reason)
+		&rec.ExpiresAt, &rec.CreatedAt, &rec.UpdatedAt, &rec.Outcome, &rec.Reason,
+		&rec.Origin.WorkflowID, &rec.Origin.RunID, &rec.Origin.ActivityType, &rec.Origin.ActivityID, &rec.Origin.Attempt)
 	if len(extra) > 1 {
 		dest = append(dest, extra[1:]...)
 	}

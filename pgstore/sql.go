@@ -17,16 +17,28 @@ var (
 
 // columns is the order every statement returns a record's columns in; see
 // scanRecord.
-const columns = "tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason"
+const columns = "tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason, " +
+	"origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt"
+
+// addedColumns are the columns a table made by an earlier version may lack,
+// with their definitions; EnsureSchema adds those missing.
+var addedColumns = []struct{ name, def string }{
+	{"watched", "boolean NOT NULL DEFAULT false"},
+	{"origin_workflow_id", "text NOT NULL DEFAULT ''"},
+	{"origin_run_id", "text NOT NULL DEFAULT ''"},
+	{"origin_activity_type", "text NOT NULL DEFAULT ''"},
+	{"origin_activity_id", "text NOT NULL DEFAULT ''"},
+	{"origin_attempt", "integer NOT NULL DEFAULT 0"},
+}
 
 // statements holds the SQL of one store, with its table's name quoted in.
 // Every value a caller supplies is a bind parameter; only the validated,
 // quoted identifiers are spliced into the text.
 type statements struct {
-	createTable, createIndex, addWatched string
-	watch                                string
+	createTable, createIndex, addColumn string
+	watch                               string
 
-	claim, lookup                               string
+	claim, claimFast, lookup                    string
 	renew, complete, release, markIndeterminate string
 	resolveComplete, resolveFree, forget, sweep string
 	cancelClaim                                 string
@@ -48,11 +60,17 @@ func buildStatements(table, index string) statements {
 	outcome     bytea,
 	reason      text        NOT NULL DEFAULT '',
 	watched     boolean     NOT NULL DEFAULT false,
+	origin_workflow_id   text    NOT NULL DEFAULT '',
+	origin_run_id        text    NOT NULL DEFAULT '',
+	origin_activity_type text    NOT NULL DEFAULT '',
+	origin_activity_id   text    NOT NULL DEFAULT '',
+	origin_attempt       integer NOT NULL DEFAULT 0,
 	PRIMARY KEY (tenant, key)
 )`),
-		// addWatched brings a table made before the watched column existed
-		// up to date; PostgreSQL 11 and later add it without rewriting rows.
-		addWatched:  r.Replace(`ALTER TABLE {t} ADD COLUMN IF NOT EXISTS watched boolean NOT NULL DEFAULT false`),
+		// addColumn brings a table made by an earlier version up to date,
+		// one column at a time; PostgreSQL 11 and later add a column with a
+		// constant default without rewriting rows. %s: name and definition.
+		addColumn:   r.Replace(`ALTER TABLE {t} ADD COLUMN IF NOT EXISTS %s %s`),
 		createIndex: r.Replace(`CREATE INDEX IF NOT EXISTS {i} ON {t} (expires_at)`),
 
 		// claim takes the key in one statement. The INSERT's ON CONFLICT
@@ -66,22 +84,50 @@ func buildStatements(table, index string) statements {
 		// stale under READ COMMITTED.
 		//
 		// $1 tenant, $2 key, $3 holder, $4 token, $5 lease_until,
-		// $6 expires_at, $7 now, $8 supersede, $9 channel, $10 payload.
+		// $6 expires_at, $7 now, $8 supersede, $9 channel, $10 payload,
+		// $11–$15 the origin.
 		claim: r.Replace(`WITH ins AS (
-	INSERT INTO {t} AS r (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason)
-	VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $7, NULL, '')
+	INSERT INTO {t} AS r (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
+		origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt)
+	VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $7, NULL, '', $11, $12, $13, $14, $15)
 	ON CONFLICT (tenant, key) DO UPDATE SET
 		state = 1, holder = EXCLUDED.holder, token = EXCLUDED.token,
 		lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at,
 		created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
-		outcome = NULL, reason = '', watched = false
+		outcome = NULL, reason = '', watched = false,
+		origin_workflow_id = EXCLUDED.origin_workflow_id, origin_run_id = EXCLUDED.origin_run_id,
+		origin_activity_type = EXCLUDED.origin_activity_type, origin_activity_id = EXCLUDED.origin_activity_id,
+		origin_attempt = EXCLUDED.origin_attempt
 	WHERE r.expires_at <= $7 OR (r.state = 1 AND r.token = $8)
 	RETURNING r.tenant, r.key, r.state, r.holder, r.token, r.lease_until, r.expires_at,
-		r.created_at, r.updated_at, r.outcome, r.reason, r.xmax::text <> '0' AS replaced
+		r.created_at, r.updated_at, r.outcome, r.reason, r.origin_workflow_id, r.origin_run_id,
+		r.origin_activity_type, r.origin_activity_id, r.origin_attempt, r.xmax::text <> '0' AS replaced
 )
-SELECT true AS acquired, tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
+SELECT true AS acquired, {cols},
 	CASE WHEN replaced THEN (SELECT count(pg_notify($9, $10))) ELSE 0 END AS notified
 FROM ins
+UNION ALL
+SELECT false, {cols}, 0
+FROM {t}
+WHERE tenant = $1 AND key = $2 AND NOT EXISTS (SELECT 1 FROM ins)`),
+
+		// claimFast is the claim of the common cases: a fresh key is
+		// inserted, and a key that stands is read, not locked, so a
+		// duplicate's claim writes nothing (and commits without a WAL
+		// flush). Only when the standing row is expired, or pending under
+		// the superseded token, does Store.Claim go on to the claim
+		// statement above, which replaces it.
+		//
+		// $1 tenant, $2 key, $3 holder, $4 token, $5 lease_until,
+		// $6 expires_at, $7 now, $8–$12 the origin.
+		claimFast: r.Replace(`WITH ins AS (
+	INSERT INTO {t} (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
+		origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt)
+	VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $7, NULL, '', $8, $9, $10, $11, $12)
+	ON CONFLICT (tenant, key) DO NOTHING
+	RETURNING {cols}
+)
+SELECT true AS acquired, {cols}, 0 AS notified FROM ins
 UNION ALL
 SELECT false, {cols}, 0
 FROM {t}
