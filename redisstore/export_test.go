@@ -24,3 +24,6 @@ func Channel(s *Store) string { return s.channel }
 func NewWithLocalClock(client redis.UniversalClient, opts Options, local store.Clock) (*Store, error) {
 	return newStore(client, opts, local)
 }
+
+// Prefix exposes the store's prefix to the tests.
+func Prefix(s *Store) string { return s.prefix }

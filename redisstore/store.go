@@ -30,6 +30,9 @@ type Store struct {
 	poll    time.Duration
 	noPoll  bool // tests only: wake on notifications alone
 
+	replicaAcks       int           // Options.ReplicaAcks
+	replicaAckTimeout time.Duration // Options.ReplicaAckTimeout
+
 	// life ends when the Store is closed; the subscriber runs under it.
 	life   context.Context
 	cancel context.CancelFunc
@@ -81,6 +84,9 @@ func newStore(client redis.UniversalClient, opts Options, local store.Clock) (*S
 		life:    life,
 		cancel:  cancel,
 		waiters: make(map[string]map[chan struct{}]struct{}),
+
+		replicaAcks:       opts.ReplicaAcks,
+		replicaAckTimeout: opts.ReplicaAckTimeout,
 	}, nil
 }
 
@@ -147,7 +153,9 @@ func (s *Store) indexTTL(ttlMillis string) string {
 }
 
 func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
-	return script.Run(ctx, s.client, keys, args...).Result()
+	v, err := script.Run(ctx, s.client, keys, args...).Result()
+	s.refreshTopology(ctx, err)
+	return v, err
 }
 
 // Claim implements [store.Store.Claim] in one script.
@@ -172,7 +180,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 		}
 		origin = string(b)
 	}
-	v, err := s.run(ctx, claimScript, keys,
+	v, err := s.runClaim(ctx, keys, p.Key, strconv.FormatInt(token, 10),
 		now.arg(), p.Holder, strconv.FormatInt(token, 10), lease.arg(), exp.arg(),
 		strconv.FormatInt(p.Supersede, 10), ttl, p.Key, s.channel, s.indexTTL(ttl), origin)
 	if err != nil {
