@@ -82,7 +82,7 @@ func benchActivity(ctx context.Context, e *benchEnv, cfg config, out, progress i
 	if err := ps.EnsureSchema(ctx); err != nil {
 		return err
 	}
-	rs, err := redisstore.New(e.redis, redisstore.Options{Prefix: e.prefix + ":activity", TTL: benchTTL})
+	rs, err := redisstore.New(e.redis, redisstore.Options{Prefix: e.prefix + ":activity", TTL: redisTTL})
 	if err != nil {
 		return err
 	}

@@ -15,16 +15,19 @@ import (
 // preload inserts n records into a pgstore table in one statement: live
 // completed records when expired is false, records whose retention ended an
 // hour ago otherwise. Keys are prefix + a number padded to 64 digits, about
-// the length of a real key (67 bytes); holders and outcomes are of a
-// realistic size too, so that the table's bytes per record mean something.
+// the length of a real key (67 bytes); holders, origins and outcomes are of
+// a realistic size too, so that the table's bytes per record mean something.
 func preload(ctx context.Context, e *benchEnv, table, prefix string, n int, expired bool) error {
 	exp := "now() + interval '1 day'"
 	if expired {
 		exp = "now() - interval '1 hour'"
 	}
-	_, err := e.pool.Exec(ctx, `INSERT INTO `+e.table(table)+` (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason)
+	_, err := e.pool.Exec(ctx, `INSERT INTO `+e.table(table)+` (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
+	origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt)
 SELECT $1, $2 || lpad(i::text, 64, '0'), 2, 'worker-7f9c@4711/booking-wf/attempt-1', i, now(), `+exp+`, now(), now(),
-	convert_to('{"confirmation":"' || i || '"}', 'UTF8'), '' FROM generate_series(1, $3::int) AS i`,
+	convert_to('{"confirmation":"' || i || '"}', 'UTF8'), '',
+	'booking-' || i, '0193c4a1-7e5f-7b6a-9c1d-' || lpad(i::text, 12, '0'), 'Book', '5', 1
+FROM generate_series(1, $3::int) AS i`,
 		benchTenant, prefix, n)
 	if err != nil {
 		return err

@@ -66,7 +66,7 @@ func defaultConfig() config {
 		Workflows:  20,
 		PerFlow:    10,
 		GrowthBase: 10_000,
-		GrowthRows: envInt("BENCH_GROWTH_ROWS", 2_000_000),
+		GrowthRows: envInt("BENCH_GROWTH_ROWS", 1_000_000),
 		SweepRows:  envInt("BENCH_SWEEP_ROWS", 1_000_000),
 		SweepBatch: 1000,
 		ClaimN:     1000,

@@ -19,7 +19,7 @@ var redisPartsClaim = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'state', '1', 'holder', 'bench', 'token', ARGV[1], 'lease', ARGV[2], 'exp', ARGV[2],
 	'created', ARGV[2], 'updated', ARGV[2], 'outcome', '', 'reason', '')
-redis.call('PEXPIRE', KEYS[1], 3660000)
+redis.call('PEXPIRE', KEYS[1], 600000)
 if ARGV[3] == '1' then redis.call('SADD', KEYS[2], KEYS[1]) end
 if ARGV[4] == '1' then redis.call('PUBLISH', KEYS[3], KEYS[1]) end
 return 1`)
@@ -29,7 +29,7 @@ return 1`)
 var redisPartsComplete = redis.NewScript(`
 if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'state', '2', 'outcome', ARGV[3], 'updated', ARGV[2], 'exp', ARGV[2])
-redis.call('PEXPIRE', KEYS[1], 3660000)
+redis.call('PEXPIRE', KEYS[1], 600000)
 if ARGV[4] == '1' then redis.call('PUBLISH', KEYS[3], KEYS[1]) end
 return 1`)
 

@@ -25,6 +25,10 @@ const (
 	benchTenant = "bench"
 	benchTTL    = time.Hour
 	benchLease  = time.Minute
+	// redisTTL is the Redis records' retention: short, so that the keys a
+	// run leaves in the shared Redis go away on their own even when its
+	// clean-up does not finish.
+	redisTTL = 10 * time.Minute
 )
 
 // design is one way of claiming a key and recording its outcome.
@@ -271,11 +275,11 @@ func redisFloorDesign(rc *redis.Client, prefix string) design {
 		name: "raw SET NX + SET XX",
 		claim: func(ctx context.Context, key string) (bool, int64, error) {
 			tok := store.NewToken()
-			ok, err := rc.SetNX(ctx, prefix+":floor:"+key, tok, benchTTL).Result()
+			ok, err := rc.SetNX(ctx, prefix+":floor:"+key, tok, redisTTL).Result()
 			return ok, tok, err
 		},
 		complete: func(ctx context.Context, key string, _ int64) error {
-			return rc.SetXX(ctx, prefix+":floor:"+key, "2:ok", benchTTL).Err()
+			return rc.SetXX(ctx, prefix+":floor:"+key, "2:ok", redisTTL).Err()
 		},
 	}
 }
@@ -305,7 +309,7 @@ func benchThroughput(ctx context.Context, e *benchEnv, cfg config, out, progress
 	if err != nil {
 		return err
 	}
-	rs, err := redisstore.New(e.redis, redisstore.Options{Prefix: e.prefix + ":lib", TTL: benchTTL})
+	rs, err := redisstore.New(e.redis, redisstore.Options{Prefix: e.prefix + ":lib", TTL: redisTTL})
 	if err != nil {
 		return err
 	}

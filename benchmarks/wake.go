@@ -112,7 +112,7 @@ func benchWake(ctx context.Context, e *benchEnv, cfg config, out, progress io.Wr
 		return err
 	}
 	defer deaf.Close()
-	rs, err := redisstore.New(e.redis, redisstore.Options{Prefix: e.prefix + ":wake", TTL: benchTTL})
+	rs, err := redisstore.New(e.redis, redisstore.Options{Prefix: e.prefix + ":wake", TTL: redisTTL})
 	if err != nil {
 		return err
 	}
