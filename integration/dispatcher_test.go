@@ -30,6 +30,9 @@ type airline struct {
 	noEffect bool
 	// finished is closed when a body that outlived its attempt returns.
 	finished chan struct{}
+	// landed, if set, is called with the body's context once its effect
+	// has landed, before the body returns.
+	landed func(ctx context.Context)
 }
 
 func (a *airline) Book(ctx context.Context, req BookRequest) (string, error) {
@@ -51,6 +54,9 @@ func (a *airline) Book(ctx context.Context, req BookRequest) (string, error) {
 		}
 	}
 	n := a.ledger.effect(req.Flight)
+	if a.landed != nil {
+		a.landed(ctx)
+	}
 	return fmt.Sprintf("seat %d on %s for %s", n, req.Flight, req.RequestID), nil
 }
 
@@ -83,13 +89,18 @@ func newAirlineEnv(t *testing.T, st store.Store, kind activity.Kind, a *airline)
 	return newAirlineEnvWith(t, st, kind, a, interceptor.Options{Lease: 2 * time.Second})
 }
 
-func newAirlineEnvWith(t *testing.T, st store.Store, kind activity.Kind, a *airline, opts interceptor.Options) *env {
+// newAirlineEnvWith is newAirlineEnv with opts, registering the workflows
+// given besides TwoBookings and OneBooking.
+func newAirlineEnvWith(t *testing.T, st store.Store, kind activity.Kind, a *airline, opts interceptor.Options, workflows ...any) *env {
 	t.Helper()
 	e := newEnv(t, st, opts)
 	a.ledger = e.ledger
 	require.NoError(t, e.worker.Register(activity.MustDeclare(a.Book, activity.Policy{Kind: kind, KeyArguments: []string{"flight"}})))
 	e.worker.RegisterWorkflow(TwoBookings)
 	e.worker.RegisterWorkflow(OneBooking)
+	for _, wf := range workflows {
+		e.worker.RegisterWorkflow(wf)
+	}
 	e.start()
 	return e
 }

@@ -79,6 +79,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		kind:  decl.Kind(),
 		info:  info,
 		event: baseEvent(decl, info),
+		dc:    a.root.opts.dataConverter(ctx),
 	}
 	x.metrics = sdkactivity.GetMetricsHandler(ctx).WithTags(map[string]string{
 		"activity_type":    decl.Name(),
@@ -108,6 +109,9 @@ type execution struct {
 	info    sdkactivity.Info
 	metrics client.MetricsHandler
 	event   Event // the fields every event of this execution shares
+	// dc records outcomes; see Options.dataConverter. What goes back to
+	// the SDK is never encoded with it: the SDK encodes results itself.
+	dc converter.DataConverter
 
 	tenant string
 	key    string
@@ -158,6 +162,7 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 			}
 			return nil, x.storeFailed(ctx, err)
 		}
+		retry.answered()
 		switch res.Status {
 		case store.StatusAcquired:
 			x.token = res.Record.Token
@@ -208,30 +213,47 @@ const maxClaimBackoff = 2 * time.Second
 // the dispatcher stops retrying the store, so it can still report.
 const deadlineMargin = time.Second
 
-// retrier paces the retries of store calls made before the body runs.
+// retrier paces the retries of store calls made before the body runs. Each
+// outage gets Options.ClaimRetry from its first failed call — not from the
+// start of the execution, which may have waited long for another holder
+// before the store stopped answering — and never runs past the activity's
+// deadline.
 type retrier struct {
-	x       *execution
-	until   time.Time
-	backoff time.Duration
+	x        *execution
+	deadline time.Time // the activity's deadline less deadlineMargin; zero if none
+	until    time.Time // end of the current outage's window; zero while the store answers
+	backoff  time.Duration
 }
 
 func (x *execution) storeRetry(ctx context.Context) *retrier {
 	r := &retrier{x: x, backoff: x.opts.RecordBackoff}
-	if x.opts.ClaimRetry < 0 {
-		return r // until is zero: never again
-	}
-	r.until = time.Now().Add(x.opts.ClaimRetry)
-	if dl, ok := ctx.Deadline(); ok && dl.Add(-deadlineMargin).Before(r.until) {
-		r.until = dl.Add(-deadlineMargin)
+	if dl, ok := ctx.Deadline(); ok {
+		r.deadline = dl.Add(-deadlineMargin)
 	}
 	return r
+}
+
+// answered tells the retrier the store answered: the next failure starts a
+// new outage.
+func (r *retrier) answered() {
+	r.until = time.Time{}
+	r.backoff = r.x.opts.RecordBackoff
 }
 
 // again reports err and, if it is worth retrying and time remains, pauses
 // (heartbeating) and returns true; otherwise it returns false and leaves the
 // error to the caller to report.
 func (r *retrier) again(ctx context.Context, err error) bool {
-	if ctx.Err() != nil || errors.Is(err, store.ErrInvalid) || !time.Now().Add(r.backoff).Before(r.until) {
+	if r.x.opts.ClaimRetry < 0 || ctx.Err() != nil || errors.Is(err, store.ErrInvalid) {
+		return false
+	}
+	if r.until.IsZero() {
+		r.until = time.Now().Add(r.x.opts.ClaimRetry)
+		if !r.deadline.IsZero() && r.deadline.Before(r.until) {
+			r.until = r.deadline
+		}
+	}
+	if !time.Now().Add(r.backoff).Before(r.until) {
 		return false
 	}
 	r.x.storeError(ctx, err)
@@ -255,6 +277,13 @@ func (x *execution) claim(ctx context.Context, supersede int64) (store.Result, e
 		Holder:    x.holder,
 		Lease:     x.opts.Lease,
 		Supersede: supersede,
+		Origin: store.Origin{
+			WorkflowID:   x.info.WorkflowExecution.ID,
+			RunID:        x.info.WorkflowExecution.RunID,
+			ActivityType: x.info.ActivityType.Name,
+			ActivityID:   x.info.ActivityID,
+			Attempt:      x.info.Attempt,
+		},
 	})
 	x.metrics.Timer(MetricClaimLatency).Record(time.Since(start))
 	if err == nil && res.Status == store.StatusAcquired {
@@ -367,9 +396,9 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 		return nil, encErr
 	}
 	x.record(sctx, payloads)
-	// The result goes back to the SDK as the body returned it: the worker's
-	// own data converter and codecs encode it for the history, whatever
-	// converter the record was made with.
+	// The result goes back as the body returned it: the SDK encodes it
+	// with the worker's converter and codecs, as it would without this
+	// library, whatever converter the record was made with.
 	return result, nil
 }
 
@@ -419,7 +448,7 @@ func (x *execution) encode(result any) (*commonpb.Payloads, error) {
 	if p, ok := result.(*commonpb.Payloads); ok {
 		return p, nil
 	}
-	p, err := x.opts.DataConverter.ToPayloads(result)
+	p, err := x.dc.ToPayloads(result)
 	if err != nil {
 		return nil, fmt.Errorf("idempotency: encoding the result of %s: %w", x.decl.Name(), err)
 	}
@@ -438,55 +467,79 @@ func (x *execution) record(ctx context.Context, payloads *commonpb.Payloads) {
 			return
 		}
 	}
+	complete := func(ctx context.Context) error {
+		return x.opts.Store.Complete(ctx, store.CompleteParams{
+			Tenant: x.tenant, Key: x.key, Token: x.token, Outcome: outcome,
+		})
+	}
+	completed := func(ctx context.Context) { x.observe(ctx, EventCompleted, nil) }
 	backoff := x.opts.RecordBackoff
 	var err error
 	for attempt := 0; attempt < x.opts.RecordAttempts; attempt++ {
 		if attempt > 0 {
 			select {
 			case <-ctx.Done():
-				x.orphaned(ctx, errors.Join(err, ctx.Err()))
+				// The store did not answer within StoreTimeout: a store
+				// that is down, as far as this call can tell.
+				x.settleLater(ctx, "recording the outcome", errors.Join(err, ctx.Err()), complete, completed)
 				return
 			case <-time.After(backoff):
 			}
 			backoff *= 2
 		}
-		err = x.opts.Store.Complete(ctx, store.CompleteParams{
-			Tenant: x.tenant, Key: x.key, Token: x.token, Outcome: outcome,
-		})
+		err = complete(ctx)
 		if err == nil {
-			x.observe(ctx, EventCompleted, nil)
+			completed(ctx)
 			return
 		}
 		x.storeError(ctx, fmt.Errorf("recording the outcome: %w", err))
-		if errors.Is(err, store.ErrNotHolder) || errors.Is(err, store.ErrInvalid) {
+		if !retriable(err) {
 			x.orphaned(ctx, err)
 			return // retrying cannot help
 		}
 	}
-	x.orphaned(ctx, err)
-	if x.opts.OrphanRetry > 0 {
-		// Events of the background attempts keep the activity's context
-		// values (the observer may read them) but not its end.
-		actx := context.WithoutCancel(ctx)
-		x.root.goBackground(func(bg context.Context) {
-			ctx, cancel := context.WithCancel(actx)
-			defer cancel()
-			stop := context.AfterFunc(bg, cancel)
-			defer stop()
-			x.recordLater(ctx, outcome)
-		})
-	}
+	x.settleLater(ctx, "recording the outcome", err, complete, completed)
 }
 
-// maxOrphanBackoff caps the pause between background attempts to record an
-// orphaned outcome.
+// maxOrphanBackoff caps the pause between background attempts to settle an
+// orphaned claim.
 const maxOrphanBackoff = 5 * time.Second
 
-// recordLater keeps trying to record an outcome the store could not take
-// when the body returned, for Options.OrphanRetry. The attempts are fenced
-// by the claim's token: if the key was taken over meanwhile (a duplicate
-// found the lease run out), the store refuses and nothing is overwritten.
-func (x *execution) recordLater(ctx context.Context, outcome []byte) {
+// settleLater handles a claim left pending after its body returned because
+// the store could not take the write that settles it (write: recording the
+// outcome, marking it indeterminate, freeing the key). It reports the claim
+// orphaned, then keeps trying write in the background for
+// Options.OrphanRetry and calls landed once it succeeds. Left alone the
+// claim would stay pending until a duplicate found its lease run out — and
+// after a run's last call no duplicate ever comes. The attempts are fenced
+// by the claim's token: if the key was taken over meanwhile, the store
+// refuses and nothing is overwritten.
+func (x *execution) settleLater(ctx context.Context, what string, err error,
+	write func(context.Context) error, landed func(context.Context)) {
+	if x.opts.OrphanRetry <= 0 {
+		x.orphaned(ctx, fmt.Errorf("%s: %w", what, err))
+		return
+	}
+	if !x.root.reserveBackground() {
+		x.orphaned(ctx, fmt.Errorf("%s (not retried: the interceptor is stopped or already retries %d claims): %w",
+			what, MaxOrphanRetries, err))
+		return
+	}
+	x.orphaned(ctx, fmt.Errorf("%s (retrying in the background): %w", what, err))
+	// Events of the background attempts keep the activity's context values
+	// (the observer may read them) but not its end.
+	actx := context.WithoutCancel(ctx)
+	x.root.goBackground(func(bg context.Context) {
+		ctx, cancel := context.WithCancel(actx)
+		defer cancel()
+		stop := context.AfterFunc(bg, cancel)
+		defer stop()
+		x.settleInBackground(ctx, what, write, landed)
+	})
+}
+
+func (x *execution) settleInBackground(ctx context.Context, what string,
+	write func(context.Context) error, landed func(context.Context)) {
 	ctx, cancel := context.WithTimeout(ctx, x.opts.OrphanRetry)
 	defer cancel()
 	backoff := x.opts.RecordBackoff
@@ -500,20 +553,27 @@ func (x *execution) recordLater(ctx context.Context, outcome []byte) {
 		}
 		backoff = min(2*backoff, maxOrphanBackoff)
 		sctx, scancel := context.WithTimeout(ctx, x.opts.StoreTimeout)
-		err := x.opts.Store.Complete(sctx, store.CompleteParams{
-			Tenant: x.tenant, Key: x.key, Token: x.token, Outcome: outcome,
-		})
+		err := write(sctx)
 		scancel()
 		switch {
 		case err == nil:
 			x.count(MetricOrphansRecorded)
-			x.observe(ctx, EventCompleted, nil)
+			if landed != nil {
+				landed(ctx)
+			}
 			return
-		case errors.Is(err, store.ErrNotHolder) || errors.Is(err, store.ErrInvalid):
-			x.storeError(ctx, fmt.Errorf("recording the orphaned outcome: %w", err))
+		case !retriable(err):
+			x.storeError(ctx, fmt.Errorf("%s, in the background: %w", what, err))
 			return
 		}
 	}
+}
+
+// retriable reports whether a failed store write may succeed if made again:
+// not when the claim is no longer the caller's, nor when the store refuses
+// the write itself.
+func retriable(err error) bool {
+	return !errors.Is(err, store.ErrNotHolder) && !errors.Is(err, store.ErrInvalid)
 }
 
 func (x *execution) orphaned(ctx context.Context, err error) {
@@ -522,26 +582,42 @@ func (x *execution) orphaned(ctx context.Context, err error) {
 }
 
 func (x *execution) release(ctx context.Context, cause error) {
-	err := x.opts.Store.Release(ctx, store.ReleaseParams{Tenant: x.tenant, Key: x.key, Token: x.token})
-	if err != nil {
-		// The claim stays pending until its lease runs out; the retry, an
-		// attempt of this same activity, takes it over at once.
+	release := func(ctx context.Context) error {
+		return x.opts.Store.Release(ctx, store.ReleaseParams{Tenant: x.tenant, Key: x.key, Token: x.token})
+	}
+	released := func(ctx context.Context) { x.observe(ctx, EventReleased, cause) }
+	if err := release(ctx); err != nil {
+		// The claim stays pending until the store answers again or its
+		// lease runs out; the retry, an attempt of this same activity,
+		// waits for either.
 		x.storeError(ctx, fmt.Errorf("releasing the claim: %w", err))
+		if retriable(err) {
+			x.settleLater(ctx, "releasing the claim", err, release, released)
+		}
 		return
 	}
-	x.observe(ctx, EventReleased, cause)
+	released(ctx)
 }
 
 // markIndeterminate keeps the claim and records that its outcome is
 // unknown, then returns the indeterminate error. If the store cannot be
-// reached the claim stays pending; once its lease runs out every duplicate
-// finds the holder lost, which ends the same way.
+// reached the mark is made in the background once it answers again
+// (Options.OrphanRetry); until then the claim stays pending, and a
+// duplicate that finds its lease run out declares the holder lost, which
+// ends the same way.
 func (x *execution) markIndeterminate(ctx context.Context, reason activity.Reason, entered bool, cause error) error {
-	err := x.opts.Store.MarkIndeterminate(ctx, store.MarkIndeterminateParams{
-		Tenant: x.tenant, Key: x.key, Token: x.token, Reason: string(reason) + ": " + cause.Error(),
-	})
-	if err != nil {
+	mark := func(ctx context.Context) error {
+		return x.opts.Store.MarkIndeterminate(ctx, store.MarkIndeterminateParams{
+			Tenant: x.tenant, Key: x.key, Token: x.token, Reason: string(reason) + ": " + cause.Error(),
+		})
+	}
+	if err := mark(ctx); err != nil {
 		x.storeError(ctx, fmt.Errorf("marking the claim indeterminate: %w", err))
+		if retriable(err) {
+			// The indeterminate event below already reports the call; the
+			// mark landing later is counted, not reported again.
+			x.settleLater(ctx, "marking the claim indeterminate", err, mark, nil)
+		}
 	}
 	return x.indeterminate(ctx, reason, entered, cause)
 }
@@ -626,32 +702,11 @@ func (x *execution) deduplicated(ctx context.Context, rec store.Record, waited t
 	if len(rec.Outcome) == 0 {
 		return nil, nil
 	}
-	unreadable := func(err error) error {
-		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("idempotency: the recorded outcome of %q (key %s) cannot be decoded: %v", x.decl.Name(), x.key, err),
-			ErrorTypeOutcomeUnreadable, err)
-	}
 	var p commonpb.Payloads
 	if err := proto.Unmarshal(rec.Outcome, &p); err != nil {
-		return nil, unreadable(err)
+		return nil, x.unreadable(err)
 	}
-	switch len(p.Payloads) {
-	case 0:
-		return nil, nil
-	case 1:
-	default:
-		return nil, unreadable(fmt.Errorf("%d payloads where an activity returns one", len(p.Payloads)))
-	}
-	// Undo the record's codecs (Options.DataConverter's) without converting
-	// the value, and hand the payload back as a raw value: the worker's own
-	// converter then encodes it for the history exactly as it encodes a
-	// result, codecs included, never passing stored bytes through as they
-	// are.
-	var raw converter.RawValue
-	if err := x.opts.DataConverter.FromPayload(p.Payloads[0], &raw); err != nil {
-		return nil, unreadable(err)
-	}
-	return raw, nil
+	return x.answer(&p)
 }
 
 func (x *execution) storeError(ctx context.Context, err error) {

@@ -476,3 +476,22 @@ func tenantIs(tenant string) func(*interceptor.Options) {
 		o.Tenant = func(context.Context, sdkactivity.Info) (string, bool) { return tenant, true }
 	}
 }
+
+// A record names the execution that made it, so an operator can find the
+// workflow waiting on it; identifiers only.
+func TestRecordNamesItsOrigin(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	env := h.activityEnv(t, "acme")
+	runID, workflowID := h.runIDs(t, env)
+	got, err := book(env, h.acts.Book, BookRequest{Flight: "BA117", RequestID: "secret-request"})
+	require.NoError(t, err)
+	rec, err := h.lookup(t, "acme", got.Key)
+	require.NoError(t, err)
+	assert.Equal(t, workflowID, rec.Origin.WorkflowID)
+	assert.Equal(t, runID, rec.Origin.RunID)
+	assert.Equal(t, "Book", rec.Origin.ActivityType)
+	assert.NotEmpty(t, rec.Origin.ActivityID)
+	assert.EqualValues(t, 1, rec.Origin.Attempt)
+	assert.NotContains(t, rec.Origin.WorkflowID+rec.Origin.ActivityID, "secret-request", "never the arguments")
+}

@@ -30,9 +30,17 @@
 //     renewed every third of its length until the body returns, also past
 //     the activity's deadline. If a renewal finds the key taken over, the
 //     body's context is cancelled with [ErrSuperseded]. A result is recorded
-//     through the data converter; a failure frees the key (READ_ONLY,
+//     (see Payload codecs) and returned to the SDK as the body returned
+//     it; a failure frees the key (READ_ONLY,
 //     IDEMPOTENT, or activity.NoEffect) or marks it indeterminate
 //     (EFFECTFUL).
+//   - A store that cannot be reached when the body has returned: the result
+//     is still returned (Temporal keeps it in the workflow's history), the
+//     claim is reported orphaned ([EventOrphaned]), and the write that
+//     settles it — the outcome, the indeterminate mark, freeing the key —
+//     is retried in the background for Options.OrphanRetry, so the record
+//     does not stay pending with nobody to settle it. [Interceptor.Stop]
+//     ends these retries.
 //   - No key, or a tenant no store accepts: the body is never entered. A
 //     store that cannot be reached is retried for Options.ClaimRetry (never
 //     past the activity's deadline); a store that stays down does not read
@@ -61,15 +69,107 @@
 //     timeout passes, when the activity is cancelled, and when its claim is
 //     superseded ([ErrSuperseded]).
 //
+// # Payload codecs
+//
+// What a declared activity returns to Temporal — the body's result, or a
+// duplicate's answer from the store — is encoded by the worker's own data
+// converter and codecs, exactly like an undeclared activity's result: the
+// dispatcher hands the SDK the body's value as it is, and a recorded
+// outcome as a raw payload with the store's codecs undone, which the SDK
+// then encodes. An encrypting codec on the client therefore covers declared
+// activities' results in the workflow history with nothing set here.
+//
+// What the store keeps is encoded with Options.DataConverter. Left nil, the
+// dispatcher uses the converter of the client the worker runs on when the
+// client was built with worker.Dial or worker.ClientOptions (they hand it
+// over through [WithDataConverter]), else the SDK's default converter,
+// which keeps results in the store in the clear: on such a client, set
+// Options.DataConverter to the client's converter when payloads must be
+// encrypted at rest. A context-aware converter (converter.ContextAware) gets
+// the activity's context. The store's converter should make the same
+// payloads as the client's apart from codecs (a duplicate's answer keeps the
+// store converter's payload encoding, under the client's codecs), and
+// changing it leaves earlier records readable only if its codecs still
+// decode them; a record that cannot be decoded fails the call with
+// ErrorTypeOutcomeUnreadable.
+//
 // # Waiting for a person
 //
 // By default a workflow receives the non-retryable indeterminate error and
-// decides itself. With Options.AwaitDecision the call waits instead: the
-// workflow answers [PendingQuery] with its [PendingDecision] values, and a
-// [Decision] sent on [DecisionSignal] settles each one — record the result
-// against the key, free the key, retry after a settlement made elsewhere, or
-// fail. The decision is recorded by the [ResolveActivityName] activity
-// ([ResolveActivity]); [EncodeOutcome] records one from outside a workflow.
+// decides itself. With Options.AwaitDecision the call waits instead, and a
+// person decides with nothing but the temporal CLI:
+//
+//	temporal workflow list --query 'IdempotencyPendingKeys IS NOT NULL'
+//	temporal workflow query --workflow-id W --name idempotency.pending
+//	temporal workflow update execute --workflow-id W --name idempotency.decide \
+//	    --input '{"key":"v1:…","action":"complete","result":"seat 14C","by":"ops@acme","reason":"airline confirmed","reference":"PNR 5XK2"}'
+//
+// What each part does:
+//
+//   - [PendingQuery] answers from the workflow's start with the keys it waits
+//     on ([PendingDecision]: activity, tenant, key, reason, whether the effect
+//     may have landed), then the decision signals it rejected lately.
+//   - [DecisionUpdate] takes a [Decision]: complete (with the activity's
+//     result as JSON), free, retry or fail. Its validator rejects, with the
+//     reason and nothing written to the history, a key nobody waits on or
+//     already decided, an unknown action, a misspelt field, complete without
+//     a result, a result that does not decode into the activity's declared
+//     return type (when the workflow worker holds the declaration), or a
+//     tenant that is not the record's. An accepted update records the
+//     decision once per key through the [ResolveActivityName] activity and
+//     returns a [DecisionResult] saying what it did. [DecisionSignal] takes
+//     the same decision for clients without Update, with the same checks; a
+//     rejected signal changes nothing, is logged, and is listed by the query.
+//   - While it waits, the workflow's current details (temporal workflow
+//     describe, the Web UI) say so in one line, and, with
+//     Options.PendingSearchAttribute, a KeywordList search attribute holds
+//     the keys it waits on. Create it first (temporal operator
+//     search-attribute create --name IdempotencyPendingKeys --type
+//     KeywordList) and call [Interceptor.CheckSearchAttribute] before the
+//     worker starts: where the namespace lacks it, that returns one error to
+//     log and the attribute is left alone.
+//   - Routing goes by the error itself, for activities and local activities,
+//     so a workflow worker that does not host the activities (split workers)
+//     routes too. Cancelling a waiting workflow ends it cancelled; the record
+//     stays indeterminate for a later decision (idempotencyctl resolve).
+//   - A complete decision on a record that is gone (its retention ended)
+//     records the person's result instead of freeing the key.
+//
+// The result is recorded by the Resolve activity with the converter the
+// dispatcher records with. While it routes, the workflow hands each call the
+// activity's payloads as they arrived, so the caller's Get decodes them
+// once, as a strict codec requires.
+//
+// The decision's By, Reason and Reference are logged by the workflow and by
+// the Resolve activity and reported as [EventDecided]; they are not yet kept
+// with the record.
+//
+// # Replay safety
+//
+// A workflow records at its first activity call, with workflow.GetVersion
+// under [RouterChangeID], whether it is routed; histories without the marker
+// (recorded with AwaitDecision off, or before this version) are never
+// routed. So turning AwaitDecision on or off applies to workflows that make
+// their first activity call afterwards, and running ones replay as they ran.
+// The DecisionTimeout and search attribute in force when a wait begins are
+// recorded too (a side effect), so changing them never breaks replay. What
+// remains a workflow code change: handling the indeterminate error in the
+// workflow itself (a workflow that is routed never sees it, unless the
+// decision is fail or the timeout passes), and histories of workflows that
+// waited under the pre-release router, which recorded no marker and replay
+// as not routed. A routed workflow applies decisions through the
+// [ResolveActivityName] activity on its own task queue, so keep it
+// registered there (worker.New does with AwaitDecision) until the workflows
+// routed before turning AwaitDecision off have finished.
+//
+// # Tenants of workflows started outside Go
+//
+// A workflow started by the temporal CLI, the Web UI, a schedule or another
+// SDK carries no tenant header. It runs under the tenant in its [TenantMemo]
+// memo (temporal workflow start --memo-json '{"idempotency-tenant":"acme"}'),
+// else under Options.DefaultTenant; with neither, every declared call in it
+// fails at once as key_not_derivable, AwaitDecision or not (there is no key
+// a person could decide on).
 //
 // # Observing
 //

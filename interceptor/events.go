@@ -33,17 +33,24 @@ const (
 	EventIndeterminate
 	// EventStoreError: a call to the store failed.
 	EventStoreError
-	// EventOrphaned: the body returned but its outcome could not be
-	// recorded. The dispatcher keeps trying in the background for
-	// Options.OrphanRetry (an EventCompleted follows if it lands); until
-	// then the claim stays pending, and a duplicate that finds its lease run
-	// out declares the holder lost.
+	// EventOrphaned: the body returned but the store could not take the
+	// write that settles its claim — its outcome, the indeterminate mark,
+	// or freeing the key. The dispatcher keeps trying in the background for
+	// Options.OrphanRetry (EventCompleted or EventReleased follows if the
+	// write lands; the indeterminate mark is only counted); until then the
+	// claim stays pending, and a duplicate that finds its lease run out
+	// declares the holder lost.
 	EventOrphaned
 	// EventSuperseded: the execution's claim was taken over while its body
 	// ran (its lease ran out and another caller superseded it); the body's
 	// context is cancelled with [ErrSuperseded] and nothing it returns is
 	// recorded.
 	EventSuperseded
+	// EventDecided: a workflow accepted a person's decision on an
+	// indeterminate key (see Options.AwaitDecision); Event.Decision says who
+	// decided what, and why. Reported by the workflow when the decision has
+	// been applied (Err set if it could not be), not on replay.
+	EventDecided
 )
 
 // String returns the event's name.
@@ -69,6 +76,8 @@ func (k EventKind) String() string {
 		return "orphaned"
 	case EventSuperseded:
 		return "superseded"
+	case EventDecided:
+		return "decided"
 	default:
 		return "unknown"
 	}
@@ -99,6 +108,8 @@ type Event struct {
 	// (EventClaimed, EventDeduplicated) or how long the execution waited
 	// (EventWaiting is reported when the wait starts, with zero).
 	Duration time.Duration
+	// Decision is set on EventDecided.
+	Decision *DecisionAudit
 }
 
 // Observer receives the dispatcher's events. Observe is called on the
@@ -125,9 +136,9 @@ const (
 	MetricTakeovers       = "idempotency_takeovers"        // counter: keys taken over from a lost holder
 	MetricIndeterminate   = "idempotency_indeterminate"    // counter: indeterminate outcomes
 	MetricStoreErrors     = "idempotency_store_errors"     // counter: failed store calls
-	MetricOrphaned        = "idempotency_orphaned"         // counter: outcomes that could not be recorded
+	MetricOrphaned        = "idempotency_orphaned"         // counter: claims the store could not settle when the body returned
 	MetricSuperseded      = "idempotency_superseded"       // counter: bodies stopped because their claim was taken over
-	MetricOrphansRecorded = "idempotency_orphans_recorded" // counter: orphaned outcomes recorded later in the background
+	MetricOrphansRecorded = "idempotency_orphans_recorded" // counter: orphaned claims settled later in the background
 	MetricClaimLatency    = "idempotency_claim_latency"    // timer: how long a claim took
 	MetricWaitLatency     = "idempotency_wait_latency"     // timer: how long a waiter waited
 )

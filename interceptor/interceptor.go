@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/converter"
@@ -78,6 +79,13 @@ type Options struct {
 	// Tenant resolves the tenant of an execution. Defaults to
 	// [TenantFromHeader], the tenant carried by [TenantPropagator].
 	Tenant TenantFunc
+	// DefaultTenant is the tenant of a workflow that carries none: started
+	// from the temporal CLI, the Web UI, a schedule or another SDK, without
+	// the [TenantHeader] header and without the [TenantMemo] memo. Set it
+	// only where one worker serves one tenant; empty (the default) leaves
+	// such a workflow without a tenant, and every declared call in it fails
+	// at once as key_not_derivable.
+	DefaultTenant string
 	// Scope chooses the run ID or the workflow ID as the key's run. Defaults
 	// to ScopeRun.
 	Scope Scope
@@ -101,33 +109,40 @@ type Options struct {
 	RecordBackoff time.Duration
 	// ClaimRetry is how long the dispatcher keeps retrying a store that
 	// cannot be reached before the body runs (the claim, or the wait for
-	// another holder), with backoff and heartbeats, and never past the
-	// activity's own deadline. A store that is down never reads as
+	// another holder), with backoff and heartbeats, counted from the first
+	// failed call of each outage (a long wait for another holder does not
+	// use it up), and never past the activity's own deadline. A store that
+	// is down never reads as
 	// permission: when it stays down the call ends with the store error
 	// (IDEMPOTENT) or the indeterminate error (EFFECTFUL). Negative turns
 	// retrying off. Defaults to DefaultClaimRetry.
 	ClaimRetry time.Duration
 	// OrphanRetry is how long the dispatcher keeps trying, in the
-	// background, to record an outcome that the store could not take when
-	// the body returned (after RecordAttempts failed). Until it lands, the
-	// record stays pending; without it, it would stay pending with its lease
-	// run out until a duplicate declared the holder lost. The background
-	// attempts are fenced by the claim's token, so a key taken over in the
-	// meantime is never overwritten. Negative turns it off. Defaults to
+	// background, a write that settles a claim after its body returned
+	// when the store could not take it (the claim is then orphaned):
+	// recording the outcome (after RecordAttempts failed, or StoreTimeout
+	// passed), marking it indeterminate, freeing the key. Until the write
+	// lands the record stays pending; without it, it would stay pending with
+	// its lease run out until a duplicate declared the holder lost — and
+	// after a run's last call no duplicate comes. The background attempts
+	// are fenced by the claim's token, so a key taken over in the meantime
+	// is never overwritten. At most [MaxOrphanRetries] run at once;
+	// [Interceptor.Stop] ends them. Negative turns it off. Defaults to
 	// DefaultOrphanRetry.
 	OrphanRetry time.Duration
 	// StoreTimeout bounds the store calls made after the body returned,
 	// which run even when the activity's context has ended. Defaults to
 	// DefaultStoreTimeout.
 	StoreTimeout time.Duration
-	// DataConverter encodes the outcomes recorded in the store, and only
-	// those: what a declared activity returns to Temporal — a fresh result
-	// or a duplicate's recorded one — always goes through the worker's own
-	// converter and codecs, as an undeclared activity's result does. Use the
-	// client's, so payload codecs such as encryption apply to records at
-	// rest too (worker.New does when the client came from worker.Dial).
-	// Defaults to converter.GetDefaultDataConverter(): plain JSON in the
-	// store.
+	// DataConverter encodes the outcomes recorded in the store. It never
+	// encodes what reaches Temporal: the result of a declared activity, also
+	// one answered from the store, goes back to the SDK to be encoded by the
+	// worker's own converter and codecs, exactly like an undeclared one's.
+	// Defaults to the client's converter when the worker's client was built
+	// with worker.Dial or worker.ClientOptions (see [WithDataConverter]),
+	// else to converter.GetDefaultDataConverter(), which stores results in
+	// the clear: set it to the client's when payloads must be encrypted at
+	// rest in the store too.
 	DataConverter converter.DataConverter
 	// Observer receives every event. Defaults to none; the worker package
 	// installs one that logs through zap.
@@ -136,19 +151,29 @@ type Options struct {
 	// hostname@pid.
 	Identity string
 	// AwaitDecision makes a workflow wait for a person instead of failing
-	// when an EFFECTFUL activity declared here ends indeterminate: the call
-	// blocks, [PendingQuery] lists what is pending, and a [Decision] on
-	// [DecisionSignal] settles it (record the result, free the key, retry,
-	// or fail). The decision is recorded through the [ResolveActivityName]
-	// activity, which worker.New registers. Off by default: the workflow
-	// receives the typed error and handles it itself. Turning it on or off
-	// changes what running workflows do after such an error, so treat it
-	// as a workflow code change (deploy it with versioning, or for new
-	// workflows only).
+	// when an activity call ends indeterminate with a key: the call blocks,
+	// [PendingQuery] lists what is pending, and a [Decision] sent as the
+	// [DecisionUpdate] (or on [DecisionSignal]) settles it — record the
+	// result, free the key, retry, or fail. The decision is recorded through
+	// the [ResolveActivityName] activity, which worker.New registers. Off
+	// by default: the workflow receives the typed error and handles it
+	// itself. A workflow records at its first activity call whether it is
+	// routed (see [RouterChangeID]), so turning this on or off applies to
+	// new workflows and never breaks the replay of running ones.
 	AwaitDecision bool
 	// DecisionTimeout bounds the wait for a decision; when it passes, the
-	// call fails with the indeterminate error. Defaults to no bound.
+	// call fails with the indeterminate error. Defaults to no bound. The
+	// value in force when a wait begins is recorded in the history, so
+	// changing it never breaks replay.
 	DecisionTimeout time.Duration
+	// PendingSearchAttribute names a KeywordList search attribute that a
+	// waiting workflow sets to the keys it waits on (and unsets when it
+	// waits no more), so `temporal workflow list --query
+	// 'IdempotencyPendingKeys IS NOT NULL'` finds every waiting workflow.
+	// The namespace must have it (temporal operator search-attribute create
+	// --name IdempotencyPendingKeys --type KeywordList); see
+	// [Interceptor.CheckSearchAttribute]. Empty: none is set.
+	PendingSearchAttribute string
 }
 
 // Interceptor is the worker interceptor that makes declared activities safe
@@ -163,28 +188,67 @@ type Interceptor struct {
 	mu    sync.RWMutex
 	decls map[string]*activity.Declaration
 
-	// background holds the goroutines that outlive an activity (recording
-	// orphaned outcomes); Stop ends them.
+	// noSearchAttribute is set when the namespace lacks
+	// Options.PendingSearchAttribute.
+	noSearchAttribute atomic.Bool
+
+	// background holds the goroutines that outlive an activity (settling
+	// orphaned claims); Stop ends them.
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
 	bg       sync.WaitGroup
+
+	bgMu      sync.Mutex
+	bgRunning int  // goroutines running or reserved
+	bgLimit   int  // MaxOrphanRetries; tests lower it
+	bgStopped bool // Stop was called
 }
 
+// MaxOrphanRetries bounds the orphaned claims (see Options.OrphanRetry) one
+// interceptor retries in the background at once, so a long outage under
+// load cannot pile up goroutines and outcomes without end. A claim orphaned
+// while that many are retrying stays pending, as without OrphanRetry, and
+// its EventOrphaned says so.
+const MaxOrphanRetries = 1024
+
 // Stop ends the work the interceptor does in the background — the attempts
-// to record outcomes the store could not take when their body returned (see
-// Options.OrphanRetry) — and waits for it. Call it after the worker has
-// stopped; worker.Worker.Stop does. Records still pending then stay pending
-// until a duplicate finds their lease run out, as without OrphanRetry.
+// to settle claims the store could not take a write for when their body
+// returned (see Options.OrphanRetry) — and waits for it. Call it after the
+// worker has stopped; worker.Worker.Stop does. Records still pending then
+// stay pending until a duplicate finds their lease run out, as without
+// OrphanRetry; so do claims orphaned after Stop. Stop may be called more
+// than once.
 func (i *Interceptor) Stop() {
+	i.bgMu.Lock()
+	i.bgStopped = true
+	i.bgMu.Unlock()
 	i.bgCancel()
 	i.bg.Wait()
 }
 
-// goBackground runs f in the background until it returns or Stop is called.
-func (i *Interceptor) goBackground(f func(ctx context.Context)) {
+// reserveBackground reserves room for one background goroutine: false
+// after Stop or when MaxOrphanRetries already run.
+func (i *Interceptor) reserveBackground() bool {
+	i.bgMu.Lock()
+	defer i.bgMu.Unlock()
+	if i.bgStopped || i.bgRunning >= i.bgLimit {
+		return false
+	}
+	i.bgRunning++
 	i.bg.Add(1)
+	return true
+}
+
+// goBackground runs f, in room reserved by reserveBackground, until it
+// returns or Stop is called.
+func (i *Interceptor) goBackground(f func(ctx context.Context)) {
 	go func() {
-		defer i.bg.Done()
+		defer func() {
+			i.bgMu.Lock()
+			i.bgRunning--
+			i.bgMu.Unlock()
+			i.bg.Done()
+		}()
 		f(i.bgCtx)
 	}()
 }
@@ -221,6 +285,13 @@ func New(opts Options) (*Interceptor, error) {
 		return nil, &OptionsError{Field: "RecordAttempts", Reason: "must not be negative"}
 	case len(opts.Identity) > 256:
 		return nil, &OptionsError{Field: "Identity", Reason: "longer than 256 bytes"}
+	case !validSearchAttributeName(opts.PendingSearchAttribute):
+		return nil, &OptionsError{Field: "PendingSearchAttribute", Reason: fmt.Sprintf("%q is not a search attribute name (a letter or _, then letters, digits or _)", opts.PendingSearchAttribute)}
+	}
+	if opts.DefaultTenant != "" {
+		if err := store.ValidateTenant(opts.DefaultTenant); err != nil {
+			return nil, &OptionsError{Field: "DefaultTenant", Reason: err.Error()}
+		}
 	}
 	for _, d := range []struct {
 		field    string
@@ -264,15 +335,13 @@ func New(opts Options) (*Interceptor, error) {
 	if opts.OrphanRetry == 0 {
 		opts.OrphanRetry = DefaultOrphanRetry
 	}
-	if opts.DataConverter == nil {
-		opts.DataConverter = converter.GetDefaultDataConverter()
-	}
 	if opts.Identity == "" {
 		host, _ := os.Hostname()
 		opts.Identity = host + "@" + strconv.Itoa(os.Getpid())
 	}
 	bgCtx, bgCancel := context.WithCancel(context.Background())
-	return &Interceptor{opts: opts, decls: make(map[string]*activity.Declaration), bgCtx: bgCtx, bgCancel: bgCancel}, nil
+	return &Interceptor{opts: opts, decls: make(map[string]*activity.Declaration),
+		bgCtx: bgCtx, bgCancel: bgCancel, bgLimit: MaxOrphanRetries}, nil
 }
 
 // ErrAlreadyDeclared is returned by [Interceptor.Declare] for a second

@@ -129,7 +129,8 @@ func TestEventKindString(t *testing.T) {
 		{interceptor.EventOrphaned, "orphaned"},
 		{interceptor.EventSuperseded, "superseded"},
 		{0, "unknown"},
-		{interceptor.EventSuperseded + 1, "unknown"},
+		{interceptor.EventDecided, "decided"},
+		{interceptor.EventDecided + 1, "unknown"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

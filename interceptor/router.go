@@ -1,125 +1,36 @@
 package interceptor
 
 import (
-	"context"
+	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tesserix/idempotency/activity"
-	"github.com/tesserix/idempotency/store"
 )
 
-// The names by which a person reaches a workflow waiting on a decision (see
-// Options.AwaitDecision), and the activity that applies it.
-const (
-	// PendingQuery answers with the workflow's []PendingDecision.
-	PendingQuery = "idempotency.pending"
-	// DecisionSignal carries a [Decision].
-	DecisionSignal = "idempotency.decision"
-	// ResolveActivityName is the activity that records a decision in the
-	// store; worker.New registers [ResolveActivity] under it.
-	ResolveActivityName = "idempotency.Resolve"
-)
+// RouterChangeID is the workflow.GetVersion change ID under which a
+// workflow records, at its first activity call, whether its indeterminate
+// outcomes wait for a person (version 1) or reach the workflow code
+// (workflow.DefaultVersion, also the answer for histories recorded before
+// the router existed). The recorded answer wins over the worker's current
+// Options.AwaitDecision, so turning it on or off never changes what a
+// running workflow does on replay: it applies to workflows that make their
+// first activity call after the change.
+const RouterChangeID = "idempotency.router"
 
-// Action is what a person decided about an effect whose outcome was unknown.
-type Action string
-
-// The actions a [Decision] can carry.
-const (
-	// ActionComplete: the effect happened and Decision.Result is what it
-	// returned. The result is recorded against the key, so the waiting
-	// call and every later duplicate receive it.
-	ActionComplete Action = "complete"
-	// ActionFree: the effect did not happen. The key is freed and the
-	// activity runs again.
-	ActionFree Action = "free"
-	// ActionRetry: the record was already settled elsewhere (for instance
-	// with idempotencyctl resolve); run the activity again, and it answers
-	// from the record or runs afresh.
-	ActionRetry Action = "retry"
-	// ActionFail: give up; the call fails with the indeterminate error, as
-	// it would have without AwaitDecision.
-	ActionFail Action = "fail"
-)
-
-// Decision is the payload of [DecisionSignal].
-type Decision struct {
-	// Key is the indeterminate key the decision is about, as the pending
-	// decision names it.
-	Key string `json:"key"`
-	// Action is what was decided.
-	Action Action `json:"action"`
-	// Result is the activity's result as JSON, with ActionComplete.
-	Result json.RawMessage `json:"result,omitempty"`
-}
-
-// PendingDecision is one effect a workflow is waiting on a person for.
-type PendingDecision struct {
-	Outcome activity.IndeterminateOutcome `json:"outcome"`
-	// Since is the workflow time at which the wait began.
-	Since time.Time `json:"since"`
-}
-
-// ResolveRequest is the input of the [ResolveActivityName] activity.
-type ResolveRequest struct {
-	Tenant string          `json:"tenant"`
-	Key    string          `json:"key"`
-	Action Action          `json:"action"`
-	Result json.RawMessage `json:"result,omitempty"`
-}
-
-// ResolveActivity returns the activity that records a person's decision in
-// st, encoding a result with dc as the dispatcher encodes one (nil: the
-// default converter). A record that is no longer indeterminate (someone
-// settled it already) or no longer exists is not an error: the workflow
-// runs the activity again, which answers from whatever the record now says.
-func ResolveActivity(st store.Store, dc converter.DataConverter) func(context.Context, ResolveRequest) error {
-	return func(ctx context.Context, req ResolveRequest) error {
-		p := store.ResolveParams{Tenant: req.Tenant, Key: req.Key}
-		switch req.Action {
-		case ActionComplete:
-			outcome, err := EncodeOutcome(dc, req.Result)
-			if err != nil {
-				return temporal.NewNonRetryableApplicationError(err.Error(), "IdempotencyBadDecision", err)
-			}
-			p.Decision, p.Outcome = store.DecisionComplete, outcome
-		case ActionFree:
-			p.Decision = store.DecisionFree
-		default:
-			return temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("idempotency: action %q records nothing", req.Action), "IdempotencyBadDecision", nil)
-		}
-		err := st.Resolve(ctx, p)
-		switch {
-		case errors.Is(err, store.ErrNotIndeterminate) || errors.Is(err, store.ErrNotFound):
-			return nil
-		case errors.Is(err, store.ErrInvalid):
-			// The store will refuse this decision every time.
-			return temporal.NewNonRetryableApplicationError(err.Error(), "IdempotencyBadDecision", err)
-		}
-		return err
-	}
-}
-
-// InterceptWorkflow implements interceptor.WorkerInterceptor: with
-// Options.AwaitDecision, a workflow waits for a person when an EFFECTFUL
-// activity declared here fails indeterminate.
+// InterceptWorkflow implements interceptor.WorkerInterceptor. It registers
+// the decision handlers ([PendingQuery], [DecisionUpdate], [DecisionSignal])
+// in every workflow and, in workflows routed under [RouterChangeID], makes a
+// call that fails indeterminate wait for a person (Options.AwaitDecision).
 func (i *Interceptor) InterceptWorkflow(
 	_ workflow.Context,
 	next interceptor.WorkflowInboundInterceptor,
 ) interceptor.WorkflowInboundInterceptor {
-	if !i.opts.AwaitDecision {
-		return next
-	}
 	w := &workflowInbound{root: i}
 	w.Next = next
 	return w
@@ -128,153 +39,225 @@ func (i *Interceptor) InterceptWorkflow(
 type workflowInbound struct {
 	interceptor.WorkflowInboundInterceptorBase
 	root *Interceptor
+	out  *workflowOutbound
 }
 
 func (w *workflowInbound) Init(outbound interceptor.WorkflowOutboundInterceptor) error {
-	o := &workflowOutbound{root: w.root, waiters: map[string][]workflow.Channel{}, pending: map[string]PendingDecision{}}
-	o.Next = outbound
-	return w.Next.Init(o)
+	w.out = &workflowOutbound{root: w.root, waits: map[string]*wait{}}
+	w.out.Next = outbound
+	return w.Next.Init(w.out)
+}
+
+func (w *workflowInbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.ExecuteWorkflowInput) (any, error) {
+	// Handlers set before the workflow's code runs: the pending query
+	// answers (an empty list) from the first task, not "unknown query".
+	// None of them writes a command, so they change no history.
+	w.out.register(ctx)
+	return w.Next.ExecuteWorkflow(w.root.workflowTenant(ctx), in)
 }
 
 // workflowOutbound routes indeterminate outcomes to a person. Workflow code
-// runs one coroutine at a time, so its maps need no lock.
+// runs one coroutine at a time, so its fields need no lock.
 type workflowOutbound struct {
 	interceptor.WorkflowOutboundInterceptorBase
 	root *Interceptor
 
-	listening bool                          // the signal and query handlers are set
-	waiters   map[string][]workflow.Channel // key → the calls waiting on it
-	pending   map[string]PendingDecision    // key → what the person is asked
+	versionKnown bool
+	routed       bool
+
+	waits    map[string]*wait  // key → the wait open on it
+	rejected []PendingDecision // the latest rejected signals, oldest first
+
+	searchAttribute string   // set while waiting, as the history recorded it
+	published       []string // the keys it was last set to
+}
+
+// wait is one indeterminate key that calls of the workflow wait on.
+type wait struct {
+	pending  PendingDecision
+	waiters  int
+	decision *Decision // accepted; being applied, or applied
+	applied  bool
+	err      error // the decision could not be applied
+}
+
+// isRouted reports whether this workflow routes indeterminate outcomes to a
+// person, asking the history once (see RouterChangeID).
+func (o *workflowOutbound) isRouted(ctx workflow.Context) bool {
+	if !o.versionKnown {
+		o.versionKnown = true
+		// Off and not replaying: nothing to record, nothing to read. Off
+		// and replaying: the history may say this run was routed.
+		if o.root.opts.AwaitDecision || o.Next.IsReplaying(ctx) {
+			o.routed = o.Next.GetVersion(ctx, RouterChangeID, workflow.DefaultVersion, 1) >= 1
+		}
+	}
+	return o.routed
 }
 
 func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
-	first := o.Next.ExecuteActivity(ctx, activityType, args...)
-	d, ok := o.root.Declaration(activityType)
-	if !ok || d.Kind() != activity.KindEffectful {
-		return first
+	if activityType == ResolveActivityName || !o.isRouted(ctx) {
+		return o.Next.ExecuteActivity(ctx, activityType, args...)
 	}
+	return o.route(ctx, activityType, func(ctx workflow.Context) workflow.Future {
+		return o.Next.ExecuteActivity(ctx, activityType, args...)
+	})
+}
+
+func (o *workflowOutbound) ExecuteLocalActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	if !o.isRouted(ctx) {
+		return o.Next.ExecuteLocalActivity(ctx, activityType, args...)
+	}
+	return o.route(ctx, activityType, func(ctx workflow.Context) workflow.Future {
+		return o.Next.ExecuteLocalActivity(ctx, activityType, args...)
+	})
+}
+
+// route runs the call and, when it fails with an indeterminate outcome that
+// names a key, waits for a person's decision and runs it again. Routing is
+// decided by the error alone, not by declarations, so a workflow worker
+// that does not host the activities routes too.
+func (o *workflowOutbound) route(ctx workflow.Context, activityType string, call func(workflow.Context) workflow.Future) workflow.Future {
+	first := call(ctx)
 	result, settable := workflow.NewFuture(ctx)
 	o.Next.Go(ctx, "idempotency:"+activityType, func(ctx workflow.Context) {
 		f := first
 		for {
-			// Read only the error: the value stays encoded in f, and the
-			// caller's Get decodes it once, codecs included.
+			// Wait without decoding anything: the caller's Get decodes
+			// the result, once, into whatever type it asks for.
 			err := f.Get(ctx, nil)
 			out, indeterminate := activity.AsIndeterminate(err)
 			if !indeterminate || out.Key == "" {
 				// Settled, or nothing a person could decide: with no key
 				// there is no record to settle, and a missing tenant or key
-				// argument will not appear by waiting.
+				// argument will not appear by waiting. The caller gets the
+				// payloads as the activity sent them, codecs still applied:
+				// decoding them here and handing them on would make its Get
+				// decode them a second time.
 				settable.Chain(f)
 				return
 			}
-			decision, ok := o.await(ctx, out)
-			if !ok || decision.Action == ActionFail {
+			d, werr := o.await(ctx, out)
+			switch {
+			case werr != nil:
+				settable.Set(nil, werr)
+				return
+			case d == nil || d.Action == ActionFail:
 				settable.Set(nil, err)
 				return
 			}
-			if decision.Action == ActionComplete || decision.Action == ActionFree {
-				rctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-					StartToCloseTimeout: time.Minute,
-					RetryPolicy:         &temporal.RetryPolicy{MaximumInterval: time.Minute},
-				})
-				req := ResolveRequest{Tenant: out.Tenant, Key: out.Key, Action: decision.Action, Result: decision.Result}
-				if rerr := o.Next.ExecuteActivity(rctx, ResolveActivityName, req).Get(ctx, nil); rerr != nil {
-					settable.Set(nil, fmt.Errorf("idempotency: applying the decision on key %s: %w", out.Key, rerr))
-					return
-				}
-			}
 			// The record now says what happened: run the activity again and
 			// it answers from the record, or runs afresh on a freed key.
-			f = o.Next.ExecuteActivity(ctx, activityType, args...)
+			f = call(ctx)
 		}
 	})
 	return result
 }
 
 // await publishes out as pending and blocks until a person's decision on its
-// key arrives, or Options.DecisionTimeout passes (ok false).
-func (o *workflowOutbound) await(ctx workflow.Context, out activity.IndeterminateOutcome) (Decision, bool) {
-	o.listen(ctx)
-	// Duplicates in one workflow may wait on the same key; one decision
-	// settles them all, and the key stays pending until the last is done.
-	ch := workflow.NewBufferedChannel(ctx, 1)
-	o.waiters[out.Key] = append(o.waiters[out.Key], ch)
-	if _, ok := o.pending[out.Key]; !ok {
-		o.pending[out.Key] = PendingDecision{Outcome: out, Since: o.Next.Now(ctx)}
+// key has been applied (the decision returned), Options.DecisionTimeout
+// passes before any decision (nil, nil), the workflow is cancelled, or the
+// decision could not be applied (the error).
+func (o *workflowOutbound) await(ctx workflow.Context, out activity.IndeterminateOutcome) (*Decision, error) {
+	w := o.waits[out.Key]
+	if w == nil || w.decision != nil {
+		// Duplicates in one workflow may wait on the same key; one decision
+		// settles them all. A key decided already and failed again opens a
+		// new wait.
+		w = &wait{pending: PendingDecision{Outcome: out, Since: o.Next.Now(ctx)}}
+		o.waits[out.Key] = w
 	}
+	w.waiters++
 	defer func() {
-		o.waiters[out.Key] = slices.DeleteFunc(o.waiters[out.Key], func(c workflow.Channel) bool { return c == ch })
-		if len(o.waiters[out.Key]) == 0 {
-			delete(o.waiters, out.Key)
-			delete(o.pending, out.Key)
+		w.waiters--
+		if w.waiters == 0 && o.waits[out.Key] == w {
+			delete(o.waits, out.Key)
 		}
+		o.publish(ctx)
 	}()
 	o.Next.GetLogger(ctx).Warn("idempotency: waiting for a person's decision",
 		"activity", out.Activity, "tenant", out.Tenant, "key", out.Key, "reason", string(out.Reason),
-		"query", PendingQuery, "signal", DecisionSignal)
+		"query", PendingQuery, "update", DecisionUpdate)
 
-	var (
-		d        Decision
-		received bool
-	)
-	sel := workflow.NewSelector(ctx)
-	sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &d); received = true })
-	if t := o.root.opts.DecisionTimeout; t > 0 {
-		sel.AddFuture(o.Next.NewTimer(ctx, t), func(workflow.Future) {})
+	// The configuration in force when the wait began is recorded, so a
+	// worker configured otherwise replays this wait as it happened.
+	var raw json.RawMessage
+	if err := o.Next.SideEffect(ctx, func(workflow.Context) any {
+		return waitConfig{Timeout: o.root.opts.DecisionTimeout, SearchAttribute: o.root.searchAttribute()}
+	}).Get(&raw); err != nil {
+		return nil, err
 	}
-	sel.Select(ctx)
-	return d, received
+	cfg, err := decodeWaitConfig(raw)
+	if err != nil {
+		return nil, err
+	}
+	timeout := cfg.Timeout
+	if cfg.SearchAttribute != "" {
+		o.searchAttribute = cfg.SearchAttribute
+	}
+	o.publish(ctx)
+	decided := func() bool { return w.decision != nil }
+	if timeout > 0 {
+		ok, err := o.Next.AwaitWithTimeout(ctx, timeout, decided)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			o.Next.GetLogger(ctx).Warn("idempotency: no decision within the decision timeout", "key", out.Key, "timeout", timeout)
+			return nil, nil
+		}
+	} else if err := o.Next.Await(ctx, decided); err != nil {
+		return nil, err
+	}
+	if err := o.Next.Await(ctx, func() bool { return w.applied }); err != nil {
+		return nil, err
+	}
+	if w.err != nil {
+		return nil, fmt.Errorf("idempotency: applying the decision on key %s: %w", out.Key, w.err)
+	}
+	return w.decision, nil
 }
 
-// listen sets, once per workflow, the query that lists pending decisions and
-// the coroutine that hands each signalled decision to the call waiting on
-// its key.
-func (o *workflowOutbound) listen(ctx workflow.Context) {
-	if o.listening {
-		return
+// showDetails sets the workflow's current details (shown by `temporal
+// workflow describe` and the Web UI) to a one-line summary of its waits.
+func (o *workflowOutbound) showDetails(ctx workflow.Context, open []string) {
+	switch len(open) {
+	case 0:
+		workflow.SetCurrentDetails(ctx, "")
+	case 1:
+		p := o.waits[open[0]].pending.Outcome
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf(
+			"waiting for a person's decision: activity %s, tenant %s, key %s (%s); query %s, decide with update %s",
+			p.Activity, p.Tenant, p.Key, p.Reason, PendingQuery, DecisionUpdate))
+	default:
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf(
+			"waiting for a person's decision on %d keys; query %s, decide with update %s",
+			len(open), PendingQuery, DecisionUpdate))
 	}
-	o.listening = true
-	ctx, _ = workflow.NewDisconnectedContext(ctx)
-	if err := o.Next.SetQueryHandler(ctx, PendingQuery, func() ([]PendingDecision, error) {
-		keys := make([]string, 0, len(o.pending))
-		for k := range o.pending {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		out := make([]PendingDecision, 0, len(keys))
-		for _, k := range keys {
-			out = append(out, o.pending[k])
-		}
-		return out, nil
-	}); err != nil {
-		o.Next.GetLogger(ctx).Error("idempotency: cannot set the pending-decision query", "error", err)
-	}
-	signals := o.Next.GetSignalChannel(ctx, DecisionSignal)
-	o.Next.Go(ctx, "idempotency:decisions", func(ctx workflow.Context) {
-		for {
-			var d Decision
-			signals.Receive(ctx, &d)
-			d.Action = Action(strings.ToLower(string(d.Action)))
-			chs := o.waiters[d.Key]
-			switch {
-			case len(chs) == 0:
-				o.Next.GetLogger(ctx).Warn("idempotency: a decision for a key no call is waiting on was dropped", "key", d.Key)
-			case !validAction(d.Action):
-				o.Next.GetLogger(ctx).Warn("idempotency: a decision with an unknown action was dropped", "key", d.Key, "action", string(d.Action))
-			default:
-				for _, ch := range chs {
-					ch.SendAsync(d)
-				}
-			}
-		}
-	})
 }
 
-func validAction(a Action) bool {
-	switch a {
-	case ActionComplete, ActionFree, ActionRetry, ActionFail:
-		return true
+// waitConfig is the configuration a wait began under, recorded in the
+// history.
+type waitConfig struct {
+	Timeout         time.Duration `json:"timeout"`
+	SearchAttribute string        `json:"search_attribute,omitempty"`
+}
+
+// decodeWaitConfig reads a recorded waitConfig, or the bare timeout that
+// the first histories of this router recorded.
+func decodeWaitConfig(raw json.RawMessage) (waitConfig, error) {
+	var cfg waitConfig
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] != '{' {
+		err := json.Unmarshal(raw, &cfg.Timeout)
+		return cfg, err
 	}
-	return false
+	err := json.Unmarshal(raw, &cfg)
+	return cfg, err
+}
+
+// resolveOptions are the activity options of the Resolve activity.
+var resolveOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: time.Minute,
+	RetryPolicy:         &temporal.RetryPolicy{MaximumInterval: time.Minute},
 }

@@ -121,7 +121,7 @@ func TestAwaitDecisionRetryAfterOutsideResolve(t *testing.T) {
 	assert.Equal(t, 1, h.acts.ledger.count("Book"))
 }
 
-// A decision for another key is dropped; the call keeps waiting and the
+// A decision for another key is rejected; the call keeps waiting and the
 // timeout ends it with the indeterminate error.
 func TestAwaitDecisionTimeout(t *testing.T) {
 	t.Parallel()

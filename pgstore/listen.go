@@ -195,8 +195,17 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 		}
 	}()
 	interval := s.opts.PollInterval
-	for {
-		rec, err := s.lookup(ctx, p.Tenant, p.Key)
+	for first := true; ; first = false {
+		var (
+			rec store.Record
+			err error
+		)
+		if first {
+			// Mark the record watched, so whoever settles it announces it.
+			rec, err = s.watch(ctx, p.Tenant, p.Key)
+		} else {
+			rec, err = s.lookup(ctx, p.Tenant, p.Key)
+		}
 		now := s.now(ctx)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):

@@ -110,7 +110,8 @@ func (s *Store) Close() { s.l.close() }
 const schemaLockKey int64 = 0x6964656d706f7467 // "idempotg"
 
 // EnsureSchema creates the store's schema, table and expiry index when they
-// are missing, and leaves them alone otherwise. It is the deployment's to
+// are missing, adds the columns a table made by an earlier version lacks,
+// and leaves them alone otherwise. It is the deployment's to
 // call; it is idempotent and safe to run from several replicas at once: the
 // work is serialized by a transaction-scoped advisory lock. Objects that
 // already exist are detected first, so a role without CREATE privilege can
@@ -143,6 +144,18 @@ func (s *Store) EnsureSchema(ctx context.Context) error {
 				}
 				if !exists {
 					if _, err := tx.Exec(ctx, obj.ddl); err != nil {
+						return err
+					}
+				}
+			}
+			// A table made by an earlier version lacks the newer columns.
+			for _, c := range addedColumns {
+				if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`, s.tableName, c.name).Scan(&exists); err != nil {
+					return err
+				}
+				if !exists {
+					if _, err := tx.Exec(ctx, fmt.Sprintf(s.sql.addColumn, c.name, c.def)); err != nil {
 						return err
 					}
 				}
@@ -184,16 +197,35 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 		token = store.NewToken()
 	}
 	payload := payloadFor(p.Tenant, p.Key)
+	// The fast statement first: it inserts a fresh key or reads the one
+	// standing. Only a standing row that must be replaced (expired, or
+	// pending under the superseded token) takes the full statement.
+	fast := true
 	for attempt := 1; ; attempt++ {
 		now := s.now(ctx)
 		var (
 			acquired bool
 			rec      store.Record
 			notified int64
+			row      pgx.Row
 		)
-		row := s.pool.QueryRow(ctx, s.sql.claim, p.Tenant, p.Key, p.Holder, token,
-			now.Add(p.Lease), now.Add(s.opts.TTL), now, p.Supersede, s.opts.NotifyChannel, payload)
+		o := p.Origin
+		if fast {
+			row = s.pool.QueryRow(ctx, s.sql.claimFast, p.Tenant, p.Key, p.Holder, token,
+				now.Add(p.Lease), now.Add(s.opts.TTL), now,
+				o.WorkflowID, o.RunID, o.ActivityType, o.ActivityID, o.Attempt)
+		} else {
+			row = s.pool.QueryRow(ctx, s.sql.claim, p.Tenant, p.Key, p.Holder, token,
+				now.Add(p.Lease), now.Add(s.opts.TTL), now, p.Supersede, s.opts.NotifyChannel, payload,
+				o.WorkflowID, o.RunID, o.ActivityType, o.ActivityID, o.Attempt)
+		}
 		err := scanRecord(row, &rec, &acquired, &notified)
+		if fast && err == nil && !acquired && stale(rec, now, p.Supersede) {
+			// A row to replace: the full statement judges and takes it.
+			fast = false
+			attempt--
+			continue
+		}
 		switch {
 		case err == nil && acquired:
 			return store.Result{Status: store.StatusAcquired, Record: rec}, nil
@@ -355,6 +387,15 @@ func (s *Store) Lookup(ctx context.Context, p store.LookupParams) (store.Record,
 	return rec, nil
 }
 
+// watch reads the live record of tenant and key and marks it watched.
+func (s *Store) watch(ctx context.Context, tenant, key string) (store.Record, error) {
+	var rec store.Record
+	err := s.retry(ctx, func(ctx context.Context) error {
+		return scanRecord(s.pool.QueryRow(ctx, s.sql.watch, tenant, key, s.now(ctx)), &rec)
+	})
+	return rec, err
+}
+
 // lookup reads the key's live record, returning pgx.ErrNoRows when there is
 // none and untranslated errors otherwise.
 func (s *Store) lookup(ctx context.Context, tenant, key string) (store.Record, error) {
@@ -491,12 +532,13 @@ func begin(ctx context.Context, op string, p validator) error {
 // before (for the claim's "acquired") and after (its "notified"), into rec.
 func scanRecord(row pgx.Row, rec *store.Record, extra ...any) error {
 	var state int16
-	dest := make([]any, 0, 13)
+	dest := make([]any, 0, 18)
 	if len(extra) > 0 {
 		dest = append(dest, extra[0])
 	}
 	dest = append(dest, &rec.Tenant, &rec.Key, &state, &rec.Holder, &rec.Token, &rec.LeaseUntil,
-		&rec.ExpiresAt, &rec.CreatedAt, &rec.UpdatedAt, &rec.Outcome, &rec.Reason)
+		&rec.ExpiresAt, &rec.CreatedAt, &rec.UpdatedAt, &rec.Outcome, &rec.Reason,
+		&rec.Origin.WorkflowID, &rec.Origin.RunID, &rec.Origin.ActivityType, &rec.Origin.ActivityID, &rec.Origin.Attempt)
 	if len(extra) > 1 {
 		dest = append(dest, extra[1:]...)
 	}

@@ -83,9 +83,12 @@ func handRolled(pool *pgxpool.Pool, s *pgstore.Store, nextKey func() string) fun
 			tok, notified                   int64
 			lease, expires, created, update time.Time
 			outcome                         []byte
+			owf, orun, otype, oid           string
+			oattempt                        int32
 		)
-		err := pool.QueryRow(ctx, claimSQL, "bench", key, "bench", token, now.Add(time.Minute), now.Add(o.TTL), now, int64(0), o.NotifyChannel, payload).
-			Scan(&acquired, &tenant, &k, &state, &holder, &tok, &lease, &expires, &created, &update, &outcome, &reason, &notified)
+		err := pool.QueryRow(ctx, claimSQL, "bench", key, "bench", token, now.Add(time.Minute), now.Add(o.TTL), now, int64(0), o.NotifyChannel, payload, "", "", "", "", int32(0)).
+			Scan(&acquired, &tenant, &k, &state, &holder, &tok, &lease, &expires, &created, &update, &outcome, &reason,
+				&owf, &orun, &otype, &oid, &oattempt, &notified)
 		if err != nil {
 			return err
 		}

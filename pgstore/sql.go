@@ -17,15 +17,28 @@ var (
 
 // columns is the order every statement returns a record's columns in; see
 // scanRecord.
-const columns = "tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason"
+const columns = "tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason, " +
+	"origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt"
+
+// addedColumns are the columns a table made by an earlier version may lack,
+// with their definitions; EnsureSchema adds those missing.
+var addedColumns = []struct{ name, def string }{
+	{"watched", "boolean NOT NULL DEFAULT false"},
+	{"origin_workflow_id", "text NOT NULL DEFAULT ''"},
+	{"origin_run_id", "text NOT NULL DEFAULT ''"},
+	{"origin_activity_type", "text NOT NULL DEFAULT ''"},
+	{"origin_activity_id", "text NOT NULL DEFAULT ''"},
+	{"origin_attempt", "integer NOT NULL DEFAULT 0"},
+}
 
 // statements holds the SQL of one store, with its table's name quoted in.
 // Every value a caller supplies is a bind parameter; only the validated,
 // quoted identifiers are spliced into the text.
 type statements struct {
-	createTable, createIndex string
+	createTable, createIndex, addColumn string
+	watch                               string
 
-	claim, lookup                               string
+	claim, claimFast, lookup                    string
 	renew, complete, release, markIndeterminate string
 	resolveComplete, resolveFree, forget, sweep string
 	cancelClaim                                 string
@@ -46,8 +59,18 @@ func buildStatements(table, index string) statements {
 	updated_at  timestamptz NOT NULL,
 	outcome     bytea,
 	reason      text        NOT NULL DEFAULT '',
+	watched     boolean     NOT NULL DEFAULT false,
+	origin_workflow_id   text    NOT NULL DEFAULT '',
+	origin_run_id        text    NOT NULL DEFAULT '',
+	origin_activity_type text    NOT NULL DEFAULT '',
+	origin_activity_id   text    NOT NULL DEFAULT '',
+	origin_attempt       integer NOT NULL DEFAULT 0,
 	PRIMARY KEY (tenant, key)
 )`),
+		// addColumn brings a table made by an earlier version up to date,
+		// one column at a time; PostgreSQL 11 and later add a column with a
+		// constant default without rewriting rows. %s: name and definition.
+		addColumn:   r.Replace(`ALTER TABLE {t} ADD COLUMN IF NOT EXISTS %s %s`),
 		createIndex: r.Replace(`CREATE INDEX IF NOT EXISTS {i} ON {t} (expires_at)`),
 
 		// claim takes the key in one statement. The INSERT's ON CONFLICT
@@ -61,20 +84,26 @@ func buildStatements(table, index string) statements {
 		// stale under READ COMMITTED.
 		//
 		// $1 tenant, $2 key, $3 holder, $4 token, $5 lease_until,
-		// $6 expires_at, $7 now, $8 supersede, $9 channel, $10 payload.
+		// $6 expires_at, $7 now, $8 supersede, $9 channel, $10 payload,
+		// $11–$15 the origin.
 		claim: r.Replace(`WITH ins AS (
-	INSERT INTO {t} AS r (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason)
-	VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $7, NULL, '')
+	INSERT INTO {t} AS r (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
+		origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt)
+	VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $7, NULL, '', $11, $12, $13, $14, $15)
 	ON CONFLICT (tenant, key) DO UPDATE SET
 		state = 1, holder = EXCLUDED.holder, token = EXCLUDED.token,
 		lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at,
 		created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
-		outcome = NULL, reason = ''
+		outcome = NULL, reason = '', watched = false,
+		origin_workflow_id = EXCLUDED.origin_workflow_id, origin_run_id = EXCLUDED.origin_run_id,
+		origin_activity_type = EXCLUDED.origin_activity_type, origin_activity_id = EXCLUDED.origin_activity_id,
+		origin_attempt = EXCLUDED.origin_attempt
 	WHERE r.expires_at <= $7 OR (r.state = 1 AND r.token = $8)
 	RETURNING r.tenant, r.key, r.state, r.holder, r.token, r.lease_until, r.expires_at,
-		r.created_at, r.updated_at, r.outcome, r.reason, r.xmax::text <> '0' AS replaced
+		r.created_at, r.updated_at, r.outcome, r.reason, r.origin_workflow_id, r.origin_run_id,
+		r.origin_activity_type, r.origin_activity_id, r.origin_attempt, r.xmax::text <> '0' AS replaced
 )
-SELECT true AS acquired, tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
+SELECT true AS acquired, {cols},
 	CASE WHEN replaced THEN (SELECT count(pg_notify($9, $10))) ELSE 0 END AS notified
 FROM ins
 UNION ALL
@@ -82,13 +111,45 @@ SELECT false, {cols}, 0
 FROM {t}
 WHERE tenant = $1 AND key = $2 AND NOT EXISTS (SELECT 1 FROM ins)`),
 
+		// claimFast is the claim of the common cases: a fresh key is
+		// inserted, and a key that stands is read, not locked, so a
+		// duplicate's claim writes nothing (and commits without a WAL
+		// flush). Only when the standing row is expired, or pending under
+		// the superseded token, does Store.Claim go on to the claim
+		// statement above, which replaces it.
+		//
+		// $1 tenant, $2 key, $3 holder, $4 token, $5 lease_until,
+		// $6 expires_at, $7 now, $8–$12 the origin.
+		claimFast: r.Replace(`WITH ins AS (
+	INSERT INTO {t} (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
+		origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt)
+	VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $7, NULL, '', $8, $9, $10, $11, $12)
+	ON CONFLICT (tenant, key) DO NOTHING
+	RETURNING {cols}
+)
+SELECT true AS acquired, {cols}, 0 AS notified FROM ins
+UNION ALL
+SELECT false, {cols}, 0
+FROM {t}
+WHERE tenant = $1 AND key = $2 AND NOT EXISTS (SELECT 1 FROM ins)`),
+
 		// $1 tenant, $2 key, $3 now.
 		lookup: r.Replace(`SELECT {cols} FROM {t} WHERE tenant = $1 AND key = $2 AND expires_at > $3`),
+		// watch is a waiter's first read: it marks the record watched, so
+		// the statement that settles it announces the change, and returns it.
+		// The row lock orders it with that statement: either the waiter
+		// reads the settled record, or the settling statement sees the mark.
+		//
+		// $1 tenant, $2 key, $3 now.
+		watch: r.Replace(`UPDATE {t} SET watched = true WHERE tenant = $1 AND key = $2 AND expires_at > $3
+RETURNING {cols}`),
 
 		// The fenced statements change the row only while it is live and
-		// pending under the caller's token, and announce the change in the
-		// same statement: count(pg_notify(...)) FROM the modified rows both
-		// notifies and reports how many rows changed.
+		// pending under the caller's token, and report how many rows
+		// changed. Complete, Release and MarkIndeterminate announce the
+		// change in the same statement only when a waiter marked the record
+		// watched: a NOTIFY takes a database-wide lock at commit, which would
+		// serialise every settlement nobody waits for.
 		//
 		// $1 tenant, $2 key, $3 token, $4 now, $5 lease_until, $6 now+TTL.
 		// A renewal restarts the retention window, so a live holder's
@@ -101,24 +162,24 @@ RETURNING lease_until`),
 		complete: r.Replace(`WITH upd AS (
 	UPDATE {t} SET state = 2, outcome = $6, updated_at = $4, expires_at = $5
 	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
-	RETURNING 1
+	RETURNING watched
 )
-SELECT count(pg_notify($7, $8)) FROM upd`),
+SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($7, $8) END) FROM upd`),
 		// $1 tenant, $2 key, $3 token, $4 now, $5 channel, $6 payload.
 		release: r.Replace(`WITH del AS (
 	DELETE FROM {t}
 	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
-	RETURNING 1
+	RETURNING watched
 )
-SELECT count(pg_notify($5, $6)) FROM del`),
+SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($5, $6) END) FROM del`),
 		// $1 tenant, $2 key, $3 token, $4 now, $5 expires_at, $6 reason,
 		// $7 channel, $8 payload.
 		markIndeterminate: r.Replace(`WITH upd AS (
 	UPDATE {t} SET state = 3, reason = $6, updated_at = $4, expires_at = $5
 	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
-	RETURNING 1
+	RETURNING watched
 )
-SELECT count(pg_notify($7, $8)) FROM upd`),
+SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($7, $8) END) FROM upd`),
 		// $1 tenant, $2 key, $3 now, $4 expires_at, $5 outcome, $6 channel,
 		// $7 payload.
 		resolveComplete: r.Replace(`WITH upd AS (

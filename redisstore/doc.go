@@ -22,9 +22,11 @@
 // T's bytes:
 //
 //	P:{E}:r:<key>   hash     one record: state, holder, token, lease, exp,
-//	                         created, updated, outcome, reason
+//	                         created, updated, outcome, reason, and w once a
+//	                         Wait registered on it
 //	P:{E}:idx       set      the keys of the tenant's records
-//	P:events        channel  pub/sub: the Redis key of every record that changed
+//	P:events        channel  pub/sub: the Redis key of a waited-on record
+//	                         that changed
 //
 // E is the Cluster hash tag, so a tenant's records and index live in one slot
 // and a script may touch them together. Tenants may be any UTF-8, braces,
@@ -57,16 +59,25 @@
 // [Store.Forget] never scans the keyspace: it takes the tenant's keys from
 // its index in batches and deletes each batch, with its index entries, in one
 // script. The scripts keep the index: a claim adds its key, a release or a
-// free resolution removes it. [Store.Sweep] finds tenant indexes with SCAN
+// free resolution removes it. A claim or renewal keeps the index alive one
+// record lifetime (the retention window plus a minute) past the record it
+// wrote, so that the Complete ending the claim, which restarts the record's
+// window, never needs to touch the index; an idle tenant's index thus
+// outlives its last record by up to one window. [Store.Sweep] finds tenant indexes with SCAN
 // (on every master of a Cluster), walks them with SSCAN, deletes records
 // expired by the store's clock up to the limit, and drops index entries whose
 // record Redis already expired.
 //
 // # Waiting
 //
-// Every script that changes a record publishes its Redis key on P:events. The
-// first [Store.Wait] starts one subscriber per Store, which fans the messages
-// out to the waiters on that key; [Store.Close] stops it. A waiter re-reads
+// A [Store.Wait] subscribes first, then registers on the record (it sets
+// the record's field w in the same script that reads it), so every script
+// that later changes the record publishes its Redis key on P:events, and a
+// change made before is in what the Wait read. A record nobody waits on is
+// never published: a claim and complete with no duplicate waiting costs no
+// PUBLISH (a Forget always publishes). The first Wait starts one subscriber
+// per Store, which fans the messages out to the waiters on that key;
+// [Store.Close] stops it. A waiter re-reads
 // the record on every wake-up, and also polls with a backoff up to
 // [Options.PollInterval], because messages are lost while the subscriber
 // reconnects and a lease runs out by the clock with no write at all. In a

@@ -10,7 +10,7 @@ import (
 //
 //	P:{E}:r:<key>   hash: one record
 //	P:{E}:idx       set: the keys of the tenant's records, for Forget and Sweep
-//	P:events        pub/sub channel: the record key of every change
+//	P:events        pub/sub channel: the record key of a waited-on change
 //
 // E is the Cluster hash tag, so all of a tenant's keys share one slot and a
 // script may touch a record and the tenant's index together. base64url has no

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -33,6 +34,11 @@ func parseRecord(tenant, key string, m map[string]string) (store.Record, error) 
 	}
 	if o := m["outcome"]; o != "" {
 		r.Outcome = []byte(o)
+	}
+	if o := m["origin"]; o != "" {
+		if err := json.Unmarshal([]byte(o), &r.Origin); err != nil {
+			return store.Record{}, fmt.Errorf("record of tenant %q key %q: origin: %w", tenant, key, err)
+		}
 	}
 	if r.Token, err = strconv.ParseInt(m["token"], 10, 64); err != nil {
 		return store.Record{}, fmt.Errorf("record of tenant %q key %q: token: %w", tenant, key, err)

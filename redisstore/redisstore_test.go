@@ -194,12 +194,17 @@ func TestCancelledContextReturnsContextError(t *testing.T) {
 	assert.ErrorIs(t, err, store.ErrNotFound, "a cancelled Claim left no claim behind")
 }
 
-func TestScriptsPublishChanges(t *testing.T) {
+// The scripts publish a change only when a Wait registered on the record:
+// the hot path, a claim and complete nobody waits on, publishes nothing.
+// Every unwatched change below runs first; the first message the channel
+// carries must be the watched key's.
+func TestScriptsPublishOnlyWhenWaited(t *testing.T) {
 	t.Parallel()
 	client, prefix := testenv.Redis(t)
 	s, err := redisstore.New(client, redisstore.Options{Prefix: prefix})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, s.Close()) })
+	redisstore.DisablePolling(s)
 	ctx := t.Context()
 
 	ps := client.Subscribe(ctx, redisstore.Channel(s))
@@ -207,13 +212,40 @@ func TestScriptsPublishChanges(t *testing.T) {
 	_, err = ps.Receive(ctx) // The subscription's confirmation.
 	require.NoError(t, err)
 
-	rec := claimOK(t, s, "tenant", "k")
-	require.NoError(t, s.Complete(ctx, store.CompleteParams{Tenant: "tenant", Key: "k", Token: rec.Token, Outcome: []byte("x")}))
+	// Unwatched: every change a script makes, none of them published.
+	rec := claimOK(t, s, "tenant", "completed")
+	require.NoError(t, s.Complete(ctx, store.CompleteParams{Tenant: "tenant", Key: "completed", Token: rec.Token, Outcome: []byte("x")}))
+	rec = claimOK(t, s, "tenant", "released")
+	require.NoError(t, s.Release(ctx, store.ReleaseParams{Tenant: "tenant", Key: "released", Token: rec.Token}))
+	rec = claimOK(t, s, "tenant", "resolved")
+	require.NoError(t, s.MarkIndeterminate(ctx, store.MarkIndeterminateParams{Tenant: "tenant", Key: "resolved", Token: rec.Token, Reason: "lost"}))
+	require.NoError(t, s.Resolve(ctx, store.ResolveParams{Tenant: "tenant", Key: "resolved", Decision: store.DecisionFree}))
+	rec = claimOK(t, s, "tenant", "superseded")
+	res, err := s.Claim(ctx, store.ClaimParams{Tenant: "tenant", Key: "superseded", Holder: "h", Lease: time.Minute, Supersede: rec.Token})
+	require.NoError(t, err)
+	require.Equal(t, store.StatusAcquired, res.Status)
+	_, err = s.Renew(ctx, store.RenewParams{Tenant: "tenant", Key: "superseded", Token: res.Record.Token, Lease: time.Minute})
+	require.NoError(t, err)
+
+	// Watched: the Wait registers on the record, and its Complete publishes.
+	rec = claimOK(t, s, "tenant", "watched")
+	done := make(chan store.Result, 1)
+	go func() {
+		res, err := s.Wait(ctx, store.WaitParams{Tenant: "tenant", Key: "watched", Token: rec.Token})
+		assert.NoError(t, err)
+		done <- res
+	}()
+	rk := redisstore.RecordKey(s, "tenant", "watched")
+	require.Eventually(t, func() bool {
+		return client.HGet(ctx, rk, "w").Val() == "1"
+	}, 5*time.Second, time.Millisecond, "the Wait registers on the record")
+	require.NoError(t, s.Complete(ctx, store.CompleteParams{Tenant: "tenant", Key: "watched", Token: rec.Token, Outcome: []byte("x")}))
 	recvCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	msg, err := ps.ReceiveMessage(recvCtx)
 	require.NoError(t, err)
-	assert.Equal(t, redisstore.RecordKey(s, "tenant", "k"), msg.Payload)
+	assert.Equal(t, rk, msg.Payload, "the first change published is the watched one")
+	assert.Equal(t, store.StatusCompleted, (<-done).Status)
 }
 
 func TestWaitWakesOnNotification(t *testing.T) {
@@ -289,13 +321,22 @@ func TestRecordsHavePhysicalExpiry(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, s.Close()) })
 	ctx := t.Context()
-	claimOK(t, s, "tenant", "k")
-	for _, key := range []string{redisstore.RecordKey(s, "tenant", "k"), redisstore.IndexKey(s, "tenant")} {
+	rec := claimOK(t, s, "tenant", "k")
+	pttl := func(key string) time.Duration {
 		ttl, err := client.PTTL(ctx, key).Result()
 		require.NoError(t, err)
-		assert.Greater(t, ttl, time.Hour-time.Minute, "%s expires after the retention window", key)
-		assert.LessOrEqual(t, ttl, time.Hour+2*time.Minute, "%s expires soon after the retention window", key)
+		return ttl
 	}
+	rk, idx := redisstore.RecordKey(s, "tenant", "k"), redisstore.IndexKey(s, "tenant")
+	assert.Greater(t, pttl(rk), time.Hour, "the record expires after the retention window")
+	assert.LessOrEqual(t, pttl(rk), time.Hour+2*time.Minute, "the record expires soon after the retention window")
+	// The index outlives the claim by a window, so that the Complete, which
+	// restarts the record's window without touching the index, leaves no
+	// record behind the index's expiry.
+	assert.Greater(t, pttl(idx), 2*time.Hour, "the index expires a window after the claim's record")
+	assert.LessOrEqual(t, pttl(idx), 2*time.Hour+3*time.Minute, "the index expires soon after that")
+	require.NoError(t, s.Complete(ctx, store.CompleteParams{Tenant: "tenant", Key: "k", Token: rec.Token, Outcome: []byte("x")}))
+	assert.Greater(t, pttl(idx), pttl(rk)+50*time.Minute, "the completed record expires well before its index")
 }
 
 func TestForgetManyRecords(t *testing.T) {

@@ -18,96 +18,124 @@ import "github.com/redis/go-redis/v9"
 //   - Tokens are compared as strings: int64 tokens do not fit a Lua number.
 //   - PEXPIRE sets the physical expiry, relative to Redis's clock: the
 //     logical remainder (exp - now) plus a margin, passed in as ttl_ms.
-//   - Every state change publishes the record's key on the store's channel.
+//   - A change that can end a Wait publishes the record's key on the store's
+//     channel, but only when a Wait has registered on the record (field
+//     "w", set by waitReadScript before it reads): a claim and complete
+//     nobody waits on publish nothing. Forget always publishes.
 //
 // Record hash fields: state, holder, token, lease, exp, created, updated,
-// outcome, reason.
+// outcome, reason, w.
 
 // extendIndex is shared Lua: keep the index alive at least as long as the
 // record just written. PTTL is -1 for a key without expiry and -2 for a
-// missing one; both are below any positive ttl.
+// missing one; both are below any positive ttl. An extension adds a minute
+// of slack, so that the writes of the next minute find the index alive
+// long enough and skip the PEXPIRE.
 const extendIndex = `
 local function extend_index(idx, ttl)
-  if redis.call('PTTL', idx) < tonumber(ttl) then
-    redis.call('PEXPIRE', idx, ttl)
+  local want = tonumber(ttl)
+  if redis.call('PTTL', idx) < want then
+    redis.call('PEXPIRE', idx, want + 60000)
   end
 end
 `
 
-// fencePrelude is shared Lua: true when KEYS[1] is a live pending record
-// held under ARGV[2] at ARGV[1].
+// fencePrelude is shared Lua: holds is true when KEYS[1] is a live pending
+// record held under ARGV[2] at ARGV[1], and its second result is true when
+// a Wait has registered on the record.
 const fencePrelude = `
 local function holds(rec, now, token)
-  local cur = redis.call('HMGET', rec, 'state', 'exp', 'token')
-  return cur[1] == 'pending' and tonumber(cur[2]) > tonumber(now) and cur[3] == token
+  local cur = redis.call('HMGET', rec, 'state', 'exp', 'token', 'w')
+  return cur[1] == 'pending' and tonumber(cur[2]) > tonumber(now) and cur[3] == token, cur[4]
 end
 `
 
 // claimScript: KEYS rec, idx. ARGV now, holder, token, lease_until, exp,
-// supersede ("0" for none), ttl_ms, member, channel.
+// supersede ("0" for none), ttl_ms, member, channel, idx_ttl_ms, origin
+// (JSON; "" for none).
 // Returns {"acquired"}, or {state, HGETALL...} of the live record that
-// stopped the claim.
+// stopped the claim. It reads the record with one HGETALL, which a fresh key
+// answers with nothing and a conflict needs anyway.
 var claimScript = redis.NewScript(extendIndex + `
 local now = tonumber(ARGV[1])
-local cur = redis.call('HMGET', KEYS[1], 'state', 'exp', 'token')
-if cur[1] and tonumber(cur[2]) > now then
-  if cur[1] ~= 'pending' or ARGV[6] == '0' or cur[3] ~= ARGV[6] then
-    local rec = redis.call('HGETALL', KEYS[1])
-    table.insert(rec, 1, cur[1])
-    return rec
+local rec = redis.call('HGETALL', KEYS[1])
+local waited = false
+if #rec > 0 then
+  local cur = {}
+  for i = 1, #rec, 2 do cur[rec[i]] = rec[i + 1] end
+  if tonumber(cur.exp) > now then
+    if cur.state ~= 'pending' or ARGV[6] == '0' or cur.token ~= ARGV[6] then
+      table.insert(rec, 1, cur.state)
+      return rec
+    end
   end
+  waited = cur.w
+  redis.call('DEL', KEYS[1])
 end
-redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'state', 'pending', 'holder', ARGV[2], 'token', ARGV[3],
   'lease', ARGV[4], 'exp', ARGV[5], 'created', ARGV[1], 'updated', ARGV[1])
+if ARGV[11] ~= '' then
+  redis.call('HSET', KEYS[1], 'origin', ARGV[11])
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
 redis.call('SADD', KEYS[2], ARGV[8])
-extend_index(KEYS[2], ARGV[7])
-if cur[1] then
+extend_index(KEYS[2], ARGV[10])
+if waited then
   redis.call('PUBLISH', ARGV[9], KEYS[1])
 end
 return {'acquired'}
 `)
 
-// renewScript: KEYS rec, idx. ARGV now, token, lease_until, exp, ttl_ms.
+// renewScript: KEYS rec, idx. ARGV now, token, lease_until, exp, ttl_ms,
+// idx_ttl_ms.
 // Returns 1, or 0 when the token does not hold the claim.
 var renewScript = redis.NewScript(extendIndex + fencePrelude + `
 if not holds(KEYS[1], ARGV[1], ARGV[2]) then return 0 end
 redis.call('HSET', KEYS[1], 'lease', ARGV[3], 'exp', ARGV[4], 'updated', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
-extend_index(KEYS[2], ARGV[5])
+extend_index(KEYS[2], ARGV[6])
 return 1
 `)
 
 // completeScript: KEYS rec, idx. ARGV now, token, exp, ttl_ms, outcome,
-// channel. Returns 1, or 0 when the token does not hold the claim.
-var completeScript = redis.NewScript(extendIndex + fencePrelude + `
-if not holds(KEYS[1], ARGV[1], ARGV[2]) then return 0 end
+// channel. Returns 1, or 0 when the token does not hold the claim. It leaves
+// the index alone: the claim or renewal that made the record it completes
+// kept the index alive a retention window past the record (see indexTTL).
+var completeScript = redis.NewScript(fencePrelude + `
+local held, waited = holds(KEYS[1], ARGV[1], ARGV[2])
+if not held then return 0 end
 redis.call('HSET', KEYS[1], 'state', 'completed', 'outcome', ARGV[5], 'exp', ARGV[3], 'updated', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
-extend_index(KEYS[2], ARGV[4])
-redis.call('PUBLISH', ARGV[6], KEYS[1])
+if waited then
+  redis.call('PUBLISH', ARGV[6], KEYS[1])
+end
 return 1
 `)
 
 // releaseScript: KEYS rec, idx. ARGV now, token, member, channel.
 // Returns 1, or 0 when the token does not hold the claim.
 var releaseScript = redis.NewScript(fencePrelude + `
-if not holds(KEYS[1], ARGV[1], ARGV[2]) then return 0 end
+local held, waited = holds(KEYS[1], ARGV[1], ARGV[2])
+if not held then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[2], ARGV[3])
-redis.call('PUBLISH', ARGV[4], KEYS[1])
+if waited then
+  redis.call('PUBLISH', ARGV[4], KEYS[1])
+end
 return 1
 `)
 
 // markScript: KEYS rec, idx. ARGV now, token, exp, ttl_ms, reason, channel.
 // Returns 1, or 0 when the token does not hold the claim.
 var markScript = redis.NewScript(extendIndex + fencePrelude + `
-if not holds(KEYS[1], ARGV[1], ARGV[2]) then return 0 end
+local held, waited = holds(KEYS[1], ARGV[1], ARGV[2])
+if not held then return 0 end
 redis.call('HSET', KEYS[1], 'state', 'indeterminate', 'reason', ARGV[5], 'exp', ARGV[3], 'updated', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 extend_index(KEYS[2], ARGV[4])
-redis.call('PUBLISH', ARGV[6], KEYS[1])
+if waited then
+  redis.call('PUBLISH', ARGV[6], KEYS[1])
+end
 return 1
 `)
 
@@ -115,7 +143,7 @@ return 1
 // outcome, exp, ttl_ms, member, channel. Returns 1 when applied, -1 when
 // there is no live record, -2 when the record is not indeterminate.
 var resolveScript = redis.NewScript(extendIndex + `
-local cur = redis.call('HMGET', KEYS[1], 'state', 'exp')
+local cur = redis.call('HMGET', KEYS[1], 'state', 'exp', 'w')
 if not cur[1] or tonumber(cur[2]) <= tonumber(ARGV[1]) then return -1 end
 if cur[1] ~= 'indeterminate' then return -2 end
 if ARGV[2] == 'free' then
@@ -126,7 +154,9 @@ else
   redis.call('PEXPIRE', KEYS[1], ARGV[5])
   extend_index(KEYS[2], ARGV[5])
 end
-redis.call('PUBLISH', ARGV[7], KEYS[1])
+if cur[3] then
+  redis.call('PUBLISH', ARGV[7], KEYS[1])
+end
 return 1
 `)
 
@@ -163,4 +193,18 @@ for i = 2, #KEYS do
   end
 end
 return n
+`)
+
+// waitReadScript: KEYS rec. Registers a Wait on a pending record (field "w",
+// so that the scripts that end the claim publish the change) and returns
+// the record's HGETALL, empty when there is none. The caller is subscribed
+// before it runs the script, so a change after it is published and one
+// before it is in the reply.
+var waitReadScript = redis.NewScript(`
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then return {} end
+if state == 'pending' then
+  redis.call('HSET', KEYS[1], 'w', '1')
+end
+return redis.call('HGETALL', KEYS[1])
 `)

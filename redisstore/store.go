@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -138,6 +139,19 @@ func (s *Store) expiry(now, leaseUntil stamp) (exp stamp, ttlMillis string) {
 	return exp, strconv.FormatInt(ms, 10)
 }
 
+// indexTTL is the physical TTL, in milliseconds, a claim or a renewal whose
+// record got ttlMillis keeps the tenant's index alive for at least: one
+// physical record lifetime after the record's own (the retention window,
+// rounded up, plus the margin). The Complete that ends the claim can only
+// come while the record exists, and gives it at most that lifetime again,
+// so it finds the index alive past the record's new expiry and need not
+// touch the index.
+func (s *Store) indexTTL(ttlMillis string) string {
+	ms, _ := strconv.ParseInt(ttlMillis, 10, 64) // Formatted by expiry.
+	window := (s.ttl.Microseconds()+999)/1000 + physicalMargin.Milliseconds()
+	return strconv.FormatInt(ms+window, 10)
+}
+
 func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
 	v, err := script.Run(ctx, s.client, keys, args...).Result()
 	s.refreshTopology(ctx, err)
@@ -158,9 +172,17 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	token := store.NewToken()
 	rec := s.recordKey(p.Tenant, p.Key)
 	keys := []string{rec, s.indexKey(p.Tenant)}
+	origin := ""
+	if p.Origin != (store.Origin{}) {
+		b, err := json.Marshal(p.Origin)
+		if err != nil {
+			return store.Result{}, fmt.Errorf("redisstore: claim: encoding the origin: %w", err)
+		}
+		origin = string(b)
+	}
 	v, err := s.runClaim(ctx, keys, p.Key, strconv.FormatInt(token, 10),
 		now.arg(), p.Holder, strconv.FormatInt(token, 10), lease.arg(), exp.arg(),
-		strconv.FormatInt(p.Supersede, 10), ttl, p.Key, s.channel)
+		strconv.FormatInt(p.Supersede, 10), ttl, p.Key, s.channel, s.indexTTL(ttl), origin)
 	if err != nil {
 		if timedOut(ctx, err) {
 			// The script may have run: take back a claim nobody will use,
@@ -185,6 +207,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 			ExpiresAt:  exp.time(),
 			CreatedAt:  now.time(),
 			UpdatedAt:  now.time(),
+			Origin:     p.Origin,
 		}}, nil
 	}
 	r, err := parseRecord(p.Tenant, p.Key, pairs(reply[1:]))
@@ -237,7 +260,7 @@ func (s *Store) Renew(ctx context.Context, p store.RenewParams) (time.Time, erro
 	lease := now.add(p.Lease)
 	exp, ttl := s.expiry(now, lease)
 	err := s.fenced(ctx, "renew", p.Tenant, p.Key, p.Token, renewScript,
-		now.arg(), strconv.FormatInt(p.Token, 10), lease.arg(), exp.arg(), ttl)
+		now.arg(), strconv.FormatInt(p.Token, 10), lease.arg(), exp.arg(), ttl, s.indexTTL(ttl))
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"time"
 
@@ -42,7 +43,7 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 	}()
 	for {
 		now := s.now(ctx)
-		r, ok, err := s.read(ctx, "wait", p.Tenant, p.Key, now)
+		r, ok, err := s.readWaiting(ctx, p.Tenant, p.Key, now)
 		if err != nil {
 			return store.Result{}, err
 		}
@@ -75,6 +76,34 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 		case <-timer.C:
 		}
 	}
+}
+
+// readWaiting is read for Wait: it also registers the Wait on a pending
+// record in Redis, so that the change that ends the claim is published (the
+// scripts publish nothing for a record no Wait registered on).
+func (s *Store) readWaiting(ctx context.Context, tenant, key string, now stamp) (store.Record, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Record{}, false, translate(ctx, "wait", err)
+	}
+	v, err := s.run(ctx, waitReadScript, []string{s.recordKey(tenant, key)})
+	if err != nil {
+		return store.Record{}, false, translate(ctx, "wait", err)
+	}
+	flat, ok := v.([]any)
+	if !ok {
+		return store.Record{}, false, fmt.Errorf("redisstore: wait: unexpected reply %T", v)
+	}
+	if len(flat) == 0 {
+		return store.Record{}, false, nil
+	}
+	r, err := parseRecord(tenant, key, pairs(flat))
+	if err != nil {
+		return store.Record{}, false, fmt.Errorf("redisstore: wait: %w", err)
+	}
+	if !now.time().Before(r.ExpiresAt) {
+		return store.Record{}, false, nil
+	}
+	return r, true, nil
 }
 
 // watch registers a waiter on the record key rk.

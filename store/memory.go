@@ -115,6 +115,7 @@ func (m *Memory) Claim(ctx context.Context, params ClaimParams) (Result, error) 
 		ExpiresAt:  now.Add(m.ttl),
 		CreatedAt:  now,
 		UpdatedAt:  now,
+		Origin:     params.Origin,
 	}
 	m.put(fresh)
 	return Result{Status: StatusAcquired, Record: copyRecord(fresh)}, nil

@@ -177,6 +177,27 @@ type Record struct {
 	Outcome []byte
 	// Reason says why a record is indeterminate.
 	Reason string
+	// Origin names the execution that made the claim standing in the
+	// record, so an operator can find its workflow. The zero Origin when
+	// the claimer gave none (and for records written before stores kept
+	// it).
+	Origin Origin
+}
+
+// MaxOriginLength bounds each identifier of an [Origin], in bytes.
+const MaxOriginLength = 1024
+
+// Origin names the Temporal execution that claimed a key: identifiers only,
+// never the activity's arguments or result.
+type Origin struct {
+	// WorkflowID and RunID name the workflow execution.
+	WorkflowID string `json:"workflow_id,omitempty"`
+	RunID      string `json:"run_id,omitempty"`
+	// ActivityType is the activity's registered name.
+	ActivityType string `json:"activity_type,omitempty"`
+	// ActivityID and Attempt name the activity execution and its attempt.
+	ActivityID string `json:"activity_id,omitempty"`
+	Attempt    int32  `json:"attempt,omitempty"`
 }
 
 // Status is the answer to a [Store.Claim] or [Store.Wait].
@@ -236,6 +257,9 @@ type ClaimParams struct {
 	// Lease is how long the claim holds before waiters may presume the holder
 	// dead, unless renewed. Required, positive.
 	Lease time.Duration
+	// Origin names the claiming execution, kept with the record for
+	// operators. Optional.
+	Origin Origin
 	// Supersede, when non-zero, takes the key over if it is pending under
 	// exactly this token: the caller has decided that holder is gone. A
 	// claim pending under any other token is reported as StatusHeld.

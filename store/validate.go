@@ -28,6 +28,24 @@ func (p ClaimParams) Validate() error {
 	if p.Supersede < 0 {
 		return &InvalidError{Field: "Supersede", Reason: "must not be negative"}
 	}
+	return p.Origin.validate()
+}
+
+func (o Origin) validate() error {
+	for _, f := range []struct{ name, v string }{
+		{"Origin.WorkflowID", o.WorkflowID}, {"Origin.RunID", o.RunID},
+		{"Origin.ActivityType", o.ActivityType}, {"Origin.ActivityID", o.ActivityID},
+	} {
+		if len(f.v) > MaxOriginLength {
+			return &InvalidError{Field: f.name, Reason: "longer than " + strconv.Itoa(MaxOriginLength) + " bytes"}
+		}
+		if err := validateText(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	if o.Attempt < 0 {
+		return &InvalidError{Field: "Origin.Attempt", Reason: "must not be negative"}
+	}
 	return nil
 }
 

@@ -12,7 +12,6 @@ import (
 
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
@@ -28,14 +27,13 @@ type Options struct {
 	// interceptor is appended to Worker.Interceptors.
 	Worker sdkworker.Options
 	// Idempotency configure the dispatcher; Idempotency.Store is required.
-	// Results always reach Temporal through the worker's own converter and
-	// codecs. Idempotency.DataConverter is what the store's records are
-	// encoded with: it defaults to the client's when the client was made by
-	// [Dial], and to the SDK's default converter (no codec: plain JSON in
-	// the store) otherwise, so set it to the client's to encrypt records at
-	// rest. When Observer
-	// is nil, events are logged through Logger; when it is set, they go to
-	// both.
+	// Leave Idempotency.DataConverter nil on a client built with [Dial] or
+	// [ClientOptions]: recorded outcomes then go through the client's own
+	// converter and codecs. On a client built otherwise, set it to the
+	// client's converter, or the store keeps results as the SDK's default
+	// converter makes them (in the clear). Temporal's history always gets
+	// the client's encoding. When Observer is nil, events are logged
+	// through Logger; when it is set, they go to both.
 	Idempotency interceptor.Options
 	// Logger receives the library's events. Defaults to zap.NewNop().
 	Logger *zap.Logger
@@ -82,11 +80,6 @@ func New(c client.Client, taskQueue string, opts Options) (*Worker, error) {
 			Reason: fmt.Sprintf("%v is below the minimum of %v (zero means the default, negative turns sweeping off)", opts.SweepInterval, MinSweepInterval)}
 	}
 	iopts := opts.Idempotency
-	if iopts.DataConverter == nil {
-		if dc, ok := dialed.Load(c); ok {
-			iopts.DataConverter = dc.(converter.DataConverter)
-		}
-	}
 	iopts.Observer = Observers(ZapObserver(logger), iopts.Observer)
 	if iopts.Identity == "" {
 		iopts.Identity = opts.Worker.Identity
@@ -288,14 +281,21 @@ func registerActivity(r sdkworker.ActivityRegistry, fn any, name string) (err er
 }
 
 // ClientOptions returns a copy of opts with the tenant propagator appended
-// (once) and, when opts.Logger is nil and logger is not, the SDK's logger
-// bridged to logger.
+// (once), a plugin that hands the client's data converter to the dispatcher
+// of every worker built on the client (once; see the package
+// documentation), and, when opts.Logger is nil and logger is not, the SDK's
+// logger bridged to logger.
 func ClientOptions(opts client.Options, logger *zap.Logger) client.Options {
 	props := slices.Clone(opts.ContextPropagators)
 	if !slices.ContainsFunc(props, isTenantPropagator) {
 		props = append(props, interceptor.TenantPropagator())
 	}
 	opts.ContextPropagators = props
+	plugins := slices.Clone(opts.Plugins)
+	if !slices.ContainsFunc(plugins, isConverterPlugin) {
+		plugins = append(plugins, &converterPlugin{})
+	}
+	opts.Plugins = plugins
 	if opts.Logger == nil && logger != nil {
 		opts.Logger = NewLogger(logger)
 	}
@@ -306,23 +306,7 @@ func isTenantPropagator(p workflow.ContextPropagator) bool {
 	return reflect.TypeOf(p) == reflect.TypeOf(interceptor.TenantPropagator())
 }
 
-// Dial connects a client configured by [ClientOptions]. It remembers the
-// client's data converter, so that [New] on that client records outcomes
-// through the same converter and codecs (encryption included) without
-// Idempotency.DataConverter being set. A client made any other way has no
-// converter the SDK would tell: set Idempotency.DataConverter for it.
+// Dial connects a client configured by [ClientOptions].
 func Dial(opts client.Options, logger *zap.Logger) (client.Client, error) {
-	c, err := client.Dial(ClientOptions(opts, logger))
-	if err != nil {
-		return nil, err
-	}
-	if opts.DataConverter != nil {
-		dialed.Store(c, opts.DataConverter)
-	}
-	return c, nil
+	return client.Dial(ClientOptions(opts, logger))
 }
-
-// dialed maps each client made by Dial to its data converter: the SDK does
-// not expose a client's converter. One small entry per Dial, kept for the
-// life of the process.
-var dialed sync.Map // map[client.Client]converter.DataConverter

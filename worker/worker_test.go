@@ -284,8 +284,12 @@ func TestClientOptions(t *testing.T) {
 			}
 			assert.Equal(t, 1, tenants, "exactly one tenant propagator")
 
+			assert.Len(t, got.Plugins, 1, "the plugin that hands the client's converter to the dispatcher")
+			assert.Empty(t, in.Plugins, "the caller's slice is not changed")
+
 			again := worker.ClientOptions(got, tt.logger)
 			assert.Len(t, again.ContextPropagators, tt.wantProps, "applying it twice adds nothing")
+			assert.Len(t, again.Plugins, 1, "applying it twice adds no second plugin")
 		})
 	}
 

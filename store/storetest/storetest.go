@@ -71,6 +71,7 @@ type area struct {
 func areas() []area {
 	return []area{
 		{"Claim", claimCases()},
+		{"Origin", originCases()},
 		{"Fence", fenceCases()},
 		{"Wait", waitCases()},
 		{"Resolve", resolveCases()},

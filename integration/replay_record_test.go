@@ -1,0 +1,62 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/interceptor"
+)
+
+// updateDecision returns a decide function that sends d (its key filled in)
+// as the decision update.
+func updateDecision(d interceptor.Decision) func(context.Context, *testing.T, client.Client, client.WorkflowRun, activity.IndeterminateOutcome) {
+	return func(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, o activity.IndeterminateOutcome) {
+		// A rejected update first: it must leave nothing to replay.
+		_, err := decide(ctx, c, run, interceptor.Decision{Key: o.Key, Action: "forget"})
+		require.Error(t, err)
+		d.Key = o.Key
+		_, err = decide(ctx, c, run, d)
+		require.NoError(t, err)
+	}
+}
+
+// TestRecordDecisionHistories records every decision path of the current
+// router (see TestRecordHistories).
+func TestRecordDecisionHistories(t *testing.T) {
+	on := interceptor.Options{AwaitDecision: true}
+	recordScenarios(t, []historyScenario{
+		{name: "on-update-complete", opts: on, failures: 1, decide: updateDecision(interceptor.Decision{
+			Action: interceptor.ActionComplete, Result: json.RawMessage(`"seat 9 on BA117"`), By: "ops", Reason: "confirmed"})},
+		{name: "on-update-free", opts: on, failures: 1, decide: updateDecision(interceptor.Decision{Action: interceptor.ActionFree})},
+		{name: "on-update-retry-then-fail", opts: on, failures: 1,
+			decide: func(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, o activity.IndeterminateOutcome) {
+				// Nobody settled the record: the retry finds it
+				// indeterminate and waits again, and the person gives up.
+				updateDecision(interceptor.Decision{Action: interceptor.ActionRetry})(ctx, t, c, run, o)
+				require.Eventually(t, func() bool {
+					_, err := decide(ctx, c, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionFail})
+					return err == nil
+				}, 30*time.Second, 50*time.Millisecond)
+			}},
+		{name: "on-update-fail", opts: on, failures: 1, decide: updateDecision(interceptor.Decision{Action: interceptor.ActionFail})},
+		{name: "on-signal-rejected-then-free", opts: on, failures: 1,
+			decide: func(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, o activity.IndeterminateOutcome) {
+				signalDecision(interceptor.ActionComplete, "")(ctx, t, c, run, o) // rejected: no result
+				signalDecision(interceptor.ActionFree, "")(ctx, t, c, run, o)
+			}},
+		{name: "on-timeout", opts: interceptor.Options{AwaitDecision: true, DecisionTimeout: time.Second}, failures: 1,
+			decide: func(context.Context, *testing.T, client.Client, client.WorkflowRun, activity.IndeterminateOutcome) {}},
+		{name: "on-local-update-complete", opts: on, failures: 1, workflow: BookLocally, args: []any{"BA117"},
+			decide: updateDecision(interceptor.Decision{Action: interceptor.ActionComplete, Result: json.RawMessage(`"seat 5 on BA117"`)})},
+		{name: "on-cancelled", opts: on, failures: 1,
+			decide: func(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, _ activity.IndeterminateOutcome) {
+				require.NoError(t, c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()))
+			}},
+	})
+}

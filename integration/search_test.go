@@ -1,0 +1,136 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	sdkpb "go.temporal.io/api/sdk/v1"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/store"
+)
+
+var registerPendingAttribute = sync.OnceValue(func() error {
+	_, err := server.GetDefaultClient().OperatorService().AddSearchAttributes(context.Background(), &operatorservice.AddSearchAttributesRequest{
+		Namespace: server.GetDefaultNamespace(),
+		SearchAttributes: map[string]enumspb.IndexedValueType{
+			interceptor.DefaultPendingSearchAttribute: enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+		},
+	})
+	return err
+})
+
+// A waiting workflow sets the pending search attribute to its key, so a
+// list query finds it (what `temporal workflow list --query` sends), and
+// unsets it once decided.
+func TestDecisionListQueryFindsWaitingWorkflows(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, registerPendingAttribute())
+	st, err := store.NewMemory(store.MemoryOptions{})
+	require.NoError(t, err)
+	opts := awaitOpts
+	opts.PendingSearchAttribute = interceptor.DefaultPendingSearchAttribute
+	e := newEnv(t, st, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, e.worker.Interceptor().CheckSearchAttribute(ctx, e.client, server.GetDefaultNamespace()))
+	a := &airline{failures: 1, ledger: e.ledger}
+	require.NoError(t, e.worker.Register(activity.MustDeclare(a.Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}})))
+	e.worker.RegisterWorkflow(OneBooking)
+	e.start()
+
+	run, o := startWaiting(t, e.client, e.queue, OneBooking, "BA117", 10*time.Second, 100*time.Millisecond)
+	list := func(query string) []string {
+		resp, err := e.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: server.GetDefaultNamespace(), Query: query,
+		})
+		require.NoError(t, err)
+		var ids []string
+		for _, ex := range resp.GetExecutions() {
+			ids = append(ids, ex.GetExecution().GetWorkflowId())
+		}
+		return ids
+	}
+	byKey := fmt.Sprintf("%s = '%s'", interceptor.DefaultPendingSearchAttribute, o.Key)
+	waiting := fmt.Sprintf("%s IS NOT NULL AND TaskQueue = '%s'", interceptor.DefaultPendingSearchAttribute, e.queue)
+	require.Eventually(t, func() bool { return slices.Contains(list(byKey), run.GetID()) }, 30*time.Second, 100*time.Millisecond,
+		"the list query by key finds the waiting workflow")
+	assert.Equal(t, []string{run.GetID()}, list(waiting))
+
+	// What `temporal workflow metadata` reads: the current details name
+	// the key, and every handler explains itself.
+	v, err := e.client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), "__temporal_workflow_metadata")
+	require.NoError(t, err)
+	var md sdkpb.WorkflowMetadata
+	require.NoError(t, v.Get(&md))
+	assert.Contains(t, md.GetCurrentDetails(), o.Key, "the current details show what the workflow waits on")
+	described := map[string]string{}
+	for _, q := range md.GetDefinition().GetQueryDefinitions() {
+		described[q.GetName()] = q.GetDescription()
+	}
+	for _, u := range md.GetDefinition().GetUpdateDefinitions() {
+		described[u.GetName()] = u.GetDescription()
+	}
+	for _, s := range md.GetDefinition().GetSignalDefinitions() {
+		described[s.GetName()] = s.GetDescription()
+	}
+	for _, name := range []string{interceptor.PendingQuery, interceptor.DecisionUpdate, interceptor.DecisionSignal} {
+		assert.NotEmpty(t, described[name], name)
+	}
+
+	_, err = decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree})
+	require.NoError(t, err)
+	require.NoError(t, run.Get(ctx, nil))
+	require.Eventually(t, func() bool { return len(list(waiting)) == 0 }, 30*time.Second, 100*time.Millisecond,
+		"a decided workflow no longer carries the attribute")
+}
+
+// Where the namespace lacks the attribute, the check says how to create it
+// and the workflow waits and is decided without it.
+func TestDecisionMissingSearchAttributeDegrades(t *testing.T) {
+	t.Parallel()
+	st, err := store.NewMemory(store.MemoryOptions{})
+	require.NoError(t, err)
+	opts := awaitOpts
+	opts.PendingSearchAttribute = "IdempotencyNoSuchAttribute"
+	e := newEnv(t, st, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = e.worker.Interceptor().CheckSearchAttribute(ctx, e.client, server.GetDefaultNamespace())
+	var saErr *interceptor.SearchAttributeError
+	require.True(t, errors.As(err, &saErr), "%v", err)
+	assert.Contains(t, err.Error(), "temporal operator search-attribute create")
+	a := &airline{failures: 1, ledger: e.ledger}
+	require.NoError(t, e.worker.Register(activity.MustDeclare(a.Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}})))
+	e.worker.RegisterWorkflow(OneBooking)
+	e.start()
+	run, o := startWaiting(t, e.client, e.queue, OneBooking, "BA117", 10*time.Second, 100*time.Millisecond)
+	_, err = decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree})
+	require.NoError(t, err)
+	require.NoError(t, run.Get(ctx, nil))
+}
+
+// TestRecordSearchAttributeHistory records a wait that set the pending
+// search attribute (see TestRecordHistories).
+func TestRecordSearchAttributeHistory(t *testing.T) {
+	if _, ok := os.LookupEnv(recordEnv); ok {
+		require.NoError(t, registerPendingAttribute())
+	}
+	recordScenarios(t, []historyScenario{
+		{name: "on-search-attribute-free", failures: 1,
+			opts:   interceptor.Options{AwaitDecision: true, PendingSearchAttribute: interceptor.DefaultPendingSearchAttribute},
+			decide: updateDecision(interceptor.Decision{Action: interceptor.ActionFree})},
+	})
+}

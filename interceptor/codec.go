@@ -1,0 +1,81 @@
+package interceptor
+
+import (
+	"context"
+	"fmt"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+)
+
+type dataConverterKey struct{}
+
+// WithDataConverter returns a copy of ctx carrying dc as the data converter
+// of the client the activity runs on. When Options.DataConverter is unset,
+// the dispatcher records outcomes with it, so the client's payload codecs
+// (encryption, compression) apply to the store as they apply to Temporal's
+// history. The worker package sets it on every activity of a client built
+// with worker.Dial or worker.ClientOptions; set it yourself only from an
+// activity interceptor of your own, with the converter of the client the
+// worker runs on.
+func WithDataConverter(ctx context.Context, dc converter.DataConverter) context.Context {
+	if dc == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, dataConverterKey{}, dc)
+}
+
+// dataConverter returns the converter outcomes are recorded with for an
+// activity running under ctx: Options.DataConverter, else the client's one
+// ctx carries ([WithDataConverter]), else the SDK's default. Like the SDK
+// with the client's converter, it makes it transfer-aware and hands a
+// context-aware one the activity's context. It sets no serialization
+// context: a record is read back by duplicates, whose activity IDs differ.
+func (o *Options) dataConverter(ctx context.Context) converter.DataConverter {
+	dc := o.DataConverter
+	if dc == nil {
+		dc = contextDataConverter(ctx)
+	}
+	dc = converter.MakeTransferAware(dc)
+	if aware, ok := dc.(converter.ContextAware); ok {
+		dc = aware.WithContext(ctx)
+	}
+	return dc
+}
+
+func contextDataConverter(ctx context.Context) converter.DataConverter {
+	if dc, ok := ctx.Value(dataConverterKey{}).(converter.DataConverter); ok {
+		return dc
+	}
+	return converter.GetDefaultDataConverter()
+}
+
+// answer turns a recorded outcome into what the dispatcher hands the SDK:
+// the payload with the store's codecs undone, as a raw value. The SDK then
+// encodes it with the worker's own converter and codecs, exactly as it
+// encodes a result the body returned, so what reaches Temporal's history is
+// never the store's encoding and never plaintext a codec should have
+// covered, whatever converter the store was written with.
+func (x *execution) answer(recorded *commonpb.Payloads) (any, error) {
+	switch n := len(recorded.GetPayloads()); n {
+	case 0:
+		return nil, nil
+	case 1:
+	default:
+		return nil, x.unreadable(fmt.Errorf("%d payloads where an activity returns one", n))
+	}
+	var raw converter.RawValue
+	if err := x.dc.FromPayloads(recorded, &raw); err != nil {
+		return nil, x.unreadable(err)
+	}
+	return raw, nil
+}
+
+// unreadable is the non-retryable error for a recorded outcome that cannot
+// be turned back into a result.
+func (x *execution) unreadable(err error) error {
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("idempotency: the recorded outcome of %q (key %s) cannot be decoded: %v", x.decl.Name(), x.key, err),
+		ErrorTypeOutcomeUnreadable, err)
+}

@@ -1,0 +1,108 @@
+package interceptor_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	sdkinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/testsuite"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/interceptor"
+)
+
+// headerlessEnv is a workflow environment whose workflow carries no tenant
+// header, as one started from the temporal CLI, the Web UI, a schedule or
+// another SDK does.
+func headerlessEnv(t *testing.T, h *harness, memo map[string]any) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	env := h.suite.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(sdkworker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{h.ic}})
+	env.SetContextPropagators([]workflow.ContextPropagator{interceptor.TenantPropagator()})
+	if memo != nil {
+		require.NoError(t, env.SetMemoOnStart(memo))
+	}
+	h.register(env)
+	return env
+}
+
+func claimedTenants(h *harness) []string {
+	var out []string
+	for _, e := range h.rec.all() {
+		if e.Kind == interceptor.EventClaimed {
+			out = append(out, e.Tenant)
+		}
+	}
+	return out
+}
+
+func TestWorkflowTenantFromMemo(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	env := headerlessEnv(t, h, map[string]any{interceptor.TenantMemo: "acme"})
+	env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
+	require.NoError(t, env.GetWorkflowError())
+	assert.Equal(t, []string{"acme"}, claimedTenants(h))
+}
+
+func TestWorkflowTenantDefault(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(o *interceptor.Options) { o.DefaultTenant = "solo" })
+	env := headerlessEnv(t, h, nil)
+	env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
+	require.NoError(t, env.GetWorkflowError())
+	assert.Equal(t, []string{"solo"}, claimedTenants(h))
+}
+
+// The header wins over the memo, and the memo over the default.
+func TestWorkflowTenantPrecedence(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(o *interceptor.Options) { o.DefaultTenant = "solo" })
+	env := h.workflowEnv(t, "acme")
+	require.NoError(t, env.SetMemoOnStart(map[string]any{interceptor.TenantMemo: "globex"}))
+	env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
+	require.NoError(t, env.GetWorkflowError())
+
+	env = headerlessEnv(t, h, map[string]any{interceptor.TenantMemo: "globex"})
+	env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA118", RequestID: "a"})
+	require.NoError(t, env.GetWorkflowError())
+	assert.Equal(t, []string{"acme", "globex"}, claimedTenants(h))
+}
+
+// Without a header, a memo or a default, a declared call cannot derive a
+// key, as before; a memo that is not a string is no tenant either.
+func TestWorkflowTenantNone(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	for _, memo := range []map[string]any{nil, {interceptor.TenantMemo: 42}} {
+		env := headerlessEnv(t, h, memo)
+		env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
+		o, ok := activity.AsIndeterminate(env.GetWorkflowError())
+		require.True(t, ok, "%v", env.GetWorkflowError())
+		assert.Equal(t, activity.ReasonKeyNotDerivable, o.Reason)
+	}
+	assert.Equal(t, 0, h.acts.ledger.count("Book"))
+}
+
+// A default tenant or a search attribute name no one could use is refused
+// by New, naming the field.
+func TestNewRefusesBadDecisionOptions(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	for _, opts := range []interceptor.Options{
+		{Store: h.mem, DefaultTenant: "ac\x00me"},
+		{Store: h.mem, DefaultTenant: string(make([]byte, 300))},
+		{Store: h.mem, PendingSearchAttribute: "Idempotency Pending"},
+		{Store: h.mem, PendingSearchAttribute: "9keys"},
+	} {
+		_, err := interceptor.New(opts)
+		var oe *interceptor.OptionsError
+		require.ErrorAs(t, err, &oe, "%+v", opts)
+		assert.ErrorIs(t, err, interceptor.ErrInvalidOptions)
+	}
+	_, err := interceptor.New(interceptor.Options{Store: h.mem, DefaultTenant: "acme", PendingSearchAttribute: interceptor.DefaultPendingSearchAttribute})
+	require.NoError(t, err)
+}
