@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -218,33 +219,37 @@ func failoverRound(t *testing.T, c *redisCluster, acks int, prefix string) failo
 			return nil
 		})
 	}
-	g.Go(func() error {
-		for done.Load() < keys*calls/4 {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+	// The kill comes from the feeder, after a quarter of the calls were
+	// handed out and before the rest: with callers in flight, and three
+	// quarters of the calls after it.
+	kill := func() {
 		c.kill(port(victimAddr))
 		killedAt := time.Now()
-		// The promotion: the dead master's replica says it is a master.
-		for role(ctx, replicaAddr) != "master" {
-			if ctx.Err() != nil {
-				return fmt.Errorf("no promotion of %s: %w", replicaAddr, ctx.Err())
+		g.Go(func() error {
+			// The promotion: the dead master's replica says it is a master.
+			for role(ctx, replicaAddr) != "master" {
+				if ctx.Err() != nil {
+					return fmt.Errorf("no promotion of %s: %w", replicaAddr, ctx.Err())
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		tally.promotion = time.Since(killedAt).Round(10 * time.Millisecond)
-		// Bring the dead node back (empty: it kept no AOF) while the calls
-		// go on: it rejoins as the new master's replica. Until it has, the
-		// new master has no replica, and with ReplicaAcks its claims wait
-		// in vain.
-		restartedAt = time.Now()
-		c.restart(port(victimAddr))
-		return nil
-	})
-	for range calls {
+			tally.promotion = time.Since(killedAt).Round(10 * time.Millisecond)
+			// Bring the dead node back (empty: it kept no AOF) while the calls
+			// go on: it rejoins as the new master's replica. Until it has, the
+			// new master has no replica, and with ReplicaAcks its claims wait
+			// in vain.
+			restartedAt = time.Now()
+			if out, err := exec.Command(clusterScript, "restart", c.dir, port(victimAddr)).CombinedOutput(); err != nil {
+				return fmt.Errorf("restarting %s: %w: %s", victimAddr, err, out)
+			}
+			return nil
+		})
+	}
+	for pass := range calls {
 		for i := range keys {
+			if pass*keys+i == keys*calls/4 {
+				kill()
+			}
 			select {
 			case jobs <- i:
 			case <-ctx.Done():
