@@ -97,6 +97,39 @@ func TestClusterFailover(t *testing.T) {
 			assert.Zero(t, total.duplicates+total.duplicatesRejoin, "with ReplicaAcks=%d no acknowledged claim may be lost", acks)
 		}
 	}
+	t.Run("ClientFollowsPromotion", func(t *testing.T) { clientFollowsPromotion(t, c) })
+}
+
+// clientFollowsPromotion kills a master for good and requires a claim on
+// its slot, through a client that learnt the slot map before the kill, to
+// reach the promoted replica. go-redis reloads its map on MOVED, which a
+// dead node never sends, or after ClusterStateReloadInterval (a minute);
+// the store asks for a reload after an unavailable error. The bound is far
+// below that minute and far above a reload: not a timing assertion.
+func clientFollowsPromotion(t *testing.T, c *redisCluster) {
+	client := c.client(&redis.ClusterOptions{DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
+	s, err := redisstore.New(client, redisstore.Options{Prefix: "follow"})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, s.Close()) })
+	claimOK(t, s, "tenant", "before") // Loads the slot map.
+	victim, err := client.MasterForKey(t.Context(), redisstore.RecordKey(s, "tenant", "after"))
+	require.NoError(t, err)
+	replica := replicaOf(t, c, victim.Options().Addr)
+	c.kill(port(victim.Options().Addr))
+	waitFor(t, "the replica's promotion", func(ctx context.Context) bool { return role(ctx, replica) == "master" })
+
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for {
+		res, err := s.Claim(ctx, store.ClaimParams{Tenant: "tenant", Key: "after", Holder: "h", Lease: time.Minute})
+		if errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		require.NoError(t, err, "a claim on the dead master's slot never reached the promoted replica")
+		require.Equal(t, store.StatusAcquired, res.Status)
+		return
+	}
 }
 
 func failoverRound(t *testing.T, c *redisCluster, acks int, prefix string) failoverTally {
