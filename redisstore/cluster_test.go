@@ -70,8 +70,7 @@ func (c *redisCluster) script(command string, args ...string) {
 	require.NoError(c.t, err, "redis-cluster.sh %s: %s", command, out)
 }
 
-func (c *redisCluster) kill(port string)    { c.script("kill", port) }
-func (c *redisCluster) restart(port string) { c.script("restart", port) }
+func (c *redisCluster) kill(port string) { c.script("kill", port) }
 
 // TestClusterConformance runs the store contract against a real Redis
 // Cluster through redis.NewClusterClient: every script touches only keys of

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,6 +96,39 @@ func TestClusterFailover(t *testing.T) {
 		if acks > 0 {
 			assert.Zero(t, total.duplicates+total.duplicatesRejoin, "with ReplicaAcks=%d no acknowledged claim may be lost", acks)
 		}
+	}
+	t.Run("ClientFollowsPromotion", func(t *testing.T) { clientFollowsPromotion(t, c) })
+}
+
+// clientFollowsPromotion kills a master for good and requires a claim on
+// its slot, through a client that learnt the slot map before the kill, to
+// reach the promoted replica. go-redis reloads its map on MOVED, which a
+// dead node never sends, or after ClusterStateReloadInterval (a minute);
+// the store asks for a reload after an unavailable error. The bound is far
+// below that minute and far above a reload: not a timing assertion.
+func clientFollowsPromotion(t *testing.T, c *redisCluster) {
+	client := c.client(&redis.ClusterOptions{DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
+	s, err := redisstore.New(client, redisstore.Options{Prefix: "follow"})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, s.Close()) })
+	claimOK(t, s, "tenant", "before") // Loads the slot map.
+	victim, err := client.MasterForKey(t.Context(), redisstore.RecordKey(s, "tenant", "after"))
+	require.NoError(t, err)
+	replica := replicaOf(t, c, victim.Options().Addr)
+	c.kill(port(victim.Options().Addr))
+	waitFor(t, "the replica's promotion", func(ctx context.Context) bool { return role(ctx, replica) == "master" })
+
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for {
+		res, err := s.Claim(ctx, store.ClaimParams{Tenant: "tenant", Key: "after", Holder: "h", Lease: time.Minute})
+		if errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		require.NoError(t, err, "a claim on the dead master's slot never reached the promoted replica")
+		require.Equal(t, store.StatusAcquired, res.Status)
+		return
 	}
 }
 
@@ -218,33 +252,37 @@ func failoverRound(t *testing.T, c *redisCluster, acks int, prefix string) failo
 			return nil
 		})
 	}
-	g.Go(func() error {
-		for done.Load() < keys*calls/4 {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+	// The kill comes from the feeder, after a quarter of the calls were
+	// handed out and before the rest: with callers in flight, and three
+	// quarters of the calls after it.
+	kill := func() {
 		c.kill(port(victimAddr))
 		killedAt := time.Now()
-		// The promotion: the dead master's replica says it is a master.
-		for role(ctx, replicaAddr) != "master" {
-			if ctx.Err() != nil {
-				return fmt.Errorf("no promotion of %s: %w", replicaAddr, ctx.Err())
+		g.Go(func() error {
+			// The promotion: the dead master's replica says it is a master.
+			for role(ctx, replicaAddr) != "master" {
+				if ctx.Err() != nil {
+					return fmt.Errorf("no promotion of %s: %w", replicaAddr, ctx.Err())
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		tally.promotion = time.Since(killedAt).Round(10 * time.Millisecond)
-		// Bring the dead node back (empty: it kept no AOF) while the calls
-		// go on: it rejoins as the new master's replica. Until it has, the
-		// new master has no replica, and with ReplicaAcks its claims wait
-		// in vain.
-		restartedAt = time.Now()
-		c.restart(port(victimAddr))
-		return nil
-	})
-	for range calls {
+			tally.promotion = time.Since(killedAt).Round(10 * time.Millisecond)
+			// Bring the dead node back (empty: it kept no AOF) while the calls
+			// go on: it rejoins as the new master's replica. Until it has, the
+			// new master has no replica, and with ReplicaAcks its claims wait
+			// in vain.
+			restartedAt = time.Now()
+			if out, err := exec.Command(clusterScript, "restart", c.dir, port(victimAddr)).CombinedOutput(); err != nil {
+				return fmt.Errorf("restarting %s: %w: %s", victimAddr, err, out)
+			}
+			return nil
+		})
+	}
+	for pass := range calls {
 		for i := range keys {
+			if pass*keys+i == keys*calls/4 {
+				kill()
+			}
 			select {
 			case jobs <- i:
 			case <-ctx.Done():

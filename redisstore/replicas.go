@@ -90,7 +90,9 @@ func (s *Store) runClaim(ctx context.Context, keys []string, member, token strin
 	}
 	// Not known to be on enough replicas: a failover now would lose it.
 	// Take it back, so that a retry can claim again.
-	_ = releaseScript.Run(context.WithoutCancel(ctx), node, keys, s.now(ctx).arg(), token, member, s.channel).Err()
+	undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_ = releaseScript.Run(undo, node, keys, s.now(undo).arg(), token, member, s.channel).Err()
 	if werr != nil {
 		return nil, fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, werr)
 	}

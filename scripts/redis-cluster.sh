@@ -5,8 +5,8 @@
 #   scripts/redis-cluster.sh start DIR [WATCH_PID]
 #       Starts six redis-server nodes (--cluster-enabled yes) on free ports,
 #       each in DIR/PORT/, joins them with `redis-cli --cluster create
-#       --cluster-replicas 1`, waits until every node reports cluster_state:ok,
-#       and prints the six addresses (comma-separated) on stdout. With
+#       --cluster-replicas 1`, waits until every node reports cluster_state:ok
+#       and every replica is linked to its master, and prints the six addresses (comma-separated) on stdout. With
 #       WATCH_PID, a watchdog kills every node once that process is gone, so a
 #       test that dies leaves no servers behind.
 #   scripts/redis-cluster.sh kill DIR PORT      SIGKILL one node.
@@ -96,6 +96,18 @@ cluster_ok() { # every node answers and agrees the cluster is up
 	done
 }
 
+replicas_linked() { # every master has its replica online, every replica its link up
+	local dir=$1 port info
+	for port in $(cat "$dir/ports"); do
+		info=$("$redis_cli" -h 127.0.0.1 -p "$port" info replication 2>/dev/null | tr -d '\r')
+		case $info in
+		*role:master*) grep -q '^slave0:.*state=online' <<<"$info" || return 1 ;;
+		*role:slave*) grep -q '^master_link_status:up' <<<"$info" || return 1 ;;
+		*) return 1 ;;
+		esac
+	done
+}
+
 cmd=${1:-}
 dir=${2:-}
 [ -n "$cmd" ] && [ -n "$dir" ] || die "usage: $0 start|kill|restart|stop DIR [PORT|WATCH_PID]"
@@ -145,6 +157,11 @@ start)
 		sleep 0.05
 	done
 	cluster_ok "$dir" || { stop_all "$dir"; die "the cluster did not reach cluster_state:ok"; }
+	for _ in $(seq 1 300); do
+		replicas_linked "$dir" && break
+		sleep 0.05
+	done
+	replicas_linked "$dir" || { stop_all "$dir"; die "the replicas did not link up with their masters"; }
 	(IFS=,; echo "${addrs[*]}")
 	;;
 kill)
