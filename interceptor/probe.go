@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -36,7 +37,27 @@ func (x *execution) unknownOutcome(actx, sctx context.Context, reason activity.R
 	if probe == nil {
 		return nil, x.markIndeterminate(sctx, reason, entered, cause)
 	}
-	ans, perr := x.askProbe(actx, probe, reason, entered)
+	// The claim stays this execution's while the probe runs: its lease is
+	// renewed as while the body ran, so a duplicate waits for the answer
+	// instead of finding the holder lost.
+	pctx, cancelProbe := context.WithCancelCause(actx)
+	defer cancelProbe(nil)
+	var superseded atomic.Bool
+	stop := x.renew(actx, func(err error) {
+		superseded.Store(true)
+		cancelProbe(ErrSuperseded)
+		x.count(MetricSuperseded)
+		x.observe(actx, EventSuperseded, err)
+	})
+	ans, perr := x.askProbe(pctx, probe, reason, entered)
+	stop()
+	if superseded.Load() {
+		// The key is another caller's now: nothing may be written under
+		// it, whatever the probe said.
+		x.probed(sctx, EventProbeUnsettled, MetricProbeUnsettled, reason, ErrSuperseded)
+		return nil, x.indeterminate(sctx, activity.ReasonHolderLost, entered,
+			fmt.Errorf("%w while its probe ran: %w", ErrSuperseded, cause))
+	}
 	if perr == nil && ans.Landing == activity.Landed {
 		perr = checkProbeResult(x.decl.Func(), ans.Result)
 	}

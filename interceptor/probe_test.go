@@ -353,3 +353,74 @@ func TestProbeMetrics(t *testing.T) {
 	assert.Equal(t, int64(1), c(interceptor.MetricIndeterminate), "only the probe that could not tell leaves an indeterminate outcome")
 	assert.Equal(t, 3, metrics.timer(interceptor.MetricProbeLatency, "Charge", "EFFECTFUL"))
 }
+
+// The claim stays this execution's while its probe runs: the lease is
+// renewed as it is while the body runs, so a duplicate waits for the probe's
+// answer instead of finding the holder lost.
+func TestProbeKeepsTheLease(t *testing.T) {
+	t.Parallel()
+	h, d := probeHarness(t)
+	h.acts.on("Charge", func(context.Context, int, BookRequest) error { return errors.New("gateway timeout") })
+	renewed := make(chan bool, 1)
+	d.answer = func(_ context.Context, req activity.ProbeRequest) (activity.ProbeAnswer, error) {
+		rec, err := h.lookup(t, "acme", string(req.Key))
+		if err != nil {
+			return activity.ProbeAnswer{}, err
+		}
+		claimedUntil := rec.LeaseUntil
+		h.clock.Advance(time.Second) // past the 300 ms lease, unless renewed
+		deadline := time.Now().Add(10 * time.Second)
+		ok := false
+		for !ok && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			rec, err = h.lookup(t, "acme", string(req.Key))
+			ok = err == nil && rec.LeaseUntil.After(claimedUntil.Add(time.Second/2))
+		}
+		renewed <- ok
+		return activity.AnswerCannotTell(), nil
+	}
+	env := h.probeEnv(t)
+	_, err := book(env, h.charger.Charge, BookRequest{Flight: "BA117"})
+	requireIndeterminate(t, err, activity.ReasonBodyFailed, true)
+	assert.True(t, <-renewed, "the lease was renewed while the probe ran")
+}
+
+// A claim taken over while its probe runs is another caller's: the probe's
+// context ends with ErrSuperseded, and nothing it answers is written.
+func TestProbeSuperseded(t *testing.T) {
+	t.Parallel()
+	h, d := probeHarness(t)
+	h.acts.on("Charge", func(context.Context, int, BookRequest) error { return errors.New("gateway timeout") })
+	var taker int64
+	d.answer = func(ctx context.Context, req activity.ProbeRequest) (activity.ProbeAnswer, error) {
+		rec, err := h.lookup(t, "acme", string(req.Key))
+		if err != nil {
+			return activity.ProbeAnswer{}, err
+		}
+		h.faults.setDown("Renew", true)
+		h.clock.Advance(time.Second)
+		res, err := h.mem.Claim(context.Background(), store.ClaimParams{
+			Tenant: "acme", Key: string(req.Key), Holder: "worker-elsewhere", Lease: time.Minute, Supersede: rec.Token,
+		})
+		if err != nil || res.Status != store.StatusAcquired {
+			return activity.ProbeAnswer{}, errors.New("the test could not take the key over")
+		}
+		taker = res.Record.Token
+		h.faults.setDown("Renew", false)
+		<-ctx.Done()
+		if !errors.Is(context.Cause(ctx), interceptor.ErrSuperseded) {
+			return activity.ProbeAnswer{}, context.Cause(ctx)
+		}
+		return activity.AnswerLanded(Booking{Call: 99}), nil
+	}
+	env := h.probeEnv(t)
+	_, err := book(env, h.charger.Charge, BookRequest{Flight: "BA117"})
+	o := requireIndeterminate(t, err, activity.ReasonHolderLost, true)
+	assert.Contains(t, o.Cause, interceptor.ErrSuperseded.Error())
+	rec, err := h.lookup(t, "acme", o.Key)
+	require.NoError(t, err)
+	assert.Equal(t, store.StatePending, rec.State, "the new holder's claim is untouched")
+	assert.Equal(t, taker, rec.Token)
+	assert.Equal(t, 1, h.rec.count(interceptor.EventSuperseded))
+	assert.Zero(t, h.rec.count(interceptor.EventProbeLanded))
+}
