@@ -24,7 +24,8 @@
 //     or an earlier attempt of this same activity whose body outlived its
 //     start-to-close — : wait for its answer, heartbeating; a recorded result
 //     is returned as a duplicate's. Held by a caller that is gone (its lease
-//     ran out): IDEMPOTENT takes over, EFFECTFUL fails indeterminate.
+//     ran out): IDEMPOTENT takes over, EFFECTFUL fails indeterminate
+//     (unless its probe answers; see below).
 //     Indeterminate: fail again.
 //   - Acquired: the body runs with the key in its context; the lease is
 //     renewed every third of its length until the body returns, also past
