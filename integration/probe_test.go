@@ -9,10 +9,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -93,6 +96,60 @@ func TestProbeUnsettledAgainstServer(t *testing.T) {
 				rec, err := st.Lookup(context.Background(), store.LookupParams{Tenant: "acme", Key: o.Key})
 				require.NoError(t, err)
 				assert.Equal(t, store.StateIndeterminate, rec.State)
+			})
+		})
+	}
+}
+
+// A worker died holding the key (its claim is left pending and its lease
+// runs out). The next attempt asks the airline instead of putting the call
+// to a person: the seat the dead worker booked answers it, or, if the
+// airline has no booking under the key, the retry books once.
+func TestProbeHolderLostAgainstServer(t *testing.T) {
+	t.Parallel()
+	for _, landed := range []bool{true, false} {
+		name := map[bool]string{true: "Landed", false: "NotLanded"}[landed]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			forEachStore(t, func(t *testing.T, st store.Store) {
+				a := &airline{probe: true}
+				e := newAirlineEnvWith(t, st, activity.KindEffectful, a,
+					interceptor.Options{Lease: 2 * time.Second, Scope: interceptor.ScopeWorkflow})
+				id := testenv.UniqueName("wf")
+				decl := activity.MustDeclare(a.Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}})
+				key, err := decl.Key("acme", id, []any{BookRequest{Flight: "BA117"}})
+				require.NoError(t, err)
+				// The dead worker's claim, with a lease about to run out.
+				res, err := st.Claim(context.Background(), store.ClaimParams{
+					Tenant: "acme", Key: string(key), Holder: "dead-worker", Lease: 500 * time.Millisecond,
+				})
+				require.NoError(t, err)
+				require.Equal(t, store.StatusAcquired, res.Status)
+				if landed {
+					a.mu.Lock()
+					a.bookings = map[keyspace.Key]string{key: "seat 7 on BA117 for the dead worker"}
+					a.mu.Unlock()
+				}
+
+				ctx, cancel := context.WithTimeout(interceptor.WithTenant(context.Background(), "acme"), time.Minute)
+				defer cancel()
+				run, err := e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: e.queue},
+					OneBooking, "BA117", 10*time.Second, 200*time.Millisecond)
+				require.NoError(t, err)
+				var seat string
+				require.NoError(t, run.Get(ctx, &seat))
+				assert.Equal(t, 1, a.probesAsked())
+				if landed {
+					assert.Equal(t, "seat 7 on BA117 for the dead worker", seat)
+					assert.Zero(t, e.ledger.Calls("BA117"), "no body ran: the dead worker's booking answers")
+					assert.Equal(t, 1, e.events.count(interceptor.EventProbeLanded))
+					return
+				}
+				assert.True(t, strings.HasPrefix(seat, "seat 1 on BA117"), seat)
+				assert.Equal(t, 1, e.ledger.Calls("BA117"), "the retry booked once")
+				assert.Equal(t, 1, e.ledger.Effects("BA117"))
+				assert.Equal(t, 1, e.events.count(interceptor.EventProbeNotLanded))
+				assert.Zero(t, e.events.count(interceptor.EventIndeterminate))
 			})
 		})
 	}
