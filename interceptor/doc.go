@@ -55,7 +55,10 @@
 //     [EventReleased]). Cannot tell, an error, a panic, a result of the
 //     wrong type, or no answer in time: indeterminate as without a probe
 //     ([EventProbeUnsettled], then [EventIndeterminate]). A claim taken over
-//     while the probe runs writes nothing. The probe is never asked where
+//     while the probe runs writes nothing. An outcome the probe left
+//     unsettled says why in its Cause ("probe: cannot tell", or the probe's
+//     error), which is what a person deciding it reads. The probe is never
+//     asked where
 //     there is no claim to settle: no key, a store that is down, a body
 //     superseded while it ran, a record already indeterminate.
 //   - No key, or a tenant no store accepts: the body is never entered. A
