@@ -424,3 +424,18 @@ func TestProbeSuperseded(t *testing.T) {
 	assert.Equal(t, 1, h.rec.count(interceptor.EventSuperseded))
 	assert.Zero(t, h.rec.count(interceptor.EventProbeLanded))
 }
+
+// A local activity's outcome is probed as a regular one's.
+func TestProbeLocalActivity(t *testing.T) {
+	t.Parallel()
+	h, d := probeHarness(t)
+	h.acts.on("Charge", func(context.Context, int, BookRequest) error { return errLost })
+	env := h.probeEnv(t)
+	val, err := env.ExecuteLocalActivity(h.charger.Charge, BookRequest{Flight: "BA117"})
+	require.NoError(t, err)
+	var got Booking
+	require.NoError(t, val.Get(&got))
+	assert.Equal(t, 1, got.Call)
+	assert.Equal(t, 1, d.timesAsked())
+	assert.Equal(t, 1, h.rec.count(interceptor.EventProbeLanded))
+}
