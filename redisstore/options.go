@@ -114,5 +114,5 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 func optionError(field, reason string) error {
-	return fmt.Errorf("redisstore: invalid Options.%s: %s", field, reason)
+	return &store.InvalidError{Field: "Options." + field, Reason: reason}
 }

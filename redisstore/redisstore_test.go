@@ -80,11 +80,15 @@ func TestNewValidatesOptions(t *testing.T) {
 			}
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "Options."+tt.field)
+			var ie *store.InvalidError
+			require.ErrorAs(t, err, &ie, "a typed error")
+			assert.Equal(t, "Options."+tt.field, ie.Field)
+			assert.ErrorIs(t, err, store.ErrInvalid)
 			assert.Nil(t, s)
 		})
 	}
 	_, err := redisstore.New(nil, redisstore.Options{})
-	assert.Error(t, err, "a nil client")
+	assert.ErrorIs(t, err, store.ErrInvalid, "a nil client")
 }
 
 // hashTag returns the Cluster hash tag of a Redis key: what lies between the

@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -59,7 +58,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 // newStore is New with the local clock the server clock corrects.
 func newStore(client redis.UniversalClient, opts Options, local store.Clock) (*Store, error) {
 	if client == nil {
-		return nil, errors.New("redisstore: New: nil client")
+		return nil, &store.InvalidError{Field: "client", Reason: "must not be nil"}
 	}
 	var server *store.ServerClock
 	if opts.Clock == nil {
