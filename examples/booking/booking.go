@@ -28,12 +28,36 @@ type Airline struct {
 	// lostAnswers lists flights whose next booking lands but whose answer
 	// never comes back: a gateway timeout after the seat was taken.
 	lostAnswers map[string]bool
+	// references maps the reference each booking was sent with (the
+	// idempotency key) to its confirmation, so the airline can answer
+	// "what happened to the booking with reference K?".
+	references map[string]string
+
+	// LookupAvailable says whether the airline's booking lookup answers.
+	// The story's airline has it down, so a lost answer nobody can state
+	// goes to a person; with it up, the probe settles it by itself.
+	LookupAvailable bool
+}
+
+// ErrLookupDown is the airline's answer to a lookup while it is down.
+var ErrLookupDown = errors.New("airline booking lookup unavailable")
+
+// Lookup answers whether a booking sent with reference landed, and its
+// confirmation if it did.
+func (a *Airline) Lookup(reference string) (confirmation string, found bool, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.LookupAvailable {
+		return "", false, ErrLookupDown
+	}
+	confirmation, found = a.references[reference]
+	return confirmation, found, nil
 }
 
 // NewAirline returns an airline that loses the answer to the first booking
 // of each flight in lostAnswers.
 func NewAirline(lostAnswers ...string) *Airline {
-	a := &Airline{bookings: map[string][]string{}, lostAnswers: map[string]bool{}}
+	a := &Airline{bookings: map[string][]string{}, lostAnswers: map[string]bool{}, references: map[string]string{}}
 	for _, f := range lostAnswers {
 		a.lostAnswers[f] = true
 	}
@@ -59,7 +83,7 @@ func (a *Airline) Bookings(flight string) []string {
 	return append([]string(nil), a.bookings[flight]...)
 }
 
-func (a *Airline) book(flight, passenger string) (string, error) {
+func (a *Airline) book(flight, passenger, reference string) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.ledger != "" {
@@ -68,6 +92,9 @@ func (a *Airline) book(flight, passenger string) (string, error) {
 	n := len(a.bookings[flight]) + 1
 	confirmation := fmt.Sprintf("%s-%s-%d", flight, passenger, n)
 	a.bookings[flight] = append(a.bookings[flight], confirmation)
+	if reference != "" {
+		a.references[reference] = confirmation
+	}
 	if a.ledger != "" {
 		f, err := os.OpenFile(a.ledger, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		if err != nil {
@@ -123,20 +150,50 @@ func (a *Activities) LookupFare(_ context.Context, flight string) (int, error) {
 	return 100 + 7*len(flight), nil
 }
 
-// Book takes a seat: EFFECTFUL, keyed by flight and passenger.
-func (a *Activities) Book(_ context.Context, req BookRequest) (string, error) {
-	// A downstream with an Idempotency-Key header of its own would be sent
-	// activity.Key(ctx); this airline has none, which is the point.
+// Book takes a seat: EFFECTFUL, keyed by flight and passenger. The airline
+// does not deduplicate, which is the point; it only keeps the reference it
+// was sent (the idempotency key), so that it can answer a probe.
+func (a *Activities) Book(ctx context.Context, req BookRequest) (string, error) {
 	time.Sleep(a.slow)
-	return a.Airline.book(req.Flight, req.Passenger)
+	key, _ := activity.Key(ctx)
+	return a.Airline.book(req.Flight, req.Passenger, string(key))
 }
 
-// Policies declares the activities for worker.RegisterActivities.
+// ProbeOf returns the probe that asks the airline what happened to the
+// booking sent with a key, before a person is asked: landed (with its
+// confirmation), did not land, or — while its lookup is down — cannot tell.
+// It never books. (A function, not a method of Activities: every method of
+// Activities is registered as an activity.)
+func ProbeOf(airline *Airline) activity.Probe {
+	return func(_ context.Context, req activity.ProbeRequest) (activity.ProbeAnswer, error) {
+		confirmation, found, err := airline.Lookup(string(req.Key))
+		switch {
+		case err != nil:
+			return activity.AnswerCannotTell(), err
+		case found:
+			return activity.AnswerLanded(confirmation), nil
+		default:
+			return activity.AnswerNotLanded(), nil
+		}
+	}
+}
+
+// Policies declares the activities for worker.RegisterActivities, with no
+// probe.
 func Policies() map[string]activity.Policy {
 	return map[string]activity.Policy{
 		"LookupFare": {Kind: activity.KindReadOnly},
 		"Book":       {Kind: activity.KindEffectful, KeyArguments: []string{"flight", "passenger"}},
 	}
+}
+
+// PoliciesWithProbe declares the activities, Book with airline's probe.
+func PoliciesWithProbe(airline *Airline) map[string]activity.Policy {
+	p := Policies()
+	book := p["Book"]
+	book.Probe = ProbeOf(airline)
+	p["Book"] = book
+	return p
 }
 
 // Trip is what BookTrip books.

@@ -53,3 +53,37 @@ func TestRun(t *testing.T) {
 		})
 	}
 }
+
+// With the airline's lookup up, the lost answer is settled by the probe:
+// the booking that landed is recorded and returned, nobody is asked, and
+// nothing is booked twice.
+func TestRunWithLookup(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	r, err := Run(ctx, &out, Config{Store: "memory", Lookup: true})
+	require.NoError(t, err, out.String())
+	assert.Len(t, r.Airline["BA118"], 1, "the lost answer was settled, not retried")
+	assert.Equal(t, "BA118-Ada-1", r.Itinerary.Connection, "the probe's answer")
+	assert.False(t, r.PersonDecided, "nobody was asked")
+	assert.Zero(t, r.Indeterminate)
+}
+
+// The airline answers a probe from the references it was sent.
+func TestProbeOf(t *testing.T) {
+	airline := NewAirline()
+	probe := ProbeOf(airline)
+	ctx := context.Background()
+	_, err := probe(ctx, activity.ProbeRequest{Key: "v1:k"})
+	require.ErrorIs(t, err, ErrLookupDown, "the story's airline cannot tell")
+	airline.LookupAvailable = true
+	confirmation, err := airline.book("BA1", "Ada", "v1:k")
+	require.NoError(t, err)
+	a, err := probe(ctx, activity.ProbeRequest{Key: "v1:k"})
+	require.NoError(t, err)
+	assert.Equal(t, activity.Landed, a.Landing)
+	assert.Equal(t, confirmation, a.Result)
+	a, err = probe(ctx, activity.ProbeRequest{Key: "v1:other"})
+	require.NoError(t, err)
+	assert.Equal(t, activity.NotLanded, a.Landing)
+}

@@ -63,6 +63,9 @@ type Config struct {
 	// Events, when set, receives every dispatcher event as one JSON object
 	// per line.
 	Events io.Writer
+	// Lookup brings the airline's booking lookup up, so the probe answers
+	// what happened to the lost booking and nobody is asked.
+	Lookup bool
 }
 
 // Report is what a run observed, for the reader and for the test.
@@ -134,6 +137,7 @@ func main() {
 		fs.StringVar(&cfg.Table, "table", "", "PostgreSQL table for -store postgres (default pgstore's)")
 		fs.StringVar(&cfg.RedisAddr, "redis-addr", envOr("IDEMPOTENCY_REDIS_ADDR", "127.0.0.1:6379"), "Redis address for -store redis")
 		fs.StringVar(&cfg.Prefix, "prefix", "booking-example", "Redis key prefix for -store redis")
+		fs.BoolVar(&cfg.Lookup, "lookup", false, "bring the airline's booking lookup up: the probe settles the lost answer and nobody is asked")
 		fs.BoolVar(&jsonEvents, "json", false, "print the dispatcher's events to standard output, one JSON object per line (the story goes to standard error)")
 	}
 	_ = fs.Parse(args)
@@ -194,7 +198,7 @@ func startWorker(c client.Client, st store.Store, airline *Airline, obs intercep
 	if err != nil {
 		return nil, err
 	}
-	if err := w.RegisterActivities(&Activities{Airline: airline, slow: 200 * time.Millisecond}, "", Policies()); err != nil {
+	if err := w.RegisterActivities(&Activities{Airline: airline, slow: 200 * time.Millisecond}, "", PoliciesWithProbe(airline)); err != nil {
 		return nil, err
 	}
 	w.RegisterWorkflow(BookTrip)
@@ -323,6 +327,10 @@ func Run(ctx context.Context, out io.Writer, cfg Config) (*Report, error) {
 
 	events := &counter{}
 	airline := NewAirline(theTrip.Connection)
+	airline.LookupAvailable = cfg.Lookup
+	if cfg.Lookup {
+		say("The airline's booking lookup is up: a lost answer is asked of it before a person.")
+	}
 	w, err := startWorker(c, st, airline, observer(cfg, events))
 	if err != nil {
 		return nil, err
