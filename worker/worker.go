@@ -95,10 +95,11 @@ func New(c client.Client, taskQueue string, opts Options) (*Worker, error) {
 	wopts := opts.Worker
 	wopts.Interceptors = append(slices.Clone(wopts.Interceptors), ic)
 	sw := sdkworker.New(c, taskQueue, wopts)
-	if iopts.AwaitDecision {
-		sw.RegisterActivityWithOptions(interceptor.ResolveActivity(iopts.Store, iopts.DataConverter),
-			sdkactivity.RegisterOptions{Name: interceptor.ResolveActivityName})
-	}
+	// Registered whether or not AwaitDecision is on: workflows routed while
+	// it was on still apply their decisions through it after it is turned
+	// off, and would wait forever without it.
+	sw.RegisterActivityWithOptions(interceptor.ResolveActivity(iopts.Store, iopts.DataConverter),
+		sdkactivity.RegisterOptions{Name: interceptor.ResolveActivityName})
 	return &Worker{
 		Worker:      sw,
 		interceptor: ic,
@@ -234,6 +235,9 @@ func (w *Worker) RegisterActivities(a any, prefix string, policies map[string]ac
 			continue
 		}
 		if p.Kind == 0 {
+			if len(p.KeyArguments) > 0 || len(p.Params) > 0 || p.Probe != nil {
+				return fmt.Errorf("%w: the policy of %s has no Kind, which leaves it undeclared, yet names key arguments, parameters or a probe: give it a Kind", ErrRegistration, m.Name)
+			}
 			plain = append(plain, m.Name)
 			continue
 		}

@@ -216,6 +216,14 @@ func TestRegisterActivitiesRefuses(t *testing.T) {
 		{"BadDeclaration", &Bookings{}, with(func(p map[string]activity.Policy) {
 			p["Book"] = activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flihgt"}}
 		}), activity.ErrInvalidDeclaration, []string{"bookings.Book", "flihgt"}},
+		{"NoKindWithKeyArguments", &Bookings{}, with(func(p map[string]activity.Policy) {
+			p["Plain"] = activity.Policy{KeyArguments: []string{"flight"}}
+		}), nil, []string{"Plain", "no Kind"}},
+		{"NoKindWithProbe", &Bookings{}, with(func(p map[string]activity.Policy) {
+			p["Plain"] = activity.Policy{Probe: func(context.Context, activity.ProbeRequest) (activity.ProbeAnswer, error) {
+				return activity.AnswerCannotTell(), nil
+			}}
+		}), nil, []string{"Plain", "probe"}},
 		{"NotAPointer", Bookings{}, allPolicies(), nil, []string{"not a pointer to a struct"}},
 		{"Nil", nil, allPolicies(), nil, []string{"not a pointer to a struct"}},
 	}
