@@ -80,8 +80,9 @@ func newStore(pool *pgxpool.Pool, opts Options, local store.Clock) (*Store, erro
 		schema:    pgx.Identifier{o.Schema}.Sanitize(),
 		tableName: table,
 		channel:   pgx.Identifier{o.NotifyChannel}.Sanitize(),
-		sql:       buildStatements(table, pgx.Identifier{indexName(o.Table)}.Sanitize()),
-		server:    server,
+		sql: buildStatements(table, pgx.Identifier{indexName(o.Table)}.Sanitize(),
+			pgx.Identifier{listIndexName(o.Table)}.Sanitize()),
+		server: server,
 	}
 	s.l = newListener(s)
 	return s, nil
@@ -138,6 +139,7 @@ func (s *Store) EnsureSchema(ctx context.Context) error {
 			for _, obj := range []struct{ name, ddl string }{
 				{s.tableName, s.sql.createTable},
 				{pgx.Identifier{s.opts.Schema, indexName(s.opts.Table)}.Sanitize(), s.sql.createIndex},
+				{pgx.Identifier{s.opts.Schema, listIndexName(s.opts.Table)}.Sanitize(), s.sql.createListIndex},
 			} {
 				if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", obj.name).Scan(&exists); err != nil {
 					return err

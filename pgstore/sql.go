@@ -36,6 +36,7 @@ var addedColumns = []struct{ name, def string }{
 // quoted identifiers are spliced into the text.
 type statements struct {
 	createTable, createIndex, addColumn string
+	createListIndex                     string
 	watch                               string
 
 	claim, claimFast, lookup                    string
@@ -44,8 +45,8 @@ type statements struct {
 	cancelClaim                                 string
 }
 
-func buildStatements(table, index string) statements {
-	r := strings.NewReplacer("{t}", table, "{i}", index, "{cols}", columns)
+func buildStatements(table, index, listIndex string) statements {
+	r := strings.NewReplacer("{t}", table, "{i}", index, "{li}", listIndex, "{cols}", columns)
 	return statements{
 		createTable: r.Replace(`CREATE TABLE IF NOT EXISTS {t} (
 	tenant      text        NOT NULL,
@@ -72,6 +73,11 @@ func buildStatements(table, index string) statements {
 		// constant default without rewriting rows. %s: name and definition.
 		addColumn:   r.Replace(`ALTER TABLE {t} ADD COLUMN IF NOT EXISTS %s %s`),
 		createIndex: r.Replace(`CREATE INDEX IF NOT EXISTS {i} ON {t} (expires_at)`),
+		// createListIndex serves the listings of what waits in a tenant
+		// (pending, stale, indeterminate), newest or oldest first. It is
+		// partial: completed records, the bulk of a table, are not in it,
+		// and a completion writes no entry.
+		createListIndex: r.Replace(`CREATE INDEX IF NOT EXISTS {li} ON {t} (tenant, created_at, key COLLATE "C") WHERE state <> 2`),
 
 		// claim takes the key in one statement. The INSERT's ON CONFLICT
 		// arm replaces the row only when it has expired ($7 is now) or is

@@ -24,3 +24,6 @@ func Channel(s *Store) string { return s.channel }
 func NewWithLocalClock(client redis.UniversalClient, opts Options, local store.Clock) (*Store, error) {
 	return newStore(client, opts, local)
 }
+
+// AgeKey exposes the key layout to the tests.
+func AgeKey(s *Store, tenant string) string { return s.ageKey(tenant) }

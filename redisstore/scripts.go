@@ -24,18 +24,26 @@ import "github.com/redis/go-redis/v9"
 //     nobody waits on publish nothing. Forget always publishes.
 //
 // Record hash fields: state, holder, token, lease, exp, created, updated,
-// outcome, reason, w.
+// outcome, reason, origin, w.
+//
+// The age index (KEYS[3] where a script takes it) is the tenant's sorted
+// set of record keys scored by "created": a claim adds the key, a release,
+// a free resolution, Forget and Sweep remove it, and List pages through it.
 
-// extendIndex is shared Lua: keep the index alive at least as long as the
-// record just written. PTTL is -1 for a key without expiry and -2 for a
-// missing one; both are below any positive ttl. An extension adds a minute
-// of slack, so that the writes of the next minute find the index alive
-// long enough and skip the PEXPIRE.
+// extendIndex is shared Lua: keep the tenant's index (KEYS[2]) and its
+// age index (KEYS[3]) alive at least as long as the record just written.
+// PTTL is -1 for a key without expiry and -2 for a missing one; both are
+// below any positive ttl. An extension adds a minute of slack, so that the
+// writes of the next minute find the indexes alive long enough and skip
+// the PEXPIRE.
 const extendIndex = `
 local function extend_index(idx, ttl)
   local want = tonumber(ttl)
   if redis.call('PTTL', idx) < want then
     redis.call('PEXPIRE', idx, want + 60000)
+  end
+  if KEYS[3] and redis.call('PTTL', KEYS[3]) < want then
+    redis.call('PEXPIRE', KEYS[3], want + 60000)
   end
 end
 `
@@ -50,7 +58,7 @@ local function holds(rec, now, token)
 end
 `
 
-// claimScript: KEYS rec, idx. ARGV now, holder, token, lease_until, exp,
+// claimScript: KEYS rec, idx, age. ARGV now, holder, token, lease_until, exp,
 // supersede ("0" for none), ttl_ms, member, channel, origin (JSON; "" for
 // none).
 // Returns {"acquired"}, or {state, HGETALL...} of the live record that
@@ -79,6 +87,7 @@ if ARGV[10] ~= '' then
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
 redis.call('SADD', KEYS[2], ARGV[8])
+redis.call('ZADD', KEYS[3], ARGV[1], ARGV[8])
 extend_index(KEYS[2], ARGV[7])
 if waited then
   redis.call('PUBLISH', ARGV[9], KEYS[1])
@@ -86,7 +95,7 @@ end
 return {'acquired'}
 `)
 
-// renewScript: KEYS rec, idx. ARGV now, token, lease_until, exp, ttl_ms.
+// renewScript: KEYS rec, idx, age. ARGV now, token, lease_until, exp, ttl_ms.
 // Returns 1, or 0 when the token does not hold the claim.
 var renewScript = redis.NewScript(extendIndex + fencePrelude + `
 if not holds(KEYS[1], ARGV[1], ARGV[2]) then return 0 end
@@ -96,7 +105,7 @@ extend_index(KEYS[2], ARGV[5])
 return 1
 `)
 
-// completeScript: KEYS rec, idx. ARGV now, token, exp, ttl_ms, outcome,
+// completeScript: KEYS rec, idx, age. ARGV now, token, exp, ttl_ms, outcome,
 // channel. Returns 1, or 0 when the token does not hold the claim.
 var completeScript = redis.NewScript(extendIndex + fencePrelude + `
 local held, waited = holds(KEYS[1], ARGV[1], ARGV[2])
@@ -110,20 +119,21 @@ end
 return 1
 `)
 
-// releaseScript: KEYS rec, idx. ARGV now, token, member, channel.
+// releaseScript: KEYS rec, idx, age. ARGV now, token, member, channel.
 // Returns 1, or 0 when the token does not hold the claim.
 var releaseScript = redis.NewScript(fencePrelude + `
 local held, waited = holds(KEYS[1], ARGV[1], ARGV[2])
 if not held then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[2], ARGV[3])
+if KEYS[3] then redis.call('ZREM', KEYS[3], ARGV[3]) end
 if waited then
   redis.call('PUBLISH', ARGV[4], KEYS[1])
 end
 return 1
 `)
 
-// markScript: KEYS rec, idx. ARGV now, token, exp, ttl_ms, reason, channel.
+// markScript: KEYS rec, idx, age. ARGV now, token, exp, ttl_ms, reason, channel.
 // Returns 1, or 0 when the token does not hold the claim.
 var markScript = redis.NewScript(extendIndex + fencePrelude + `
 local held, waited = holds(KEYS[1], ARGV[1], ARGV[2])
@@ -137,7 +147,7 @@ end
 return 1
 `)
 
-// resolveScript: KEYS rec, idx. ARGV now, decision ("complete" or "free"),
+// resolveScript: KEYS rec, idx, age. ARGV now, decision ("complete" or "free"),
 // outcome, exp, ttl_ms, member, channel. Returns 1 when applied, -1 when
 // there is no live record, -2 when the record is not indeterminate.
 var resolveScript = redis.NewScript(extendIndex + `
@@ -147,6 +157,7 @@ if cur[1] ~= 'indeterminate' then return -2 end
 if ARGV[2] == 'free' then
   redis.call('DEL', KEYS[1])
   redis.call('SREM', KEYS[2], ARGV[6])
+  redis.call('ZREM', KEYS[3], ARGV[6])
 else
   redis.call('HSET', KEYS[1], 'state', 'completed', 'outcome', ARGV[3], 'exp', ARGV[4], 'updated', ARGV[1])
   redis.call('PEXPIRE', KEYS[1], ARGV[5])
@@ -158,35 +169,39 @@ end
 return 1
 `)
 
-// forgetScript: KEYS idx, rec1..recN. ARGV channel, member1..memberN.
+// forgetScript: KEYS idx, age, rec1..recN. ARGV channel, member1..memberN.
 // Deletes the records and their index entries; returns how many records
 // existed.
 var forgetScript = redis.NewScript(`
 local n = 0
-for i = 2, #KEYS do
+for i = 3, #KEYS do
   if redis.call('DEL', KEYS[i]) == 1 then
     n = n + 1
     redis.call('PUBLISH', ARGV[1], KEYS[i])
   end
-  redis.call('SREM', KEYS[1], ARGV[i])
+  redis.call('SREM', KEYS[1], ARGV[i - 1])
+  redis.call('ZREM', KEYS[2], ARGV[i - 1])
 end
 return n
 `)
 
-// sweepScript: KEYS idx, rec1..recN. ARGV now, limit, member1..memberN.
-// Deletes up to limit records whose exp <= now, drops index entries whose
-// record is gone, and returns how many records it deleted.
+// sweepScript: KEYS idx, age, rec1..recN. ARGV now, limit,
+// member1..memberN. Deletes up to limit records whose exp <= now, drops
+// index entries whose record is gone, and returns how many records it
+// deleted.
 var sweepScript = redis.NewScript(`
 local now = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local n = 0
-for i = 2, #KEYS do
+for i = 3, #KEYS do
   local exp = redis.call('HGET', KEYS[i], 'exp')
   if not exp then
-    redis.call('SREM', KEYS[1], ARGV[i + 1])
+    redis.call('SREM', KEYS[1], ARGV[i])
+    redis.call('ZREM', KEYS[2], ARGV[i])
   elseif n < limit and tonumber(exp) <= now then
     redis.call('DEL', KEYS[i])
-    redis.call('SREM', KEYS[1], ARGV[i + 1])
+    redis.call('SREM', KEYS[1], ARGV[i])
+    redis.call('ZREM', KEYS[2], ARGV[i])
     n = n + 1
   end
 end

@@ -150,7 +150,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	exp, ttl := s.expiry(now, lease)
 	token := store.NewToken()
 	rec := s.recordKey(p.Tenant, p.Key)
-	keys := []string{rec, s.indexKey(p.Tenant)}
+	keys := []string{rec, s.indexKey(p.Tenant), s.ageKey(p.Tenant)}
 	origin := ""
 	if p.Origin != (store.Origin{}) {
 		b, err := json.Marshal(p.Origin)
@@ -219,7 +219,7 @@ func (s *Store) fenced(ctx context.Context, op, tenant, key string, token int64,
 	if err := ctx.Err(); err != nil {
 		return translate(ctx, op, err)
 	}
-	v, err := s.run(ctx, script, []string{s.recordKey(tenant, key), s.indexKey(tenant)}, args...)
+	v, err := s.run(ctx, script, []string{s.recordKey(tenant, key), s.indexKey(tenant), s.ageKey(tenant)}, args...)
 	if err != nil {
 		return translate(ctx, op, err)
 	}
@@ -291,7 +291,7 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 	if p.Decision == store.DecisionFree {
 		decision = "free"
 	}
-	v, err := s.run(ctx, resolveScript, []string{s.recordKey(p.Tenant, p.Key), s.indexKey(p.Tenant)},
+	v, err := s.run(ctx, resolveScript, []string{s.recordKey(p.Tenant, p.Key), s.indexKey(p.Tenant), s.ageKey(p.Tenant)},
 		now.arg(), decision, p.Outcome, exp.arg(), ttl, p.Key, s.channel)
 	if err != nil {
 		return translate(ctx, "resolve", err)
@@ -367,8 +367,8 @@ func (s *Store) Forget(ctx context.Context, p store.ForgetParams) (int, error) {
 		if len(members) == 0 {
 			return total, nil
 		}
-		keys := make([]string, 1, len(members)+1)
-		keys[0] = idx
+		keys := make([]string, 2, len(members)+2)
+		keys[0], keys[1] = idx, ageKeyOfIndex(idx)
 		args := make([]any, 1, len(members)+1)
 		args[0] = s.channel
 		for _, m := range members {
@@ -437,8 +437,8 @@ func (s *Store) sweepIndex(ctx context.Context, idx string, now stamp, limit int
 			return deleted, translate(ctx, "sweep", err)
 		}
 		if len(members) > 0 {
-			keys := make([]string, 1, len(members)+1)
-			keys[0] = idx
+			keys := make([]string, 2, len(members)+2)
+			keys[0], keys[1] = idx, ageKeyOfIndex(idx)
 			args := make([]any, 2, len(members)+2)
 			args[0], args[1] = now.arg(), strconv.Itoa(limit-deleted)
 			for _, m := range members {

@@ -79,10 +79,26 @@
 // key, holds within the retention window, so choose one longer than the
 // longest replay you intend to support.
 //
+// # Listing
+//
+// [Store.List] pages through a tenant's live records, newest or oldest
+// first by the time they were claimed (ties broken by key), filtered by
+// state, by staleness (pending with the lease run out: the holder is
+// presumed dead) and by age ([ListParams]). Its cursor ([Page.Next]) is a
+// position, not an offset: a record that stays live while an operator pages
+// is listed exactly once however many are claimed or settled meanwhile.
+// What waits for a person is
+//
+//	store.ListParams{Tenant: t, States: []store.State{store.StateIndeterminate, store.StatePending}, Stale: true}
+//
+// [Store.ListAcrossTenants] is the same across every tenant, for operators
+// only; it is the one method that crosses the tenant boundary.
+//
 // # Tenant scoping
 //
-// Every record belongs to a tenant, and every method names one. Nothing done
-// through one tenant reads or changes a record of another. Tenants and keys
+// Every record belongs to a tenant, and every method names one, except
+// [Store.ListAcrossTenants]. Nothing done through one tenant reads or
+// changes a record of another. Tenants and keys
 // are compared as bytes: two Unicode spellings of one name are two tenants
 // (the keyspace package normalises what it hashes). [Store.Forget] erases a
 // tenant's records outright.

@@ -87,6 +87,19 @@ type Store interface {
 	// ErrNotIndeterminate when the record is in another state.
 	Resolve(ctx context.Context, params ResolveParams) error
 
+	// List returns a page of the tenant's live records that pass
+	// params' filters, in params.Order, and a cursor to the next page. It
+	// pages by position (keyset), never by offset: a record that stays live
+	// while a listing pages is listed once, whatever is claimed or settled
+	// meanwhile; a record claimed meanwhile may or may not be listed.
+	List(ctx context.Context, params ListParams) (Page, error)
+
+	// ListAcrossTenants is List over every tenant of the store, ordered by
+	// CreatedAt, then tenant, then key. It is for operators only: it reads
+	// across the tenant boundary every other method keeps, so a service
+	// acting for one tenant must never call it. params.Tenant must be empty.
+	ListAcrossTenants(ctx context.Context, params ListParams) (Page, error)
+
 	// Forget erases every record of the tenant outright and returns how many
 	// it erased.
 	Forget(ctx context.Context, params ForgetParams) (int, error)

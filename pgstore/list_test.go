@@ -1,0 +1,100 @@
+package pgstore_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/pgstore"
+	"github.com/tesserix/idempotency/store"
+)
+
+// TestListPlans shows that the listings of what waits in a tenant read the
+// partial index of the records that are not completed, never the table
+// sequentially, on a table whose bulk is completed records of many tenants,
+// under custom and generic plans alike; and that in a tenant where many
+// records wait, a page is read in the index's order, with no sort.
+func TestListPlans(t *testing.T) {
+	t.Parallel()
+	pool, schema := testenv.Postgres(t)
+	s := newStore(t, pool, schema, pgstore.Options{})
+	ctx := context.Background()
+	// 100,000 completed records over 20 tenants, and in each tenant 50
+	// indeterminate and 50 pending records.
+	_, err := pool.Exec(ctx, `INSERT INTO `+s.TableName()+` (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome)
+SELECT 'tenant-' || (i % 20), 'key-' || i,
+	CASE WHEN i % 1000 < 5 THEN 3 WHEN i % 1000 < 10 THEN 1 ELSE 2 END,
+	'h', i + 1, now() - interval '1 minute', now() + interval '1 day',
+	now() - i * interval '1 second', now(), ''
+FROM generate_series(1, 100000) AS i`)
+	require.NoError(t, err)
+	// A tenant where 20,000 records wait.
+	_, err = pool.Exec(ctx, `INSERT INTO `+s.TableName()+` (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome)
+SELECT 'busy', 'key-' || i, CASE WHEN i % 2 = 0 THEN 3 ELSE 1 END,
+	'h', i + 1, now() - interval '1 minute', now() + interval '1 day', now() - i * interval '1 second', now(), ''
+FROM generate_series(1, 20000) AS i`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `ANALYZE `+s.TableName())
+	require.NoError(t, err)
+
+	waiting := []store.State{store.StateIndeterminate, store.StatePending}
+	for _, tenant := range []string{"tenant-3", "busy"} {
+		page, err := s.List(ctx, store.ListParams{Tenant: tenant, States: []store.State{store.StateIndeterminate}, Limit: 2})
+		require.NoError(t, err)
+		require.Len(t, page.Records, 2)
+		require.NotEmpty(t, page.Next)
+		for _, tc := range []struct {
+			name string
+			p    store.ListParams
+		}{
+			{"indeterminate, newest first", store.ListParams{Tenant: tenant, States: []store.State{store.StateIndeterminate}}},
+			{"indeterminate, next page", store.ListParams{Tenant: tenant, States: []store.State{store.StateIndeterminate}, Cursor: page.Next, Limit: 2}},
+			{"stale, oldest first", store.ListParams{Tenant: tenant, Stale: true, Order: store.OldestFirst}},
+			{"waiting, older than an hour", store.ListParams{Tenant: tenant, States: waiting, Stale: true, OlderThan: time.Hour}},
+		} {
+			for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+				t.Run(tenant+"/"+tc.name+"/"+mode, func(t *testing.T) {
+					sql, args, err := s.ListSQL(tc.p, false, time.Now())
+					require.NoError(t, err)
+					plan := explain(t, pool, mode, sql, args)
+					require.Contains(t, plan, "Index Scan", plan)
+					require.Contains(t, plan, s.ListIndexName(), plan)
+					require.NotContains(t, plan, "Seq Scan", plan)
+					if tenant == "busy" {
+						require.NotContains(t, plan, "Sort", plan)
+					}
+				})
+			}
+		}
+	}
+}
+
+// explain returns the plan of sql, planned under the plan_cache_mode given.
+func explain(t *testing.T, pool interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, mode, sql string, args []any) string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "SET LOCAL enable_seqscan = on")
+	require.NoError(t, err)
+	rows, err := tx.Query(ctx, "EXPLAIN "+sql, args...)
+	require.NoError(t, err)
+	var lines []string
+	for rows.Next() {
+		var line string
+		require.NoError(t, rows.Scan(&line))
+		lines = append(lines, line)
+	}
+	require.NoError(t, rows.Err())
+	return strings.Join(lines, "\n")
+}
