@@ -98,3 +98,63 @@ func explain(t *testing.T, pool interface {
 	require.NoError(t, rows.Err())
 	return strings.Join(lines, "\n")
 }
+
+// TestEnsureSchemaMigratesEarlierTable brings a table made before records
+// kept their origin, their resolution or a listing index up to date: its
+// records read as before (zero Origin and Resolution), are listed, and take
+// a resolution with its trail.
+func TestEnsureSchemaMigratesEarlierTable(t *testing.T) {
+	t.Parallel()
+	pool, schema := testenv.Postgres(t)
+	ctx := context.Background()
+	table := testenv.UniqueName("old")
+	qualified := pgx.Identifier{schema, table}.Sanitize()
+	_, err := pool.Exec(ctx, `CREATE TABLE `+qualified+` (
+	tenant      text        NOT NULL,
+	key         text        NOT NULL,
+	state       smallint    NOT NULL CHECK (state IN (1, 2, 3)),
+	holder      text        NOT NULL,
+	token       bigint      NOT NULL,
+	lease_until timestamptz NOT NULL,
+	expires_at  timestamptz NOT NULL,
+	created_at  timestamptz NOT NULL,
+	updated_at  timestamptz NOT NULL,
+	outcome     bytea,
+	reason      text        NOT NULL DEFAULT '',
+	PRIMARY KEY (tenant, key)
+)`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO `+qualified+` VALUES
+	('t', 'waiting', 3, 'h', 42, now(), now() + interval '1 hour', now() - interval '1 minute', now(), NULL, 'lost'),
+	('t', 'done', 2, 'h', 43, now(), now() + interval '1 hour', now() - interval '2 minutes', now(), 'ok', '')`)
+	require.NoError(t, err)
+
+	s, err := pgstore.New(pool, pgstore.Options{Schema: schema, Table: table})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.EnsureSchema(ctx))
+	require.NoError(t, s.EnsureSchema(ctx), "a second run changes nothing")
+
+	rec, err := s.Lookup(ctx, store.LookupParams{Tenant: "t", Key: "waiting"})
+	require.NoError(t, err)
+	require.Equal(t, store.StateIndeterminate, rec.State)
+	require.Equal(t, store.Origin{}, rec.Origin)
+	require.Equal(t, store.Resolution{}, rec.Resolution)
+	var exists bool
+	require.NoError(t, pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{schema, s.ListIndexName()}.Sanitize()).Scan(&exists))
+	require.True(t, exists, "the listing index was created")
+
+	page, err := s.List(ctx, store.ListParams{Tenant: "t", Order: store.OldestFirst})
+	require.NoError(t, err)
+	require.Len(t, page.Records, 2)
+	require.Equal(t, "done", page.Records[0].Key)
+
+	err = s.Resolve(ctx, store.ResolveParams{Tenant: "t", Key: "waiting", Decision: store.DecisionComplete, Outcome: []byte("ok"), Token: 41})
+	require.ErrorIs(t, err, store.ErrNotHolder)
+	require.NoError(t, s.Resolve(ctx, store.ResolveParams{Tenant: "t", Key: "waiting", Decision: store.DecisionComplete, Outcome: []byte("ok"),
+		Token: 42, By: "alice", Reason: "confirmed", Reference: "T-1"}))
+	rec, err = s.Lookup(ctx, store.LookupParams{Tenant: "t", Key: "waiting"})
+	require.NoError(t, err)
+	require.Equal(t, "alice", rec.Resolution.By)
+	require.Equal(t, store.DecisionComplete, rec.Resolution.Action)
+}

@@ -18,7 +18,8 @@ var (
 // columns is the order every statement returns a record's columns in; see
 // scanRecord.
 const columns = "tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason, " +
-	"origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt"
+	"origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt, " +
+	"resolution_action, resolved_by, resolution_reason, resolution_reference, resolved_at"
 
 // addedColumns are the columns a table made by an earlier version may lack,
 // with their definitions; EnsureSchema adds those missing.
@@ -29,6 +30,11 @@ var addedColumns = []struct{ name, def string }{
 	{"origin_activity_type", "text NOT NULL DEFAULT ''"},
 	{"origin_activity_id", "text NOT NULL DEFAULT ''"},
 	{"origin_attempt", "integer NOT NULL DEFAULT 0"},
+	{"resolution_action", "smallint NOT NULL DEFAULT 0"},
+	{"resolved_by", "text NOT NULL DEFAULT ''"},
+	{"resolution_reason", "text NOT NULL DEFAULT ''"},
+	{"resolution_reference", "text NOT NULL DEFAULT ''"},
+	{"resolved_at", "timestamptz"},
 }
 
 // statements holds the SQL of one store, with its table's name quoted in.
@@ -66,6 +72,11 @@ func buildStatements(table, index, listIndex string) statements {
 	origin_activity_type text    NOT NULL DEFAULT '',
 	origin_activity_id   text    NOT NULL DEFAULT '',
 	origin_attempt       integer NOT NULL DEFAULT 0,
+	resolution_action    smallint NOT NULL DEFAULT 0,
+	resolved_by          text    NOT NULL DEFAULT '',
+	resolution_reason    text    NOT NULL DEFAULT '',
+	resolution_reference text    NOT NULL DEFAULT '',
+	resolved_at          timestamptz,
 	PRIMARY KEY (tenant, key)
 )`),
 		// addColumn brings a table made by an earlier version up to date,
@@ -103,11 +114,13 @@ func buildStatements(table, index, listIndex string) statements {
 		outcome = NULL, reason = '', watched = false,
 		origin_workflow_id = EXCLUDED.origin_workflow_id, origin_run_id = EXCLUDED.origin_run_id,
 		origin_activity_type = EXCLUDED.origin_activity_type, origin_activity_id = EXCLUDED.origin_activity_id,
-		origin_attempt = EXCLUDED.origin_attempt
+		origin_attempt = EXCLUDED.origin_attempt,
+		resolution_action = 0, resolved_by = '', resolution_reason = '', resolution_reference = '', resolved_at = NULL
 	WHERE r.expires_at <= $7 OR (r.state = 1 AND r.token = $8)
 	RETURNING r.tenant, r.key, r.state, r.holder, r.token, r.lease_until, r.expires_at,
 		r.created_at, r.updated_at, r.outcome, r.reason, r.origin_workflow_id, r.origin_run_id,
-		r.origin_activity_type, r.origin_activity_id, r.origin_attempt, r.xmax::text <> '0' AS replaced
+		r.origin_activity_type, r.origin_activity_id, r.origin_attempt, r.resolution_action, r.resolved_by,
+		r.resolution_reason, r.resolution_reference, r.resolved_at, r.xmax::text <> '0' AS replaced
 )
 SELECT true AS acquired, {cols},
 	CASE WHEN replaced THEN (SELECT count(pg_notify($9, $10))) ELSE 0 END AS notified
@@ -186,17 +199,24 @@ SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($5, $6) END) FROM d
 	RETURNING watched
 )
 SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($7, $8) END) FROM upd`),
+		// The resolutions change the row only while it is live and
+		// indeterminate and, when the fence $token is not 0, claimed under
+		// exactly that token.
+		//
 		// $1 tenant, $2 key, $3 now, $4 expires_at, $5 outcome, $6 channel,
-		// $7 payload.
+		// $7 payload, $8 token (0: unfenced), $9 action, $10 by, $11 reason,
+		// $12 reference.
 		resolveComplete: r.Replace(`WITH upd AS (
-	UPDATE {t} SET state = 2, outcome = $5, updated_at = $3, expires_at = $4
-	WHERE tenant = $1 AND key = $2 AND state = 3 AND expires_at > $3
+	UPDATE {t} SET state = 2, outcome = $5, updated_at = $3, expires_at = $4,
+		resolution_action = $9, resolved_by = $10, resolution_reason = $11, resolution_reference = $12, resolved_at = $3
+	WHERE tenant = $1 AND key = $2 AND state = 3 AND expires_at > $3 AND ($8::bigint = 0 OR token = $8::bigint)
 	RETURNING 1
 )
 SELECT count(pg_notify($6, $7)) FROM upd`),
-		// $1 tenant, $2 key, $3 now, $4 channel, $5 payload.
+		// $1 tenant, $2 key, $3 now, $4 channel, $5 payload, $6 token (0:
+		// unfenced).
 		resolveFree: r.Replace(`WITH del AS (
-	DELETE FROM {t} WHERE tenant = $1 AND key = $2 AND state = 3 AND expires_at > $3
+	DELETE FROM {t} WHERE tenant = $1 AND key = $2 AND state = 3 AND expires_at > $3 AND ($6::bigint = 0 OR token = $6::bigint)
 	RETURNING 1
 )
 SELECT count(pg_notify($4, $5)) FROM del`),

@@ -22,8 +22,9 @@
 // T's bytes:
 //
 //	P:{E}:r:<key>   hash     one record: state, holder, token, lease, exp,
-//	                         created, updated, outcome, reason, and w once a
-//	                         Wait registered on it
+//	                         created, updated, outcome, reason, origin and
+//	                         resolution (JSON, when set), and w once a Wait
+//	                         registered on it
 //	P:{E}:idx       set      the keys of the tenant's records
 //	P:{E}:age       zset     the same keys scored by their claim's time
 //	                         (unix microseconds), for List

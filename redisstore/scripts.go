@@ -24,7 +24,7 @@ import "github.com/redis/go-redis/v9"
 //     nobody waits on publish nothing. Forget always publishes.
 //
 // Record hash fields: state, holder, token, lease, exp, created, updated,
-// outcome, reason, origin, w.
+// outcome, reason, origin, resolution, w.
 //
 // The age index (KEYS[3] where a script takes it) is the tenant's sorted
 // set of record keys scored by "created": a claim adds the key, a release,
@@ -147,19 +147,23 @@ end
 return 1
 `)
 
-// resolveScript: KEYS rec, idx, age. ARGV now, decision ("complete" or "free"),
-// outcome, exp, ttl_ms, member, channel. Returns 1 when applied, -1 when
-// there is no live record, -2 when the record is not indeterminate.
+// resolveScript: KEYS rec, idx, age. ARGV now, decision ("complete" or
+// "free"), outcome, exp, ttl_ms, member, channel, token (the fence; "0" for
+// none), resolution (JSON). Returns 1 when applied, -1 when there is no
+// live record, -2 when the record is not indeterminate, -3 when it is
+// indeterminate under another token than the fence.
 var resolveScript = redis.NewScript(extendIndex + `
-local cur = redis.call('HMGET', KEYS[1], 'state', 'exp', 'w')
+local cur = redis.call('HMGET', KEYS[1], 'state', 'exp', 'w', 'token')
 if not cur[1] or tonumber(cur[2]) <= tonumber(ARGV[1]) then return -1 end
 if cur[1] ~= 'indeterminate' then return -2 end
+if ARGV[8] ~= '0' and cur[4] ~= ARGV[8] then return -3 end
 if ARGV[2] == 'free' then
   redis.call('DEL', KEYS[1])
   redis.call('SREM', KEYS[2], ARGV[6])
   redis.call('ZREM', KEYS[3], ARGV[6])
 else
-  redis.call('HSET', KEYS[1], 'state', 'completed', 'outcome', ARGV[3], 'exp', ARGV[4], 'updated', ARGV[1])
+  redis.call('HSET', KEYS[1], 'state', 'completed', 'outcome', ARGV[3], 'exp', ARGV[4], 'updated', ARGV[1],
+    'resolution', ARGV[9])
   redis.call('PEXPIRE', KEYS[1], ARGV[5])
   extend_index(KEYS[2], ARGV[5])
 end

@@ -291,8 +291,12 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 	if p.Decision == store.DecisionFree {
 		decision = "free"
 	}
+	trail, err := json.Marshal(p.Resolution(now.time()))
+	if err != nil {
+		return fmt.Errorf("redisstore: resolve: encoding the resolution: %w", err)
+	}
 	v, err := s.run(ctx, resolveScript, []string{s.recordKey(p.Tenant, p.Key), s.indexKey(p.Tenant), s.ageKey(p.Tenant)},
-		now.arg(), decision, p.Outcome, exp.arg(), ttl, p.Key, s.channel)
+		now.arg(), decision, p.Outcome, exp.arg(), ttl, p.Key, s.channel, strconv.FormatInt(p.Token, 10), trail)
 	if err != nil {
 		return translate(ctx, "resolve", err)
 	}
@@ -303,6 +307,9 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 		return fmt.Errorf("redisstore: resolve tenant %q key %q: %w", p.Tenant, p.Key, store.ErrNotFound)
 	case -2:
 		return fmt.Errorf("redisstore: resolve tenant %q key %q: %w", p.Tenant, p.Key, store.ErrNotIndeterminate)
+	case -3:
+		return fmt.Errorf("redisstore: resolve tenant %q key %q decided on token %d, but another indeterminate record stands: %w",
+			p.Tenant, p.Key, p.Token, store.ErrNotHolder)
 	default:
 		return fmt.Errorf("redisstore: resolve: unexpected reply %v", v)
 	}

@@ -57,7 +57,13 @@
 //
 // An indeterminate record waits for a person: [Store.Resolve] either records
 // the outcome they established ([DecisionComplete]) or frees the key
-// ([DecisionFree]).
+// ([DecisionFree]). A decision carries who made it, why and a reference
+// (ResolveParams.By, Reason, Reference); a completed record keeps them, with
+// the action and the time, as its [Resolution], and a new claim of the key
+// starts without one. A decision made on one record is fenced by its token
+// (ResolveParams.Token): if the key has since been freed, claimed again and
+// become indeterminate anew, the late decision gets [ErrNotHolder] and the
+// newer record waits for its own.
 //
 // # Fencing tokens
 //
@@ -109,7 +115,8 @@
 // test for them with errors.Is:
 //
 //   - [ErrNotFound]: the key has no live record (Lookup, Resolve).
-//   - [ErrNotHolder]: the token no longer holds a pending claim.
+//   - [ErrNotHolder]: the token no longer holds a pending claim (or, for a
+//     fenced Resolve, the indeterminate record is not the one decided on).
 //   - [ErrNotIndeterminate]: Resolve on a record that is not indeterminate.
 //   - [ErrUnavailable]: the store could not be reached; it never reads as
 //     permission to run an effect. Stores wrap backend failures with

@@ -285,9 +285,14 @@ func (m *Memory) Resolve(ctx context.Context, params ResolveParams) error {
 	if rec.State != StateIndeterminate {
 		return fmt.Errorf("memory store: resolve %q in tenant %q, which is %s: %w", params.Key, params.Tenant, rec.State, ErrNotIndeterminate)
 	}
+	if params.Token != 0 && params.Token != rec.Token {
+		return fmt.Errorf("memory store: resolve %q in tenant %q decided on token %d, but the indeterminate record stands under %d: %w",
+			params.Key, params.Tenant, params.Token, rec.Token, ErrNotHolder)
+	}
 	switch params.Decision {
 	case DecisionComplete:
 		rec.State = StateCompleted
+		rec.Resolution = params.Resolution(now)
 		rec.Outcome = slices.Clone(params.Outcome)
 		rec.UpdatedAt = now
 		rec.ExpiresAt = now.Add(m.ttl)

@@ -82,9 +82,12 @@ type Store interface {
 	Wait(ctx context.Context, params WaitParams) (Result, error)
 
 	// Resolve applies a person's decision to an indeterminate record: record
-	// an outcome (the key becomes StatusCompleted) or free the key. It
-	// returns ErrNotFound when there is no live record and
-	// ErrNotIndeterminate when the record is in another state.
+	// an outcome (the key becomes StatusCompleted, and the record keeps the
+	// decision as its [Resolution]) or free the key. It returns ErrNotFound
+	// when there is no live record, ErrNotIndeterminate when the record is
+	// in another state, and, when params.Token is set, ErrNotHolder when the
+	// indeterminate record standing is not the one under that token: a
+	// decision made on one record never settles a newer one.
 	Resolve(ctx context.Context, params ResolveParams) error
 
 	// List returns a page of the tenant's live records that pass
@@ -195,6 +198,31 @@ type Record struct {
 	// the claimer gave none (and for records written before stores kept
 	// it).
 	Origin Origin
+	// Resolution is the person's decision that completed an indeterminate
+	// record: what, by whom, why and when. The zero Resolution for a record
+	// no person decided (and for records written before stores kept it). A
+	// decision that frees the key leaves no record to keep it in.
+	Resolution Resolution
+}
+
+// MaxResolutionTextLength bounds ResolveParams.By, Reason and Reference, in
+// bytes.
+const MaxResolutionTextLength = 1024
+
+// Resolution is the trail of a person's decision on an indeterminate record.
+// It holds identifiers and prose, never the activity's arguments.
+type Resolution struct {
+	// Action is the decision applied; zero when there was none.
+	Action Decision `json:"action,omitempty"`
+	// By names the person or system that decided.
+	By string `json:"by,omitempty"`
+	// Reason says why, for the next person who reads the record.
+	Reason string `json:"reason,omitempty"`
+	// Reference points at the evidence: a ticket, the downstream's
+	// confirmation.
+	Reference string `json:"reference,omitempty"`
+	// At is when the store applied the decision, by its clock.
+	At time.Time `json:"at,omitzero"`
 }
 
 // MaxOriginLength bounds each identifier of an [Origin], in bytes.
@@ -351,6 +379,30 @@ func (d Decision) String() string {
 	}
 }
 
+// MarshalText returns the decision's name, so a [Resolution] reads as
+// "complete" or "free" in JSON.
+func (d Decision) MarshalText() ([]byte, error) {
+	if d == 0 {
+		return []byte{}, nil
+	}
+	return []byte(d.String()), nil
+}
+
+// UnmarshalText is the inverse of [Decision.MarshalText].
+func (d *Decision) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "":
+		*d = 0
+	case "complete":
+		*d = DecisionComplete
+	case "free":
+		*d = DecisionFree
+	default:
+		return &InvalidError{Field: "Decision", Reason: "unknown decision " + quote(string(b))}
+	}
+	return nil
+}
+
 // ResolveParams are the parameters of [Store.Resolve].
 type ResolveParams struct {
 	Tenant   string
@@ -358,6 +410,20 @@ type ResolveParams struct {
 	Decision Decision
 	// Outcome is recorded with DecisionComplete.
 	Outcome []byte
+	// Token, when non-zero, fences the decision: it applies only while the
+	// indeterminate record standing is the one claimed under this token
+	// (the Token of the record the person looked at). Zero applies it to
+	// whatever indeterminate record stands, for an operator who has just
+	// read it.
+	Token int64
+	// By names the person or system that decided. Optional; at most
+	// MaxResolutionTextLength bytes.
+	By string
+	// Reason says why. Optional; at most MaxResolutionTextLength bytes.
+	Reason string
+	// Reference points at the evidence (a ticket, a confirmation number).
+	// Optional; at most MaxResolutionTextLength bytes.
+	Reference string
 }
 
 // ForgetParams are the parameters of [Store.Forget].
