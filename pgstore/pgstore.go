@@ -436,6 +436,22 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 	}
 	// Nothing changed: say why. The read only picks the error.
 	rec, err := s.lookup(ctx, p.Tenant, p.Key)
+	if errors.Is(err, pgx.ErrNoRows) && p.RecordIfGone {
+		err = s.retry(ctx, func(ctx context.Context) error {
+			now := s.now(ctx)
+			return s.pool.QueryRow(ctx, s.sql.resolveGone, p.Tenant, p.Key, store.ResolveHolder, store.NewToken(),
+				now, now.Add(s.opts.TTL), outcome, int16(p.Decision), p.By, p.Reason, p.Reference,
+				s.opts.NotifyChannel, payload).Scan(&n)
+		})
+		if err != nil {
+			return s.interpret(ctx, op, err)
+		}
+		if n > 0 {
+			return nil
+		}
+		// Claimed again since the read: say what stands there now.
+		rec, err = s.lookup(ctx, p.Tenant, p.Key)
+	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("pgstore: %s %q in tenant %q: %w", op, p.Key, p.Tenant, store.ErrNotFound)

@@ -48,6 +48,7 @@ type statements struct {
 	claim, claimFast, lookup                    string
 	renew, complete, release, markIndeterminate string
 	resolveComplete, resolveFree, forget, sweep string
+	resolveGone                                 string
 	cancelClaim                                 string
 }
 
@@ -220,6 +221,32 @@ SELECT count(pg_notify($6, $7)) FROM upd`),
 	RETURNING 1
 )
 SELECT count(pg_notify($4, $5)) FROM del`),
+		// resolveGone records a person's outcome under a key that has no
+		// live record (ResolveParams.RecordIfGone): a completed record,
+		// inserted, or replacing an expired row. A live row is left alone
+		// and nothing is returned. A replaced row may have waiters, so it is
+		// announced.
+		//
+		// $1 tenant, $2 key, $3 holder, $4 token, $5 now, $6 expires_at,
+		// $7 outcome, $8 action, $9 by, $10 reason, $11 reference,
+		// $12 channel, $13 payload.
+		resolveGone: r.Replace(`WITH ins AS (
+	INSERT INTO {t} AS r (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
+		resolution_action, resolved_by, resolution_reason, resolution_reference, resolved_at)
+	VALUES ($1, $2, 2, $3, $4, $5, $6, $5, $5, $7, '', $8, $9, $10, $11, $5)
+	ON CONFLICT (tenant, key) DO UPDATE SET
+		state = 2, holder = EXCLUDED.holder, token = EXCLUDED.token,
+		lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at,
+		created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
+		outcome = EXCLUDED.outcome, reason = '', watched = false,
+		origin_workflow_id = '', origin_run_id = '', origin_activity_type = '', origin_activity_id = '', origin_attempt = 0,
+		resolution_action = EXCLUDED.resolution_action, resolved_by = EXCLUDED.resolved_by,
+		resolution_reason = EXCLUDED.resolution_reason, resolution_reference = EXCLUDED.resolution_reference,
+		resolved_at = EXCLUDED.resolved_at
+	WHERE r.expires_at <= $5
+	RETURNING r.xmax::text <> '0' AS replaced
+)
+SELECT count(*) + 0 * count(CASE WHEN replaced THEN pg_notify($12, $13) END) FROM ins`),
 		// forget announces every erased key; the payload is computed by the
 		// server exactly as payloadFor computes it in Go.
 		//

@@ -149,12 +149,28 @@ return 1
 
 // resolveScript: KEYS rec, idx, age. ARGV now, decision ("complete" or
 // "free"), outcome, exp, ttl_ms, member, channel, token (the fence; "0" for
-// none), resolution (JSON). Returns 1 when applied, -1 when there is no
-// live record, -2 when the record is not indeterminate, -3 when it is
-// indeterminate under another token than the fence.
+// none), resolution (JSON), record_if_gone ("1" or "0"), holder and token
+// of a record made for record_if_gone. Returns 1 when applied, -1 when
+// there is no live record (and record_if_gone is "0"), -2 when the record
+// is not indeterminate, -3 when it is indeterminate under another token
+// than the fence.
 var resolveScript = redis.NewScript(extendIndex + `
 local cur = redis.call('HMGET', KEYS[1], 'state', 'exp', 'w', 'token')
-if not cur[1] or tonumber(cur[2]) <= tonumber(ARGV[1]) then return -1 end
+if not cur[1] or tonumber(cur[2]) <= tonumber(ARGV[1]) then
+  if ARGV[10] ~= '1' then return -1 end
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[1], 'state', 'completed', 'holder', ARGV[11], 'token', ARGV[12],
+    'lease', ARGV[1], 'exp', ARGV[4], 'created', ARGV[1], 'updated', ARGV[1],
+    'outcome', ARGV[3], 'resolution', ARGV[9])
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+  redis.call('SADD', KEYS[2], ARGV[6])
+  redis.call('ZADD', KEYS[3], ARGV[1], ARGV[6])
+  extend_index(KEYS[2], ARGV[5])
+  if cur[3] then
+    redis.call('PUBLISH', ARGV[7], KEYS[1])
+  end
+  return 1
+end
 if cur[1] ~= 'indeterminate' then return -2 end
 if ARGV[8] ~= '0' and cur[4] ~= ARGV[8] then return -3 end
 if ARGV[2] == 'free' then

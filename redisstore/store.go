@@ -291,12 +291,17 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 	if p.Decision == store.DecisionFree {
 		decision = "free"
 	}
+	recordIfGone := "0"
+	if p.RecordIfGone {
+		recordIfGone = "1"
+	}
 	trail, err := json.Marshal(p.Resolution(now.time()))
 	if err != nil {
 		return fmt.Errorf("redisstore: resolve: encoding the resolution: %w", err)
 	}
 	v, err := s.run(ctx, resolveScript, []string{s.recordKey(p.Tenant, p.Key), s.indexKey(p.Tenant), s.ageKey(p.Tenant)},
-		now.arg(), decision, p.Outcome, exp.arg(), ttl, p.Key, s.channel, strconv.FormatInt(p.Token, 10), trail)
+		now.arg(), decision, p.Outcome, exp.arg(), ttl, p.Key, s.channel, strconv.FormatInt(p.Token, 10), trail,
+		recordIfGone, store.ResolveHolder, strconv.FormatInt(store.NewToken(), 10))
 	if err != nil {
 		return translate(ctx, "resolve", err)
 	}

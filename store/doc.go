@@ -63,7 +63,9 @@
 // starts without one. A decision made on one record is fenced by its token
 // (ResolveParams.Token): if the key has since been freed, claimed again and
 // become indeterminate anew, the late decision gets [ErrNotHolder] and the
-// newer record waits for its own.
+// newer record waits for its own. A complete decision whose record expired
+// meanwhile records the outcome when ResolveParams.RecordIfGone is set, so
+// the effect the person confirmed does not run again.
 //
 // # Fencing tokens
 //

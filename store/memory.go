@@ -279,6 +279,22 @@ func (m *Memory) Resolve(ctx context.Context, params ResolveParams) error {
 	defer m.mu.Unlock()
 	now := m.clock.Now()
 	rec := m.live(params.Tenant, params.Key, now)
+	if rec == nil && params.RecordIfGone {
+		m.put(&Record{
+			Tenant:     params.Tenant,
+			Key:        params.Key,
+			State:      StateCompleted,
+			Holder:     ResolveHolder,
+			Token:      m.newToken(m.records[params.Tenant][params.Key]),
+			LeaseUntil: now,
+			ExpiresAt:  now.Add(m.ttl),
+			CreatedAt:  now,
+			UpdatedAt:  now,
+			Outcome:    slices.Clone(params.Outcome),
+			Resolution: params.Resolution(now),
+		})
+		return nil
+	}
 	if rec == nil {
 		return fmt.Errorf("memory store: resolve %q in tenant %q: %w", params.Key, params.Tenant, ErrNotFound)
 	}

@@ -87,7 +87,9 @@ type Store interface {
 	// when there is no live record, ErrNotIndeterminate when the record is
 	// in another state, and, when params.Token is set, ErrNotHolder when the
 	// indeterminate record standing is not the one under that token: a
-	// decision made on one record never settles a newer one.
+	// decision made on one record never settles a newer one. With
+	// params.RecordIfGone, a complete decision on a key with no live record
+	// records the outcome instead of returning ErrNotFound.
 	Resolve(ctx context.Context, params ResolveParams) error
 
 	// List returns a page of the tenant's live records that pass
@@ -424,7 +426,18 @@ type ResolveParams struct {
 	// Reference points at the evidence (a ticket, a confirmation number).
 	// Optional; at most MaxResolutionTextLength bytes.
 	Reference string
+	// RecordIfGone, with DecisionComplete, records the outcome when the
+	// key has no live record (the indeterminate record decided on expired
+	// or was swept meanwhile): a completed record, held by ResolveHolder
+	// and keeping the Resolution, instead of ErrNotFound, so the effect the
+	// person confirmed is not run again. A key claimed again meanwhile is
+	// left alone, with the errors above.
+	RecordIfGone bool
 }
+
+// ResolveHolder is the Holder of a record [Store.Resolve] creates for
+// ResolveParams.RecordIfGone.
+const ResolveHolder = "idempotency.resolve"
 
 // ForgetParams are the parameters of [Store.Forget].
 type ForgetParams struct {

@@ -87,6 +87,9 @@ func (p ResolveParams) Validate() error {
 	if p.Token < 0 {
 		return &InvalidError{Field: "Token", Reason: "must not be negative"}
 	}
+	if p.RecordIfGone && p.Decision != DecisionComplete {
+		return &InvalidError{Field: "RecordIfGone", Reason: "only records an outcome, with DecisionComplete"}
+	}
 	for _, f := range []struct{ name, v string }{{"By", p.By}, {"Reason", p.Reason}, {"Reference", p.Reference}} {
 		if len(f.v) > MaxResolutionTextLength {
 			return &InvalidError{Field: f.name, Reason: "longer than " + strconv.Itoa(MaxResolutionTextLength) + " bytes"}

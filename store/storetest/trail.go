@@ -124,3 +124,62 @@ func trailCases() []testCase {
 		}},
 	}
 }
+
+// goneCases cover ResolveParams.RecordIfGone.
+func goneCases() []testCase {
+	decide := func(h *harness, key string, token int64) store.ResolveParams {
+		return store.ResolveParams{Tenant: h.tenant, Key: key, Decision: store.DecisionComplete, Outcome: []byte("booked"),
+			Token: token, By: "alice", Reason: "the airline has it", RecordIfGone: true}
+	}
+	return []testCase{
+		{"RecordsTheOutcomeOfAnExpiredRecord", func(t *testing.T, h *harness) {
+			rec := h.indeterminate(t, "k", "r")
+			h.clock.Advance(h.ttl + time.Second)
+			now := h.clock.Now()
+			require.NoError(t, h.s.Resolve(h.ctx, decide(h, "k", rec.Token)))
+			res := h.claim(t, "k", "worker-2")
+			require.Equal(t, store.StatusCompleted, res.Status, "the effect is not run again")
+			assertOutcome(t, []byte("booked"), res.Record.Outcome)
+			got := h.lookup(t, "k")
+			assert.Equal(t, store.ResolveHolder, got.Holder)
+			assert.NotEqual(t, rec.Token, got.Token)
+			assert.Equal(t, "alice", got.Resolution.By)
+			assert.Equal(t, store.DecisionComplete, got.Resolution.Action)
+			assertTime(t, now, got.CreatedAt, "CreatedAt")
+			assertTime(t, now.Add(h.ttl), got.ExpiresAt, "ExpiresAt")
+			assert.Equal(t, []string{"k"}, keysOf(h.listAll(t, store.ListParams{Tenant: h.tenant, States: []store.State{store.StateCompleted}}, 10)))
+		}},
+		{"RecordsTheOutcomeOfASweptRecord", func(t *testing.T, h *harness) {
+			h.indeterminate(t, "k", "r")
+			h.clock.Advance(h.ttl + time.Second)
+			_, err := h.s.Sweep(h.ctx, store.SweepParams{})
+			require.NoError(t, err)
+			require.NoError(t, h.s.Resolve(h.ctx, decide(h, "k", 0)))
+			assertOutcome(t, []byte("booked"), h.lookup(t, "k").Outcome)
+		}},
+		{"LeavesAKeyClaimedAgain", func(t *testing.T, h *harness) {
+			old := h.indeterminate(t, "k", "r")
+			h.clock.Advance(h.ttl + time.Second)
+			fresh := h.acquire(t, "k")
+			require.ErrorIs(t, h.s.Resolve(h.ctx, decide(h, "k", old.Token)), store.ErrNotIndeterminate)
+			assertRecord(t, fresh, h.lookup(t, "k"))
+			require.NoError(t, h.s.MarkIndeterminate(h.ctx, store.MarkIndeterminateParams{Tenant: h.tenant, Key: "k", Token: fresh.Token, Reason: "again"}))
+			require.ErrorIs(t, h.s.Resolve(h.ctx, decide(h, "k", old.Token)), store.ErrNotHolder)
+			assert.Equal(t, store.StateIndeterminate, h.lookup(t, "k").State)
+		}},
+		{"DecidesAStandingRecordAsUsual", func(t *testing.T, h *harness) {
+			rec := h.indeterminate(t, "k", "r")
+			require.NoError(t, h.s.Resolve(h.ctx, decide(h, "k", rec.Token)))
+			got := h.lookup(t, "k")
+			assert.Equal(t, rec.Token, got.Token, "the record decided on, not a new one")
+			assert.Equal(t, rec.Holder, got.Holder)
+			assertOutcome(t, []byte("booked"), got.Outcome)
+		}},
+		{"OnlyWithComplete", func(t *testing.T, h *harness) {
+			p := decide(h, "k", 0)
+			p.Decision = store.DecisionFree
+			require.ErrorIs(t, h.s.Resolve(h.ctx, p), store.ErrInvalid)
+			h.requireMissing(t, h.tenant, "k")
+		}},
+	}
+}
