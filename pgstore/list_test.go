@@ -2,7 +2,9 @@ package pgstore_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -157,4 +159,48 @@ func TestEnsureSchemaMigratesEarlierTable(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "alice", rec.Resolution.By)
 	require.Equal(t, store.DecisionComplete, rec.Resolution.Action)
+}
+
+// BenchmarkWaitingIndexCost measures what the listings' partial index costs
+// the hot path: a fresh key's Claim and Complete on a table with the index
+// (as EnsureSchema makes it) over the same on a table without it, in the
+// same process on the same pool, 8 callers. It reports x-without-index.
+func BenchmarkWaitingIndexCost(b *testing.B) {
+	_, schema := testenv.Postgres(b)
+	pool := testenv.PostgresPool(b, 16)
+	ctx := context.Background()
+	open := func(dropIndex bool) *pgstore.Store {
+		s, err := pgstore.New(pool, pgstore.Options{Schema: schema, Table: testenv.UniqueName("bench")})
+		require.NoError(b, err)
+		b.Cleanup(s.Close)
+		require.NoError(b, s.EnsureSchema(ctx))
+		if dropIndex {
+			_, err := pool.Exec(ctx, "DROP INDEX "+pgx.Identifier{schema, s.ListIndexName()}.Sanitize())
+			require.NoError(b, err)
+		}
+		return s
+	}
+	var seq atomic.Int64
+	op := func(s *pgstore.Store) func(context.Context) error {
+		return func(ctx context.Context) error {
+			key := "k" + strconv.FormatInt(seq.Add(1), 36)
+			res, err := s.Claim(ctx, store.ClaimParams{Tenant: "bench", Key: key, Holder: "bench", Lease: time.Minute})
+			if err != nil {
+				return err
+			}
+			return s.Complete(ctx, store.CompleteParams{Tenant: "bench", Key: key, Token: res.Record.Token, Outcome: []byte("ok")})
+		}
+	}
+	without, with := open(true), open(false)
+	var basePerOp float64
+	b.Run("without-index", func(b *testing.B) {
+		runCallers(b, 8, op(without))
+		basePerOp = float64(b.Elapsed()) / float64(b.N)
+	})
+	b.Run("with-index", func(b *testing.B) {
+		runCallers(b, 8, op(with))
+		if basePerOp > 0 {
+			b.ReportMetric(float64(b.Elapsed())/float64(b.N)/basePerOp, "x-without-index")
+		}
+	})
 }
