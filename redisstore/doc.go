@@ -78,7 +78,9 @@
 // record's. There is no secondary index by state: a listing of the few
 // indeterminate records of a tenant with many completed ones reads past the
 // completed ones (a pipelined HGETALL each), so in Redis it costs the
-// records it walks, not the page. [Store.ListAcrossTenants] finds the
+// records it walks, not the page; one call walks at most 8192 entries and
+// then returns what it found, possibly nothing, with a cursor to go on
+// from. [Store.ListAcrossTenants] finds the
 // tenants with SCAN and merges a page of each.
 //
 // Records claimed by a version before the age index are not listed until

@@ -27,3 +27,6 @@ func NewWithLocalClock(client redis.UniversalClient, opts Options, local store.C
 
 // AgeKey exposes the key layout to the tests.
 func AgeKey(s *Store, tenant string) string { return s.ageKey(tenant) }
+
+// SetListBudget bounds the age index entries one List call of s walks.
+func SetListBudget(s *Store, n int) { s.listBudget = n }

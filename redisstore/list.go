@@ -15,12 +15,18 @@ import (
 // listBatch is how many entries of an age index one round trip reads.
 const listBatch = 256
 
+// listBudget bounds how many entries of an age index one List call walks.
+// A call that reaches it returns the records it found, possibly none, with
+// a cursor after the last entry it walked.
+const listBudget = 8192
+
 // List implements [store.Store.List]. It pages through the tenant's age
 // index (a sorted set of its keys by claim time) from the cursor on, reads
 // the records of each batch in one pipeline, and keeps those that are live
 // and pass the filters. A filter that keeps few of the tenant's records
-// (indeterminate among millions completed) reads past the records it skips;
-// see the package documentation.
+// (indeterminate among millions completed) reads past the records it skips,
+// up to a bound per call: such a page may hold fewer records than the limit,
+// even none, and still have a Next. See the package documentation.
 func (s *Store) List(ctx context.Context, p store.ListParams) (store.Page, error) {
 	const op = "list"
 	if err := p.Validate(); err != nil {
@@ -31,11 +37,15 @@ func (s *Store) List(ctx context.Context, p store.ListParams) (store.Page, error
 	}
 	after, _ := p.After(false)
 	now := s.now(ctx)
-	recs, err := s.listTenant(ctx, p, p.Tenant, after, false, now, p.EffectiveLimit()+1)
+	recs, walked, err := s.listTenant(ctx, p, p.Tenant, after, false, now, p.EffectiveLimit()+1, s.listBudget)
 	if err != nil {
 		return store.Page{}, translate(ctx, op, err)
 	}
-	return pageOf(p, recs, false), nil
+	page := pageOf(p, recs, false)
+	if walked != nil && page.Next == "" {
+		page.Next = walked.Cursor(p, false)
+	}
+	return page, nil
 }
 
 // ListAcrossTenants implements [store.Store.ListAcrossTenants]. It is for
@@ -73,7 +83,7 @@ func (s *Store) ListAcrossTenants(ctx context.Context, p store.ListParams) (stor
 				if !ok {
 					continue
 				}
-				recs, err := s.listTenant(ctx, p, tenant, after, true, now, limit)
+				recs, _, err := s.listTenant(ctx, p, tenant, after, true, now, limit, math.MaxInt)
 				if err != nil {
 					return store.Page{}, translate(ctx, op, err)
 				}
@@ -116,12 +126,14 @@ func pageOf(p store.ListParams, recs []store.Record, across bool) store.Page {
 
 // listTenant returns up to want records of tenant that pass p's filters
 // and come after the position after (when p has a cursor), in p's order.
+// When it stops because it walked budget entries first, it also returns the
+// position of the last entry walked.
 // It walks the age index by score from the cursor's time (inclusive, since
 // ties at that time are told apart by key), and remembers how many entries
 // of the last score it has seen, so a run of equal scores never makes it
 // read an entry twice.
 func (s *Store) listTenant(ctx context.Context, p store.ListParams, tenant string, after store.ListPosition,
-	across bool, now stamp, want int) ([]store.Record, error) {
+	across bool, now stamp, want, budget int) ([]store.Record, *store.ListPosition, error) {
 	age := s.ageKey(tenant)
 	newest := p.Order == store.NewestFirst
 	bound := math.Inf(1)
@@ -132,7 +144,11 @@ func (s *Store) listTenant(ctx context.Context, p store.ListParams, tenant strin
 		bound = float64(after.CreatedAt.UnixMicro())
 	}
 	skip := int64(0) // entries at score bound already read
-	var out []store.Record
+	var (
+		out    []store.Record
+		walked int
+		last   store.ListPosition
+	)
 	for {
 		rng := redis.ZRangeArgs{Key: age, ByScore: true, Offset: skip, Count: listBatch}
 		b := scoreArg(bound)
@@ -143,10 +159,10 @@ func (s *Store) listTenant(ctx context.Context, p store.ListParams, tenant strin
 		}
 		entries, err := s.client.ZRangeArgsWithScores(ctx, rng).Result()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if len(entries) == 0 {
-			return out, nil
+			return out, nil, nil
 		}
 		pipe := s.client.Pipeline()
 		cmds := make([]*redis.MapStringStringCmd, len(entries))
@@ -154,7 +170,7 @@ func (s *Store) listTenant(ctx context.Context, p store.ListParams, tenant strin
 			cmds[i] = pipe.HGetAll(ctx, s.recordKey(tenant, e.Member.(string)))
 		}
 		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for i, e := range entries {
 			if e.Score == bound {
@@ -162,27 +178,43 @@ func (s *Store) listTenant(ctx context.Context, p store.ListParams, tenant strin
 			} else {
 				bound, skip = e.Score, 1
 			}
+			// An entry's position is its score and member, whatever its
+			// record now says. Entries at or before the cursor (ties at its
+			// instant) are passed over and not counted.
+			pos := store.ListPosition{CreatedAt: stamp(int64(e.Score)).time(), Key: e.Member.(string)}
+			if across {
+				pos.Tenant = tenant
+			}
+			if p.Cursor != "" && !p.Order.Beyond(pos, after) {
+				continue
+			}
+			if walked == budget {
+				// Out of budget: continue after the last entry walked.
+				return out, &last, nil
+			}
+			walked++
+			last = pos
 			m, err := cmds[i].Result()
 			if err != nil || len(m) == 0 {
 				continue // released, freed or expired since the read
 			}
 			rec, err := parseRecord(tenant, e.Member.(string), m)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
+			}
+			if rec.CreatedAt.UnixMicro() != int64(e.Score) {
+				continue // claimed again since the read: listed at its new place
 			}
 			if !now.time().Before(rec.ExpiresAt) || !p.Keeps(rec, now.time()) {
 				continue
 			}
-			if p.Cursor != "" && !p.Order.Beyond(store.PositionOf(rec, across), after) {
-				continue
-			}
 			out = append(out, rec)
 			if len(out) == want {
-				return out, nil
+				return out, nil, nil
 			}
 		}
 		if len(entries) < listBatch {
-			return out, nil
+			return out, nil, nil
 		}
 	}
 }

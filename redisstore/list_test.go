@@ -110,3 +110,55 @@ func keys(recs []store.Record) []string {
 	}
 	return out
 }
+
+// TestListBudget: a listing that keeps few of the tenant's records walks a
+// bounded number of index entries per call, returning short (even empty)
+// pages with a cursor, and still lists every record once, in order.
+func TestListBudget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := storetest.NewClock(time.Now().UTC().Truncate(time.Millisecond))
+	s := newStore(t, redisstore.Options{Clock: clock})
+	redisstore.SetListBudget(s, 5)
+	var want []string
+	for i := range 40 {
+		key := string(rune('a'+i/26)) + string(rune('a'+i%26))
+		rec := claimOK(t, s, "t", key)
+		if i%13 == 0 {
+			require.NoError(t, s.MarkIndeterminate(ctx, store.MarkIndeterminateParams{Tenant: "t", Key: key, Token: rec.Token}))
+			want = append(want, key)
+		} else {
+			require.NoError(t, s.Complete(ctx, store.CompleteParams{Tenant: "t", Key: key, Token: rec.Token}))
+		}
+		if i%3 == 0 {
+			clock.Advance(time.Millisecond)
+		}
+	}
+	for _, order := range []store.Order{store.OldestFirst, store.NewestFirst} {
+		p := store.ListParams{Tenant: "t", States: []store.State{store.StateIndeterminate}, Order: order, Limit: 2}
+		var got []string
+		calls, short := 0, 0
+		for {
+			page, err := s.List(ctx, p)
+			require.NoError(t, err)
+			calls++
+			if len(page.Records) < p.Limit && page.Next != "" {
+				short++
+			}
+			got = append(got, keys(page.Records)...)
+			if page.Next == "" {
+				break
+			}
+			p.Cursor = page.Next
+			require.Less(t, calls, 100, "the listing never ended")
+		}
+		exp := append([]string(nil), want...)
+		if order == store.NewestFirst {
+			for i, j := 0, len(exp)-1; i < j; i, j = i+1, j-1 {
+				exp[i], exp[j] = exp[j], exp[i]
+			}
+		}
+		assert.Equal(t, exp, got, order.String())
+		assert.Positive(t, short, "%s: some pages stopped at the budget", order)
+	}
+}

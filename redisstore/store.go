@@ -29,6 +29,8 @@ type Store struct {
 	server  *store.ServerClock // follows Redis's clock, unless Options.Clock was given
 	poll    time.Duration
 	noPoll  bool // tests only: wake on notifications alone
+	// listBudget bounds the age index entries one List call walks.
+	listBudget int
 
 	// life ends when the Store is closed; the subscriber runs under it.
 	life   context.Context
@@ -81,6 +83,8 @@ func newStore(client redis.UniversalClient, opts Options, local store.Clock) (*S
 		life:    life,
 		cancel:  cancel,
 		waiters: make(map[string]map[chan struct{}]struct{}),
+
+		listBudget: listBudget,
 	}, nil
 }
 

@@ -74,10 +74,13 @@ type ListParams struct {
 
 // Page is one page of a listing.
 type Page struct {
-	// Records are the page's live records, in the listing's order.
+	// Records are the page's live records, in the listing's order. A page
+	// may hold fewer than the limit, even none, and still have a Next: a
+	// store may bound the work of one call (the Redis store does, for
+	// filters that keep few records). Page until Next is empty.
 	Records []Record
-	// Next continues the listing after the last record of this page; empty
-	// when the listing has ended.
+	// Next continues the listing after this page; empty when the listing
+	// has ended.
 	Next string
 }
 
