@@ -1,7 +1,7 @@
 # The front door. `make` alone prints the targets.
 #
 # The library's own module builds with the machine's Go. The modules that embed
-# a Temporal server (integration/, examples/booking/) need a newer Go, which the
+# a Temporal server (integration/, examples/booking/, examples/quickstart/) need a newer Go, which the
 # go command fetches from the module proxy through GOTOOLCHAIN: they get it
 # here, so a user types one command.
 
@@ -10,7 +10,7 @@ SHELL := /bin/bash
 
 SERVER_TOOLCHAIN := go1.27.3
 STATICCHECK      := honnef.co/go/tools/cmd/staticcheck@v0.8.2
-SERVER_MODULES   := $(wildcard integration/go.mod examples/booking/go.mod)
+SERVER_MODULES   := $(wildcard integration/go.mod examples/booking/go.mod examples/quickstart/go.mod benchmarks/go.mod)
 FUZZTIME         ?= 30s
 TEST_TIMEOUT     ?= 15m
 
@@ -48,7 +48,16 @@ lint: ## go vet and staticcheck on every module; gofmt must have nothing to say.
 	done
 
 .PHONY: bench
-bench: ## Run the benchmarks, each beside the baseline it is compared with.
+bench: ## Measure the library beside its baselines and peer designs; prints tables (BENCH_ARGS="-doc ../docs/BENCHMARKS.md" also writes them there).
+	cd benchmarks && GOTOOLCHAIN=$(SERVER_TOOLCHAIN) go run . $(BENCH_ARGS)
+
+.PHONY: bench-growth
+bench-growth: ## The growth and sweep benchmark at full size: 10M records, 1M swept (takes long; BENCH_GROWTH_ROWS, BENCH_SWEEP_ROWS).
+	cd benchmarks && BENCH_GROWTH_ROWS=$${BENCH_GROWTH_ROWS:-10000000} BENCH_SWEEP_ROWS=$${BENCH_SWEEP_ROWS:-1000000} \
+		GOTOOLCHAIN=$(SERVER_TOOLCHAIN) go run . -only growth $(BENCH_ARGS)
+
+.PHONY: bench-micro
+bench-micro: ## Run the packages' Go benchmarks, each beside the baseline it is compared with.
 	go test -run '^$$' -bench . -benchmem ./...
 
 .PHONY: fuzz

@@ -68,6 +68,10 @@ type Policy struct {
 	// Defaults to the function's name as Temporal derives it (the method
 	// name, for a method value).
 	Name string
+	// Probe, if set, asks the downstream whether the effect under a key
+	// landed before an outcome is reported indeterminate (see [Probe]).
+	// EFFECTFUL only: an IDEMPOTENT activity is simply run again.
+	Probe Probe
 }
 
 // Declaration binds a [Policy] to an activity function. It is immutable and
@@ -122,6 +126,9 @@ func Declare(fn any, p Policy) (*Declaration, error) {
 		if n == "" {
 			return fail("", "Params holds an empty name")
 		}
+	}
+	if p.Probe != nil && p.Kind != KindEffectful {
+		return fail("", "a probe applies to EFFECTFUL activities only, not %s", p.Kind)
 	}
 	d := &Declaration{name: name, fn: fn, policy: p}
 	if p.Kind == KindReadOnly {
@@ -208,6 +215,20 @@ func (d *Declaration) Policy() Policy {
 	p.KeyArguments = slices.Clone(p.KeyArguments)
 	p.Params = slices.Clone(p.Params)
 	return p
+}
+
+// Probe returns the declared probe, or nil.
+func (d *Declaration) Probe() Probe { return d.policy.Probe }
+
+// WithProbe returns a copy of d whose outcomes are probed with probe before
+// they are reported indeterminate. It refuses, with a [*DeclarationError],
+// a declaration that is not EFFECTFUL.
+//
+//	Book, err := activity.Effectful(book, "flight").WithProbe(probeBooking)
+func (d *Declaration) WithProbe(probe Probe) (*Declaration, error) {
+	p := d.Policy()
+	p.Probe = probe
+	return Declare(d.fn, p)
 }
 
 // Key derives the idempotency key of one execution from its tenant, its run

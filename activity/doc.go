@@ -44,4 +44,50 @@
 // workflow reads its details with [AsIndeterminate] and routes the decision
 // to a person. An activity that knows for certain its effect did not happen
 // says so with [NoEffect], and the key is freed instead.
+//
+// # A probe before a person
+//
+// Many downstreams answer "what happened to Idempotency-Key K?" — a payment
+// provider's idempotent-request lookup, an airline's booking retrieval by
+// the client's reference. An EFFECTFUL declaration may name a [Probe] that
+// asks them:
+//
+//	Book, err := activity.Effectful(book, "flight").WithProbe(
+//		func(ctx context.Context, req activity.ProbeRequest) (activity.ProbeAnswer, error) {
+//			pnr, found, err := airline.LookupByReference(ctx, string(req.Key))
+//			switch {
+//			case err != nil:
+//				return activity.AnswerCannotTell(), err
+//			case found:
+//				return activity.AnswerLanded(Seat{PNR: pnr}), nil // a value of book's return type
+//			default:
+//				return activity.AnswerNotLanded(), nil
+//			}
+//		})
+//
+// When an outcome would be indeterminate — the body failed (not with
+// [NoEffect]), panicked or returned a result that cannot be encoded, or the
+// key was taken over from a holder that stopped answering — the dispatcher
+// asks the probe first:
+//
+//	Answer              What happens
+//	Landed(result)      result is recorded and returned, as a duplicate's answer
+//	NotLanded           the key is freed; the retryable IdempotencyEffectNotLanded error
+//	                    lets the retry policy run the activity again (a body error that
+//	                    was non-retryable is returned as it is)
+//	CannotTell, error,  indeterminate, as without a probe
+//	panic, too late
+//
+// The probe only reads: it must never apply the effect or resend the request
+// that applies it. Its context carries the key ([Key]) and ends a little
+// before the activity's deadline, so the answer still reaches Temporal; an
+// answer that comes later is ignored. Answer NotLanded only when no request
+// under the key can still land: a request may still be in flight (the body
+// gave up waiting; the lost holder is a stalled worker, not a dead one), so
+// NotLanded is safe where the downstream itself deduplicates by the key the
+// retry sends again ([Key]), or where it can say the key was refused or
+// cancelled; otherwise a key it has not seen is CannotTell. A probe is not
+// asked when no key was
+// derived, when the store is down, or for a record an earlier attempt already
+// left indeterminate.
 package activity

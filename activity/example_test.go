@@ -101,3 +101,34 @@ func ExampleNoEffect() {
 	// Output:
 	// card declined true true
 }
+
+// seatsByReference stands for the airline's booking lookup by the client's
+// reference, which the booking sent as its Idempotency-Key.
+var seatsByReference = map[string]string{}
+
+// Declaring a probe: when BookFlight fails without saying whether the seat
+// was booked, the dispatcher asks the airline by the key before it puts the
+// call to a person.
+func ExampleDeclaration_WithProbe() {
+	probe := func(ctx context.Context, req activity.ProbeRequest) (activity.ProbeAnswer, error) {
+		seat, found := seatsByReference[string(req.Key)] // a read, never a booking
+		if !found {
+			// The airline deduplicates by the reference, so the retry,
+			// sent under the same key, cannot book twice even if a first
+			// request is still in flight.
+			return activity.AnswerNotLanded(), nil
+		}
+		return activity.AnswerLanded(seat), nil // BookFlight returns a string
+	}
+	book, err := activity.Effectful(BookFlight, "flight").WithProbe(probe)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(book.Name(), book.Kind(), book.Probe() != nil)
+
+	_, err = activity.Idempotent(BookFlight, "flight").WithProbe(probe)
+	fmt.Println("a probe on another kind is refused:", errors.Is(err, activity.ErrInvalidDeclaration))
+	// Output:
+	// BookFlight EFFECTFUL true
+	// a probe on another kind is refused: true
+}

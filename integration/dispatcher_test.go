@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -33,6 +35,17 @@ type airline struct {
 	// landed, if set, is called with the body's context once its effect
 	// has landed, before the body returns.
 	landed func(ctx context.Context)
+	// lostAnswers makes the first N calls land their effect and then fail,
+	// as a gateway timing out after the airline booked would.
+	lostAnswers int
+	// probe declares the activity with the airline's probe (see Probe).
+	probe bool
+	// probeAnswer, if set, replaces the airline's answer to a probe.
+	probeAnswer func(ctx context.Context, req activity.ProbeRequest) (activity.ProbeAnswer, error)
+
+	mu       sync.Mutex
+	bookings map[keyspace.Key]string // by the Idempotency-Key the body sent
+	probes   int
 }
 
 func (a *airline) Book(ctx context.Context, req BookRequest) (string, error) {
@@ -54,10 +67,44 @@ func (a *airline) Book(ctx context.Context, req BookRequest) (string, error) {
 		}
 	}
 	n := a.ledger.effect(req.Flight)
+	seat := fmt.Sprintf("seat %d on %s for %s", n, req.Flight, req.RequestID)
+	key, _ := activity.Key(ctx)
+	a.mu.Lock()
+	if a.bookings == nil {
+		a.bookings = map[keyspace.Key]string{}
+	}
+	a.bookings[key] = seat
+	a.mu.Unlock()
 	if a.landed != nil {
 		a.landed(ctx)
 	}
-	return fmt.Sprintf("seat %d on %s for %s", n, req.Flight, req.RequestID), nil
+	if call <= a.failures+a.lostAnswers {
+		return "", fmt.Errorf("airline: gateway timeout on call %d, after the booking", call)
+	}
+	return seat, nil
+}
+
+// Probe answers "what happened to Idempotency-Key K?" from the airline's
+// bookings, as an airline's booking lookup does: the seat if a booking was
+// made under the key, not landed otherwise. It never books.
+func (a *airline) Probe(ctx context.Context, req activity.ProbeRequest) (activity.ProbeAnswer, error) {
+	a.mu.Lock()
+	a.probes++
+	seat, ok := a.bookings[req.Key]
+	a.mu.Unlock()
+	if a.probeAnswer != nil {
+		return a.probeAnswer(ctx, req)
+	}
+	if ok {
+		return activity.AnswerLanded(seat), nil
+	}
+	return activity.AnswerNotLanded(), nil
+}
+
+func (a *airline) probesAsked() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.probes
 }
 
 // TwoBookings books one flight twice in one workflow turn, as a model that
@@ -95,7 +142,11 @@ func newAirlineEnvWith(t *testing.T, st store.Store, kind activity.Kind, a *airl
 	t.Helper()
 	e := newEnv(t, st, opts)
 	a.ledger = e.ledger
-	require.NoError(t, e.worker.Register(activity.MustDeclare(a.Book, activity.Policy{Kind: kind, KeyArguments: []string{"flight"}})))
+	policy := activity.Policy{Kind: kind, KeyArguments: []string{"flight"}}
+	if a.probe {
+		policy.Probe = a.Probe
+	}
+	require.NoError(t, e.worker.Register(activity.MustDeclare(a.Book, policy)))
 	e.worker.RegisterWorkflow(TwoBookings)
 	e.worker.RegisterWorkflow(OneBooking)
 	for _, wf := range workflows {

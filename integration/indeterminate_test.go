@@ -131,6 +131,9 @@ func BookTwiceApart(ctx workflow.Context, flight string, gap time.Duration) (str
 
 // How many calls end indeterminate under the faults of the in-process
 // scenarios, before part D of issue 7 and now, and whether each had to.
+// The last two scenarios fail the body once, before and after the booking
+// lands, with the airline's probe declared: the probe answers, so nobody
+// is asked.
 // Calls whose effect had an answer the dispatcher could wait for (an
 // attempt that outlived its timeout and then booked; a store down for a
 // moment before any body ran; a result the store could not record until it
@@ -192,6 +195,15 @@ func TestIndeterminateOnlyWhenItTrulyIs(t *testing.T) {
 		{name: "body_failed", truly: true, before: 12,
 			airline: func(store.Store) *airline { return &airline{failures: 1000} },
 			call:    oneBooking(10 * time.Second)},
+		// With the airline's probe declared (issue 8 item 5). No probe
+		// existed before part D: without one, a body that fails ends
+		// indeterminate on every call, as body_failed does.
+		{name: "failed_before_booking_probe_declared", before: 12,
+			airline: func(store.Store) *airline { return &airline{failures: 1, probe: true} },
+			call:    oneBooking(10 * time.Second)},
+		{name: "answer_lost_after_booking_probe_declared", before: 12,
+			airline: func(store.Store) *airline { return &airline{lostAnswers: 1, probe: true} },
+			call:    oneBooking(10 * time.Second)},
 	}
 	counts := make([]atomic.Int64, len(scenarios))
 	t.Run("scenarios", func(t *testing.T) {
@@ -244,12 +256,12 @@ func TestIndeterminateOnlyWhenItTrulyIs(t *testing.T) {
 		n := int(counts[si].Load())
 		before += sc.before
 		now += n
-		t.Logf("INDETERMINATE %-38s of %d calls: before part D %2d, now %2d (truly=%v)",
+		t.Logf("INDETERMINATE %-42s of %d calls: before part D %2d, now %2d (truly=%v)",
 			sc.name, workflows*len(stores), sc.before, n, sc.truly)
 		if !sc.truly {
 			assert.Less(t, n, sc.before, "%s: part D lowers the count", sc.name)
 		}
 	}
-	t.Logf("INDETERMINATE %-38s of %d calls: before part D %2d, now %2d",
+	t.Logf("INDETERMINATE %-42s of %d calls: before part D %2d, now %2d",
 		"total", workflows*len(stores)*len(scenarios), before, now)
 }

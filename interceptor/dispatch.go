@@ -168,7 +168,7 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 			x.token = res.Record.Token
 			if lost != nil {
 				if x.kind == activity.KindEffectful {
-					return nil, x.holderLost(ctx, lost)
+					return x.holderLost(ctx, lost)
 				}
 				x.observe(ctx, EventTakenOver, nil)
 				x.count(MetricTakeovers)
@@ -371,14 +371,14 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 	if panicked != nil {
 		perr := fmt.Errorf("activity panicked: %v", panicked)
 		if x.kind == activity.KindEffectful {
-			return nil, x.markIndeterminate(sctx, activity.ReasonBodyFailed, true, perr)
+			return x.unknownOutcome(ctx, sctx, activity.ReasonBodyFailed, true, perr)
 		}
 		x.release(sctx, perr)
 		panic(panicked)
 	}
 	if err != nil {
 		if x.kind == activity.KindEffectful && !activity.IsNoEffect(err) {
-			return nil, x.markIndeterminate(sctx, activity.ReasonBodyFailed, true, err)
+			return x.unknownOutcome(ctx, sctx, activity.ReasonBodyFailed, true, err)
 		}
 		err = activity.UnwrapNoEffect(err)
 		x.release(sctx, err)
@@ -390,7 +390,7 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 		// The body ran but its result cannot cross the wire; Temporal would
 		// fail the attempt the same way.
 		if x.kind == activity.KindEffectful {
-			return nil, x.markIndeterminate(sctx, activity.ReasonBodyFailed, true, encErr)
+			return x.unknownOutcome(ctx, sctx, activity.ReasonBodyFailed, true, encErr)
 		}
 		x.release(sctx, encErr)
 		return nil, encErr
@@ -623,11 +623,14 @@ func (x *execution) markIndeterminate(ctx context.Context, reason activity.Reaso
 }
 
 // holderLost handles an EFFECTFUL key taken over from a holder that is gone:
-// its effect may have landed, so the key is marked indeterminate and this
-// execution stops without entering the body.
-func (x *execution) holderLost(ctx context.Context, lost *store.Record) error {
+// its effect may have landed, so, unless the declaration's probe can say
+// what happened, the key is marked indeterminate and this execution stops
+// without entering the body.
+func (x *execution) holderLost(ctx context.Context, lost *store.Record) (any, error) {
 	cause := fmt.Errorf("holder %q stopped answering without recording an outcome", lost.Holder)
-	return x.markIndeterminate(ctx, activity.ReasonHolderLost, false, cause)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), x.opts.StoreTimeout)
+	defer cancel()
+	return x.unknownOutcome(ctx, sctx, activity.ReasonHolderLost, false, cause)
 }
 
 // indeterminate reports and returns the non-retryable indeterminate error.

@@ -24,7 +24,8 @@
 //     or an earlier attempt of this same activity whose body outlived its
 //     start-to-close — : wait for its answer, heartbeating; a recorded result
 //     is returned as a duplicate's. Held by a caller that is gone (its lease
-//     ran out): IDEMPOTENT takes over, EFFECTFUL fails indeterminate.
+//     ran out): IDEMPOTENT takes over, EFFECTFUL fails indeterminate
+//     (unless its probe answers; see below).
 //     Indeterminate: fail again.
 //   - Acquired: the body runs with the key in its context; the lease is
 //     renewed every third of its length until the body returns, also past
@@ -41,6 +42,25 @@
 //     is retried in the background for Options.OrphanRetry, so the record
 //     does not stay pending with nobody to settle it. [Interceptor.Stop]
 //     ends these retries.
+//   - A probe before a person: when an EFFECTFUL outcome would be
+//     indeterminate (the body failed, or the key was taken over from a lost
+//     holder) and the declaration names an activity.Probe, the dispatcher
+//     asks it first, keeping the claim's lease renewed, within the
+//     activity's remaining time less a margin to report. Landed: the
+//     probe's result (a value of the activity's return type) is recorded
+//     and returned as a duplicate's answer ([EventProbeLanded], then
+//     [EventCompleted]). Did not land: the key is freed and the call fails
+//     with the retryable [ErrorTypeNotLanded] error, so the retry policy
+//     runs the activity again ([EventProbeNotLanded], then
+//     [EventReleased]). Cannot tell, an error, a panic, a result of the
+//     wrong type, or no answer in time: indeterminate as without a probe
+//     ([EventProbeUnsettled], then [EventIndeterminate]). A claim taken over
+//     while the probe runs writes nothing. An outcome the probe left
+//     unsettled says why in its Cause ("probe: cannot tell", or the probe's
+//     error), which is what a person deciding it reads. The probe is never
+//     asked where
+//     there is no claim to settle: no key, a store that is down, a body
+//     superseded while it ran, a record already indeterminate.
 //   - No key, or a tenant no store accepts: the body is never entered. A
 //     store that cannot be reached is retried for Options.ClaimRetry (never
 //     past the activity's deadline); a store that stays down does not read

@@ -51,6 +51,19 @@ const (
 	// decided what, and why. Reported by the workflow when the decision has
 	// been applied (Err set if it could not be), not on replay.
 	EventDecided
+	// EventProbeLanded: an EFFECTFUL outcome would have been indeterminate
+	// (Event.Reason says why) and the declaration's probe answered that the
+	// effect landed: its result is recorded (EventCompleted follows) and
+	// returned as a duplicate's answer would be.
+	EventProbeLanded
+	// EventProbeNotLanded: the probe answered that the effect did not land:
+	// the key is freed (EventReleased follows) and the call fails with the
+	// retryable ErrorTypeNotLanded error, so its retry policy runs it again.
+	EventProbeNotLanded
+	// EventProbeUnsettled: the probe could not tell, failed (Event.Err says
+	// how) or did not answer before the activity's deadline; the outcome is
+	// indeterminate as without a probe (EventIndeterminate follows).
+	EventProbeUnsettled
 )
 
 // String returns the event's name.
@@ -78,6 +91,12 @@ func (k EventKind) String() string {
 		return "superseded"
 	case EventDecided:
 		return "decided"
+	case EventProbeLanded:
+		return "probe_landed"
+	case EventProbeNotLanded:
+		return "probe_not_landed"
+	case EventProbeUnsettled:
+		return "probe_unsettled"
 	default:
 		return "unknown"
 	}
@@ -99,10 +118,12 @@ type Event struct {
 	RunID      string
 	ActivityID string
 	Attempt    int32
-	// Reason is set on EventIndeterminate.
+	// Reason is set on EventIndeterminate and on the probe events (the
+	// reason the outcome would have been indeterminate).
 	Reason activity.Reason
 	// Err is the error behind EventStoreError, EventOrphaned,
-	// EventReleased, EventIndeterminate and EventSuperseded, if any.
+	// EventReleased, EventIndeterminate, EventSuperseded and
+	// EventProbeUnsettled, if any.
 	Err error
 	// Duration is how long the store took to answer the claim
 	// (EventClaimed, EventDeduplicated) or how long the execution waited
@@ -141,4 +162,9 @@ const (
 	MetricOrphansRecorded = "idempotency_orphans_recorded" // counter: orphaned claims settled later in the background
 	MetricClaimLatency    = "idempotency_claim_latency"    // timer: how long a claim took
 	MetricWaitLatency     = "idempotency_wait_latency"     // timer: how long a waiter waited
+	MetricProbes          = "idempotency_probes"           // counter: probes asked
+	MetricProbeLanded     = "idempotency_probe_landed"     // counter: outcomes a probe settled as landed
+	MetricProbeNotLanded  = "idempotency_probe_not_landed" // counter: outcomes a probe settled as not landed
+	MetricProbeUnsettled  = "idempotency_probe_unsettled"  // counter: probes that could not tell, failed or timed out
+	MetricProbeLatency    = "idempotency_probe_latency"    // timer: how long a probe took
 )

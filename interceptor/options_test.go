@@ -130,7 +130,10 @@ func TestEventKindString(t *testing.T) {
 		{interceptor.EventSuperseded, "superseded"},
 		{0, "unknown"},
 		{interceptor.EventDecided, "decided"},
-		{interceptor.EventDecided + 1, "unknown"},
+		{interceptor.EventProbeLanded, "probe_landed"},
+		{interceptor.EventProbeNotLanded, "probe_not_landed"},
+		{interceptor.EventProbeUnsettled, "probe_unsettled"},
+		{interceptor.EventProbeUnsettled + 1, "unknown"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

@@ -62,7 +62,11 @@
 // [Store.Forget] never scans the keyspace: it takes the tenant's keys from
 // its index in batches and deletes each batch, with its index entries, in one
 // script. The scripts keep the index: a claim adds its key, a release or a
-// free resolution removes it. [Store.Sweep] finds tenant indexes with SCAN
+// free resolution removes it. A claim or renewal keeps the index alive one
+// record lifetime (the retention window plus a minute) past the record it
+// wrote, so that the Complete ending the claim, which restarts the record's
+// window, never needs to touch the index; an idle tenant's index thus
+// outlives its last record by up to one window. [Store.Sweep] finds tenant indexes with SCAN
 // (on every master of a Cluster), walks them with SSCAN, deletes records
 // expired by the store's clock up to the limit, and drops index entries whose
 // record Redis already expired.
@@ -102,12 +106,33 @@
 // reconnects and a lease runs out by the clock with no write at all. In a
 // Cluster, classic pub/sub is broadcast to every node.
 //
+// # Replicas, Cluster and failover
+//
+// Redis replicates asynchronously: a claim a master acknowledged and had not
+// yet sent to its replica is lost if the master dies and the replica is
+// promoted, and a second call may then claim the key and run the effect
+// again. The window is small, but it is outside the promise. Set
+// [Options.ReplicaAcks] (and [Options.ReplicaAckTimeout]) to make every
+// acquired claim wait, with WAIT on the connection that wrote it, until that
+// many replicas have it; a claim not acknowledged in time is taken back and
+// fails with [ErrNotReplicated], which matches [store.ErrUnavailable], so
+// the body never runs on it. It costs a replica round trip per claim (1.56×
+// the median claim latency on loopback) and makes a master's slots refuse
+// claims while it has no live replica. docs/RELIABILITY.md has the figures
+// of a real Cluster failing over, and what each deployment shape promises.
+//
+// With a Cluster client the store asks go-redis to reload its slot map after
+// any "unavailable" error, so the calls of a dead master's slots reach the
+// promoted replica within a reload, not after ClusterStateReloadInterval.
+// The client's ReadTimeout must outlast ReplicaAckTimeout.
+//
 // # Errors
 //
 // Errors are translated at the edge: a client or pool that is closed, a
 // connection refused, reset or timed out, and Redis's "not now" replies
-// (LOADING, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, READONLY) match
-// [store.ErrUnavailable] and keep the cause. The caller's own cancelled or
+// (LOADING, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, READONLY, NOREPLICAS, and MOVED
+// or ASK past the client's redirections) match [store.ErrUnavailable] and
+// keep the cause. The caller's own cancelled or
 // expired context returns the context's error; a Claim interrupted that way
 // takes back the claim it may have made. Other Redis errors are wrapped with
 // the operation's name.

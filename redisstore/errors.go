@@ -18,8 +18,9 @@ import (
 //   - the caller's own context ending returns the context's error;
 //   - a closed client or pool, a connection that cannot be made or broke, a
 //     timeout, and the server's "not now" replies (LOADING, MASTERDOWN,
-//     CLUSTERDOWN, TRYAGAIN, READONLY during a failover, max clients) match
-//     store.ErrUnavailable;
+//     CLUSTERDOWN, TRYAGAIN, READONLY during a failover, max clients,
+//     NOREPLICAS, MOVED or ASK past the client's redirections) and
+//     ErrNotReplicated match store.ErrUnavailable;
 //   - anything else is wrapped as it is.
 func translate(ctx context.Context, op string, err error) error {
 	if err == nil {
@@ -54,7 +55,8 @@ func unavailable(err error) bool {
 		errors.As(err, &netErr):
 		return true
 	}
-	return redis.IsLoadingError(err) ||
+	return replicaUnavailable(err) ||
+		redis.IsLoadingError(err) ||
 		redis.IsMasterDownError(err) ||
 		redis.IsClusterDownError(err) ||
 		redis.IsTryAgainError(err) ||

@@ -30,3 +30,6 @@ func AgeKey(s *Store, tenant string) string { return s.ageKey(tenant) }
 
 // SetListBudget bounds the age index entries one List call of s walks.
 func SetListBudget(s *Store, n int) { s.listBudget = n }
+
+// Prefix exposes the store's prefix to the tests.
+func Prefix(s *Store) string { return s.prefix }

@@ -57,6 +57,24 @@ type Options struct {
 	// clock without any write). Must not be negative. Defaults to
 	// DefaultPollInterval.
 	PollInterval time.Duration
+
+	// ReplicaAcks, when positive, makes every acquired claim wait until this
+	// many replicas of the master holding the key acknowledge it (Redis
+	// WAIT, on the connection that wrote it) before Claim returns it. Redis
+	// replicates asynchronously: without it, a master that fails right
+	// after a claim can take the claim with it, and the promoted replica
+	// lets a second caller claim the same key. A claim not acknowledged in
+	// time is taken back and fails with [ErrNotReplicated], which matches
+	// store.ErrUnavailable. Only claims wait; completions do not (a lost
+	// completion leaves the claim pending, which ends indeterminate for an
+	// EFFECTFUL call, never in a second run). Must not be negative; zero
+	// (the default) never waits. See docs/RELIABILITY.md for what it costs.
+	ReplicaAcks int
+
+	// ReplicaAckTimeout bounds the wait ReplicaAcks asks for. Must not be
+	// negative; at least a millisecond when set. Defaults to
+	// DefaultReplicaAckTimeout when ReplicaAcks is set.
+	ReplicaAckTimeout time.Duration
 }
 
 // withDefaults validates o and fills in the defaults. Errors name the field.
@@ -92,9 +110,9 @@ func (o Options) withDefaults() (Options, error) {
 	case o.PollInterval == 0:
 		o.PollInterval = DefaultPollInterval
 	}
-	return o, nil
+	return o.validateReplicas()
 }
 
 func optionError(field, reason string) error {
-	return fmt.Errorf("redisstore: invalid Options.%s: %s", field, reason)
+	return &store.InvalidError{Field: "Options." + field, Reason: reason}
 }

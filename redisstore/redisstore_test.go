@@ -80,11 +80,15 @@ func TestNewValidatesOptions(t *testing.T) {
 			}
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "Options."+tt.field)
+			var ie *store.InvalidError
+			require.ErrorAs(t, err, &ie, "a typed error")
+			assert.Equal(t, "Options."+tt.field, ie.Field)
+			assert.ErrorIs(t, err, store.ErrInvalid)
 			assert.Nil(t, s)
 		})
 	}
 	_, err := redisstore.New(nil, redisstore.Options{})
-	assert.Error(t, err, "a nil client")
+	assert.ErrorIs(t, err, store.ErrInvalid, "a nil client")
 }
 
 // hashTag returns the Cluster hash tag of a Redis key: what lies between the
@@ -321,13 +325,22 @@ func TestRecordsHavePhysicalExpiry(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, s.Close()) })
 	ctx := t.Context()
-	claimOK(t, s, "tenant", "k")
-	for _, key := range []string{redisstore.RecordKey(s, "tenant", "k"), redisstore.IndexKey(s, "tenant")} {
+	rec := claimOK(t, s, "tenant", "k")
+	pttl := func(key string) time.Duration {
 		ttl, err := client.PTTL(ctx, key).Result()
 		require.NoError(t, err)
-		assert.Greater(t, ttl, time.Hour-time.Minute, "%s expires after the retention window", key)
-		assert.LessOrEqual(t, ttl, time.Hour+2*time.Minute, "%s expires soon after the retention window", key)
+		return ttl
 	}
+	rk, idx := redisstore.RecordKey(s, "tenant", "k"), redisstore.IndexKey(s, "tenant")
+	assert.Greater(t, pttl(rk), time.Hour, "the record expires after the retention window")
+	assert.LessOrEqual(t, pttl(rk), time.Hour+2*time.Minute, "the record expires soon after the retention window")
+	// The index outlives the claim by a window, so that the Complete, which
+	// restarts the record's window without touching the index, leaves no
+	// record behind the index's expiry.
+	assert.Greater(t, pttl(idx), 2*time.Hour, "the index expires a window after the claim's record")
+	assert.LessOrEqual(t, pttl(idx), 2*time.Hour+3*time.Minute, "the index expires soon after that")
+	require.NoError(t, s.Complete(ctx, store.CompleteParams{Tenant: "tenant", Key: "k", Token: rec.Token, Outcome: []byte("x")}))
+	assert.Greater(t, pttl(idx), pttl(rk)+50*time.Minute, "the completed record expires well before its index")
 }
 
 func TestForgetManyRecords(t *testing.T) {

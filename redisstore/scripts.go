@@ -58,9 +58,9 @@ local function holds(rec, now, token)
 end
 `
 
-// claimScript: KEYS rec, idx, age. ARGV now, holder, token, lease_until, exp,
-// supersede ("0" for none), ttl_ms, member, channel, origin (JSON; "" for
-// none).
+// claimScript: KEYS rec, idx, age. ARGV now, holder, token, lease_until,
+// exp, supersede ("0" for none), ttl_ms, member, channel, idx_ttl_ms,
+// origin (JSON; "" for none).
 // Returns {"acquired"}, or {state, HGETALL...} of the live record that
 // stopped the claim. It reads the record with one HGETALL, which a fresh key
 // answers with nothing and a conflict needs anyway.
@@ -82,37 +82,40 @@ if #rec > 0 then
 end
 redis.call('HSET', KEYS[1], 'state', 'pending', 'holder', ARGV[2], 'token', ARGV[3],
   'lease', ARGV[4], 'exp', ARGV[5], 'created', ARGV[1], 'updated', ARGV[1])
-if ARGV[10] ~= '' then
-  redis.call('HSET', KEYS[1], 'origin', ARGV[10])
+if ARGV[11] ~= '' then
+  redis.call('HSET', KEYS[1], 'origin', ARGV[11])
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
 redis.call('SADD', KEYS[2], ARGV[8])
 redis.call('ZADD', KEYS[3], ARGV[1], ARGV[8])
-extend_index(KEYS[2], ARGV[7])
+extend_index(KEYS[2], ARGV[10])
 if waited then
   redis.call('PUBLISH', ARGV[9], KEYS[1])
 end
 return {'acquired'}
 `)
 
-// renewScript: KEYS rec, idx, age. ARGV now, token, lease_until, exp, ttl_ms.
+// renewScript: KEYS rec, idx, age. ARGV now, token, lease_until, exp,
+// ttl_ms, idx_ttl_ms.
 // Returns 1, or 0 when the token does not hold the claim.
 var renewScript = redis.NewScript(extendIndex + fencePrelude + `
 if not holds(KEYS[1], ARGV[1], ARGV[2]) then return 0 end
 redis.call('HSET', KEYS[1], 'lease', ARGV[3], 'exp', ARGV[4], 'updated', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
-extend_index(KEYS[2], ARGV[5])
+extend_index(KEYS[2], ARGV[6])
 return 1
 `)
 
-// completeScript: KEYS rec, idx, age. ARGV now, token, exp, ttl_ms, outcome,
-// channel. Returns 1, or 0 when the token does not hold the claim.
-var completeScript = redis.NewScript(extendIndex + fencePrelude + `
+// completeScript: KEYS rec, idx, age. ARGV now, token, exp, ttl_ms,
+// outcome, channel. Returns 1, or 0 when the token does not hold the claim.
+// It leaves the indexes alone: the claim or renewal that made the record it
+// completes kept them alive a retention window past the record (see
+// indexTTL).
+var completeScript = redis.NewScript(fencePrelude + `
 local held, waited = holds(KEYS[1], ARGV[1], ARGV[2])
 if not held then return 0 end
 redis.call('HSET', KEYS[1], 'state', 'completed', 'outcome', ARGV[5], 'exp', ARGV[3], 'updated', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
-extend_index(KEYS[2], ARGV[4])
 if waited then
   redis.call('PUBLISH', ARGV[6], KEYS[1])
 end

@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -32,6 +31,9 @@ type Store struct {
 	// listBudget bounds the age index entries one List call walks.
 	listBudget int
 
+	replicaAcks       int           // Options.ReplicaAcks
+	replicaAckTimeout time.Duration // Options.ReplicaAckTimeout
+
 	// life ends when the Store is closed; the subscriber runs under it.
 	life   context.Context
 	cancel context.CancelFunc
@@ -58,7 +60,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 // newStore is New with the local clock the server clock corrects.
 func newStore(client redis.UniversalClient, opts Options, local store.Clock) (*Store, error) {
 	if client == nil {
-		return nil, errors.New("redisstore: New: nil client")
+		return nil, &store.InvalidError{Field: "client", Reason: "must not be nil"}
 	}
 	var server *store.ServerClock
 	if opts.Clock == nil {
@@ -83,6 +85,9 @@ func newStore(client redis.UniversalClient, opts Options, local store.Clock) (*S
 		life:    life,
 		cancel:  cancel,
 		waiters: make(map[string]map[chan struct{}]struct{}),
+
+		replicaAcks:       opts.ReplicaAcks,
+		replicaAckTimeout: opts.ReplicaAckTimeout,
 
 		listBudget: listBudget,
 	}, nil
@@ -137,8 +142,23 @@ func (s *Store) expiry(now, leaseUntil stamp) (exp stamp, ttlMillis string) {
 	return exp, strconv.FormatInt(ms, 10)
 }
 
+// indexTTL is the physical TTL, in milliseconds, a claim or a renewal whose
+// record got ttlMillis keeps the tenant's index alive for at least: one
+// physical record lifetime after the record's own (the retention window,
+// rounded up, plus the margin). The Complete that ends the claim can only
+// come while the record exists, and gives it at most that lifetime again,
+// so it finds the index alive past the record's new expiry and need not
+// touch the index.
+func (s *Store) indexTTL(ttlMillis string) string {
+	ms, _ := strconv.ParseInt(ttlMillis, 10, 64) // Formatted by expiry.
+	window := (s.ttl.Microseconds()+999)/1000 + physicalMargin.Milliseconds()
+	return strconv.FormatInt(ms+window, 10)
+}
+
 func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
-	return script.Run(ctx, s.client, keys, args...).Result()
+	v, err := script.Run(ctx, s.client, keys, args...).Result()
+	s.refreshTopology(ctx, err)
+	return v, err
 }
 
 // Claim implements [store.Store.Claim] in one script.
@@ -163,9 +183,9 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 		}
 		origin = string(b)
 	}
-	v, err := s.run(ctx, claimScript, keys,
+	v, err := s.runClaim(ctx, keys, p.Key, strconv.FormatInt(token, 10),
 		now.arg(), p.Holder, strconv.FormatInt(token, 10), lease.arg(), exp.arg(),
-		strconv.FormatInt(p.Supersede, 10), ttl, p.Key, s.channel, origin)
+		strconv.FormatInt(p.Supersede, 10), ttl, p.Key, s.channel, s.indexTTL(ttl), origin)
 	if err != nil {
 		if timedOut(ctx, err) {
 			// The script may have run: take back a claim nobody will use,
@@ -243,7 +263,7 @@ func (s *Store) Renew(ctx context.Context, p store.RenewParams) (time.Time, erro
 	lease := now.add(p.Lease)
 	exp, ttl := s.expiry(now, lease)
 	err := s.fenced(ctx, "renew", p.Tenant, p.Key, p.Token, renewScript,
-		now.arg(), strconv.FormatInt(p.Token, 10), lease.arg(), exp.arg(), ttl)
+		now.arg(), strconv.FormatInt(p.Token, 10), lease.arg(), exp.arg(), ttl, s.indexTTL(ttl))
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -43,6 +43,8 @@ fi
 
 # Redis
 need_pkg redis-server redis-server redis-tools
+# redis-cli also starts the test Cluster (scripts/redis-cluster.sh).
+need_pkg redis-cli redis-tools
 if ! redis_answers; then
 	as_root redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no
 	for _ in $(seq 1 30); do redis_answers && break; sleep 1; done

@@ -11,9 +11,10 @@ import (
 
 // ZapObserver returns an observer that logs each dispatcher event through z
 // with the tenant, key, activity, workflow and run IDs — never the
-// arguments or the result. Deduplications and waits log at info, take-overs
-// and store errors at warn, indeterminate and orphaned outcomes at error,
-// the rest at debug.
+// arguments or the result. Deduplications, waits and outcomes a probe
+// settled log at info; take-overs, store errors, superseded bodies and
+// probes that settled nothing at warn; indeterminate and orphaned outcomes
+// at error; the rest at debug.
 func ZapObserver(z *zap.Logger) interceptor.Observer {
 	return interceptor.ObserverFunc(func(_ context.Context, e interceptor.Event) {
 		lvl := eventLevel(e.Kind)
@@ -46,9 +47,11 @@ func ZapObserver(z *zap.Logger) interceptor.Observer {
 
 func eventLevel(k interceptor.EventKind) zapcore.Level {
 	switch k {
-	case interceptor.EventDeduplicated, interceptor.EventWaiting:
+	case interceptor.EventDeduplicated, interceptor.EventWaiting,
+		interceptor.EventProbeLanded, interceptor.EventProbeNotLanded:
 		return zapcore.InfoLevel
-	case interceptor.EventTakenOver, interceptor.EventStoreError, interceptor.EventSuperseded:
+	case interceptor.EventTakenOver, interceptor.EventStoreError, interceptor.EventSuperseded,
+		interceptor.EventProbeUnsettled:
 		return zapcore.WarnLevel
 	case interceptor.EventIndeterminate, interceptor.EventOrphaned:
 		return zapcore.ErrorLevel

@@ -47,6 +47,9 @@ func TestZapObserverLevels(t *testing.T) {
 		{interceptor.EventSuperseded, zapcore.WarnLevel},
 		{interceptor.EventIndeterminate, zapcore.ErrorLevel},
 		{interceptor.EventOrphaned, zapcore.ErrorLevel},
+		{interceptor.EventProbeLanded, zapcore.InfoLevel},
+		{interceptor.EventProbeNotLanded, zapcore.InfoLevel},
+		{interceptor.EventProbeUnsettled, zapcore.WarnLevel},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind.String(), func(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +21,10 @@ import (
 type Airline struct {
 	mu       sync.Mutex
 	bookings map[string][]string // flight → confirmations, in order
+	// ledger, when set, is a file that holds the bookings instead, one
+	// "flight<TAB>confirmation" line each, so that a person in another
+	// process (the starter) can look at the airline.
+	ledger string
 	// lostAnswers lists flights whose next booking lands but whose answer
 	// never comes back: a gateway timeout after the seat was taken.
 	lostAnswers map[string]bool
@@ -34,24 +40,65 @@ func NewAirline(lostAnswers ...string) *Airline {
 	return a
 }
 
+// OpenAirline returns an airline whose bookings live in the ledger file
+// (created if missing), and that loses the answer to the first booking of
+// each flight in lostAnswers made through this value.
+func OpenAirline(ledger string, lostAnswers ...string) *Airline {
+	a := NewAirline(lostAnswers...)
+	a.ledger = ledger
+	return a
+}
+
 // Bookings returns the confirmations issued on flight.
 func (a *Airline) Bookings(flight string) []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.ledger != "" {
+		return readLedger(a.ledger)[flight]
+	}
 	return append([]string(nil), a.bookings[flight]...)
 }
 
 func (a *Airline) book(flight, passenger string) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.ledger != "" {
+		a.bookings = readLedger(a.ledger)
+	}
 	n := len(a.bookings[flight]) + 1
 	confirmation := fmt.Sprintf("%s-%s-%d", flight, passenger, n)
 	a.bookings[flight] = append(a.bookings[flight], confirmation)
+	if a.ledger != "" {
+		f, err := os.OpenFile(a.ledger, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return "", err
+		}
+		_, err = fmt.Fprintf(f, "%s\t%s\n", flight, confirmation)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return "", err
+		}
+	}
 	if a.lostAnswers[flight] {
 		delete(a.lostAnswers, flight)
 		return "", errors.New("airline gateway timeout: no answer after the request was sent")
 	}
 	return confirmation, nil
+}
+
+// readLedger reads a ledger file: flight → confirmations, in order. A
+// missing file is an airline that sold nothing yet.
+func readLedger(path string) map[string][]string {
+	out := map[string][]string{}
+	b, _ := os.ReadFile(path)
+	for _, line := range strings.Split(string(b), "\n") {
+		if flight, confirmation, ok := strings.Cut(line, "\t"); ok {
+			out[flight] = append(out[flight], confirmation)
+		}
+	}
+	return out
 }
 
 // BookRequest asks for a seat. RequestID is fresh on every call, which is

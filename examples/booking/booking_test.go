@@ -18,15 +18,19 @@ import (
 func TestRun(t *testing.T) {
 	for _, cfg := range []Config{
 		{Store: "memory"},
-		{Store: "postgres", PostgresURL: testenv.PostgresURL()},
-		{Store: "redis", RedisAddr: testenv.RedisAddr()},
+		{Store: "postgres", PostgresURL: testenv.PostgresURL(), Table: testenv.UniqueName("booking_records")},
+		{Store: "redis", RedisAddr: testenv.RedisAddr(), Prefix: testenv.UniqueName("booking")},
 	} {
 		t.Run(cfg.Store, func(t *testing.T) {
 			if cfg.Store == "postgres" {
-				testenv.Postgres(t) // skips, or fails under CI, when the server does not answer
+				pool, _ := testenv.Postgres(t) // skips, or fails under CI, when the server does not answer
+				t.Cleanup(func() {
+					_, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+cfg.Table)
+				})
 			}
 			if cfg.Store == "redis" {
-				testenv.Redis(t)
+				rdb, _ := testenv.Redis(t)
+				t.Cleanup(func() { _ = testenv.DeleteRedisPrefix(context.Background(), rdb, cfg.Prefix) })
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()

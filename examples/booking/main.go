@@ -1,11 +1,16 @@
 // Command booking is the main job (make run): a trip booked through Temporal
 // against an airline that loses an answer, with the idempotency library in
-// between. It starts a Temporal server in-process, so it needs nothing but
-// the chosen store.
+// between. By default it starts a Temporal server in-process, so it needs
+// nothing but the chosen store; -address uses an existing frontend instead,
+// and the worker and starter modes split it into two processes, in the shape
+// of Temporal's samples.
 //
-//	make run                                  # memory store
+//	make run                                  # memory store, embedded server
 //	go run . -store postgres                  # IDEMPOTENCY_POSTGRES_URL or the -postgres-url flag
 //	go run . -store redis                     # IDEMPOTENCY_REDIS_ADDR or the -redis-addr flag
+//	go run . -address 127.0.0.1:7233          # all of it against temporal server start-dev
+//	go run . worker -address 127.0.0.1:7233 -json   # the worker alone; events as JSON lines
+//	go run . starter -address 127.0.0.1:7233        # the trip, and the person who decides
 //
 // What it shows: two identical bookings in one workflow turn become one
 // seat; a booking whose answer was lost stops the run with the typed
@@ -44,11 +49,20 @@ import (
 	"github.com/tesserix/idempotency/worker"
 )
 
-// Config chooses the store.
+// Config chooses the store and the Temporal frontend.
 type Config struct {
 	Store       string // memory, postgres or redis
 	PostgresURL string
 	RedisAddr   string
+	Table       string // pgstore's table; empty: pgstore's default
+	Prefix      string // the Redis store's key prefix; empty: "booking-example"
+	// Address is an existing Temporal frontend (host:port); empty starts
+	// one in-process. Namespace is used with it.
+	Address   string
+	Namespace string
+	// Events, when set, receives every dispatcher event as one JSON object
+	// per line.
+	Events io.Writer
 }
 
 // Report is what a run observed, for the reader and for the test.
@@ -64,60 +78,184 @@ type Report struct {
 	WithoutLibrary map[string][]string
 }
 
+// TaskQueue is the task queue the booking worker polls.
+const TaskQueue = "bookings"
+
+var usage = map[string]string{
+	"": `usage: booking [flags]            the whole story in one process
+       booking worker [flags]     the worker alone, until interrupted
+       booking starter [flags]    the trip, and the person who decides
+
+Books a trip through Temporal against an airline that loses an answer. With
+no -address a Temporal server runs in-process; with -address (for example
+127.0.0.1:7233 from "temporal server start-dev") the given frontend is used.
+Run "booking worker -h" and "booking starter -h" for the two-process mode.
+
+`,
+	"worker": `usage: booking worker [flags]
+
+Runs the booking worker (task queue "bookings") on an existing Temporal
+frontend until interrupted. Its airline writes every seat it sells to the
+-ledger file and loses the answer to the first BA118 booking. With -json the
+dispatcher's events go to standard output, one JSON object per line.
+
+`,
+	"starter": `usage: booking starter [flags]
+
+Starts one trip on an existing Temporal frontend, where "booking worker" is
+running, and plays the person: when the BA118 booking's outcome is unknown it
+reads the worker's -ledger file and signals the decision. Prints the
+itinerary and the airline's ledger.
+
+`,
+}
+
 func main() {
+	mode, args := "", os.Args[1:]
+	if len(args) > 0 && (args[0] == "worker" || args[0] == "starter") {
+		mode, args = args[0], args[1:]
+	}
+	fs := flag.NewFlagSet(strings.TrimSpace("booking "+mode), flag.ExitOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage[mode])
+		fs.PrintDefaults()
+	}
 	cfg := Config{}
-	flag.StringVar(&cfg.Store, "store", "memory", "the store: memory, postgres or redis")
-	flag.StringVar(&cfg.PostgresURL, "postgres-url", envOr("IDEMPOTENCY_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL URL for -store postgres")
-	flag.StringVar(&cfg.RedisAddr, "redis-addr", envOr("IDEMPOTENCY_REDIS_ADDR", "127.0.0.1:6379"), "Redis address for -store redis")
-	flag.Parse()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if _, err := Run(ctx, os.Stdout, cfg); err != nil {
+	fs.StringVar(&cfg.Address, "address", "", "an existing Temporal frontend, host:port (empty: start one in-process)")
+	fs.StringVar(&cfg.Namespace, "namespace", client.DefaultNamespace, "the Temporal namespace, with -address")
+	ledger := "airline.ledger"
+	if mode != "" {
+		fs.StringVar(&ledger, "ledger", ledger, "the airline's ledger file, shared by the worker and the starter")
+	}
+	jsonEvents := false
+	if mode != "starter" {
+		fs.StringVar(&cfg.Store, "store", "memory", "the store: memory, postgres or redis")
+		fs.StringVar(&cfg.PostgresURL, "postgres-url", envOr("IDEMPOTENCY_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL URL for -store postgres")
+		fs.StringVar(&cfg.Table, "table", "", "PostgreSQL table for -store postgres (default pgstore's)")
+		fs.StringVar(&cfg.RedisAddr, "redis-addr", envOr("IDEMPOTENCY_REDIS_ADDR", "127.0.0.1:6379"), "Redis address for -store redis")
+		fs.StringVar(&cfg.Prefix, "prefix", "booking-example", "Redis key prefix for -store redis")
+		fs.BoolVar(&jsonEvents, "json", false, "print the dispatcher's events to standard output, one JSON object per line (the story goes to standard error)")
+	}
+	_ = fs.Parse(args)
+	if fs.NArg() > 0 {
+		fs.Usage()
+		os.Exit(2)
+	}
+	if mode != "" && cfg.Address == "" {
+		fmt.Fprintf(os.Stderr, "booking %s: -address is required (the worker and the starter share a frontend)\n", mode)
+		os.Exit(2)
+	}
+	var narration io.Writer = os.Stdout
+	if jsonEvents {
+		cfg.Events, narration = os.Stdout, os.Stderr
+	}
+
+	var err error
+	switch mode {
+	case "worker":
+		err = RunWorker(narration, cfg, OpenAirline(ledger, "BA118"))
+	case "starter":
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_, err = RunStarter(ctx, narration, cfg, OpenAirline(ledger))
+	default:
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_, err = Run(ctx, narration, cfg)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "booking:", err)
 		os.Exit(1)
 	}
 }
 
-// Run books the trip and narrates it to out.
-func Run(ctx context.Context, out io.Writer, cfg Config) (*Report, error) {
-	say := func(format string, a ...any) { fmt.Fprintf(out, format+"\n", a...) }
-
-	st, closeStore, err := openStore(ctx, cfg)
-	if err != nil {
-		return nil, err
+// connect returns a client for cfg's frontend, starting one in-process when
+// cfg.Address is empty.
+func connect(cfg Config) (client.Client, func(), error) {
+	opts := client.Options{Logger: quietLogger{}}
+	if cfg.Address == "" {
+		ts := temporaltest.NewServer(temporaltest.WithBaseServerOptions(temporal.WithLogger(serverlog.NewNoopLogger())))
+		return ts.NewClientWithOptions(worker.ClientOptions(opts, nil)), ts.Stop, nil
 	}
-	defer closeStore()
+	opts.HostPort, opts.Namespace = cfg.Address, cfg.Namespace
+	c, err := worker.Dial(opts, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("temporal at %s: %w", cfg.Address, err)
+	}
+	return c, c.Close, nil
+}
 
-	ts := temporaltest.NewServer(temporaltest.WithBaseServerOptions(temporal.WithLogger(serverlog.NewNoopLogger())))
-	defer ts.Stop()
-	c := ts.NewClientWithOptions(worker.ClientOptions(client.Options{Logger: quietLogger{}}, nil))
-	say("Temporal server started in-process; store: %s", cfg.Store)
-
-	events := &counter{}
-	w, err := worker.New(c, "bookings", worker.Options{
-		Idempotency: interceptor.Options{Store: st, Observer: events, AwaitDecision: true},
+// startWorker starts the booking worker on c.
+func startWorker(c client.Client, st store.Store, airline *Airline, obs interceptor.Observer) (*worker.Worker, error) {
+	w, err := worker.New(c, TaskQueue, worker.Options{
+		Idempotency: interceptor.Options{Store: st, Observer: obs, AwaitDecision: true},
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {
 		return nil, err
 	}
-	airline := NewAirline("BA118")
 	if err := w.RegisterActivities(&Activities{Airline: airline, slow: 200 * time.Millisecond}, "", Policies()); err != nil {
 		return nil, err
 	}
 	w.RegisterWorkflow(BookTrip)
-	if err := w.Start(); err != nil {
+	return w, w.Start()
+}
+
+// observer counts the events, and writes them to cfg.Events if set.
+func observer(cfg Config, events *counter) interceptor.Observer {
+	if cfg.Events == nil {
+		return events
+	}
+	return worker.Observers(events, &jsonLines{w: cfg.Events})
+}
+
+// RunWorker runs the booking worker on cfg's frontend until interrupted.
+func RunWorker(out io.Writer, cfg Config, airline *Airline) error {
+	st, closeStore, err := openStore(context.Background(), cfg)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	c, disconnect, err := connect(cfg)
+	if err != nil {
+		return err
+	}
+	defer disconnect()
+	w, err := startWorker(c, st, airline, observer(cfg, &counter{}))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Worker polling task queue %q on %s (namespace %s); store: %s; ledger: %s. Interrupt to stop.\n",
+		TaskQueue, cfg.Address, cfg.Namespace, cfg.Store, airline.ledger)
+	<-sdkworker.InterruptCh()
+	w.Stop()
+	return nil
+}
+
+// RunStarter books the trip on cfg's frontend, where a booking worker runs,
+// and plays the person who decides, looking at airline.
+func RunStarter(ctx context.Context, out io.Writer, cfg Config, airline *Airline) (*Report, error) {
+	c, disconnect, err := connect(cfg)
+	if err != nil {
 		return nil, err
 	}
-	defer w.Stop()
+	defer disconnect()
+	return bookTrip(ctx, out, c, airline)
+}
 
-	trip := Trip{Passenger: "Ada", Repeated: "BA117", Connection: "BA118"}
+var theTrip = Trip{Passenger: "Ada", Repeated: "BA117", Connection: "BA118"}
+
+// bookTrip starts the trip, decides its pending booking as the person
+// would, and reports the itinerary and the airline's ledger.
+func bookTrip(ctx context.Context, out io.Writer, c client.Client, airline *Airline) (*Report, error) {
+	say := func(format string, a ...any) { fmt.Fprintf(out, format+"\n", a...) }
+	trip := theTrip
 	say("\nBooking a trip for %s: %s (requested twice at once, a fresh request id each), then %s.",
 		trip.Passenger, trip.Repeated, trip.Connection)
 	say("The airline will take %s's seat and then lose its answer (a gateway timeout).", trip.Connection)
 	run, err := c.ExecuteWorkflow(interceptor.WithTenant(ctx, "acme"), client.StartWorkflowOptions{
 		ID:        fmt.Sprintf("trip-%s-%d", strings.ToLower(trip.Passenger), time.Now().UnixNano()),
-		TaskQueue: "bookings",
+		TaskQueue: TaskQueue,
 	}, BookTrip, trip)
 	if err != nil {
 		return nil, err
@@ -151,8 +289,6 @@ func Run(ctx context.Context, out io.Writer, cfg Config) (*Report, error) {
 	for _, f := range []string{trip.Repeated, trip.Connection} {
 		report.Airline[f] = airline.Bookings(f)
 	}
-	report.Deduplicated, report.Indeterminate = events.get(interceptor.EventDeduplicated), events.get(interceptor.EventIndeterminate)
-
 	it := report.Itinerary
 	say("\nItinerary for %s:", trip.Passenger)
 	say("  %s: %q and %q — the second call got the first call's answer", trip.Repeated, it.Repeated[0], it.Repeated[1])
@@ -161,10 +297,48 @@ func Run(ctx context.Context, out io.Writer, cfg Config) (*Report, error) {
 	for _, f := range []string{trip.Repeated, trip.Connection} {
 		say("  %s: %d seat(s) %v", f, len(report.Airline[f]), report.Airline[f])
 	}
+	return report, nil
+}
+
+// Run books the trip in one process and narrates it to out.
+func Run(ctx context.Context, out io.Writer, cfg Config) (*Report, error) {
+	say := func(format string, a ...any) { fmt.Fprintf(out, format+"\n", a...) }
+
+	st, closeStore, err := openStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer closeStore()
+
+	c, disconnect, err := connect(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer disconnect()
+	if cfg.Address == "" {
+		say("Temporal server started in-process; store: %s", cfg.Store)
+	} else {
+		say("Temporal frontend %s, namespace %s; store: %s", cfg.Address, cfg.Namespace, cfg.Store)
+	}
+
+	events := &counter{}
+	airline := NewAirline(theTrip.Connection)
+	w, err := startWorker(c, st, airline, observer(cfg, events))
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+
+	report, err := bookTrip(ctx, out, c, airline)
+	if err != nil {
+		return nil, err
+	}
+	report.Deduplicated, report.Indeterminate = events.get(interceptor.EventDeduplicated), events.get(interceptor.EventIndeterminate)
 	say("\nDispatcher events: %d deduplicated, %d indeterminate.", report.Deduplicated, report.Indeterminate)
 	say("At most one side effect per key: nothing was booked twice.")
 
 	// The same trip on a plain worker, for contrast.
+	trip := theTrip
 	plain := NewAirline(trip.Connection)
 	pw := sdkworker.New(c, "bookings-plain", sdkworker.Options{})
 	acts := &Activities{Airline: plain, slow: 200 * time.Millisecond}
@@ -243,7 +417,7 @@ func openStore(ctx context.Context, cfg Config) (store.Store, func(), error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		st, err := pgstore.New(pool, pgstore.Options{})
+		st, err := pgstore.New(pool, pgstore.Options{Table: cfg.Table})
 		if err == nil {
 			err = st.EnsureSchema(ctx)
 		}
@@ -258,7 +432,11 @@ func openStore(ctx context.Context, cfg Config) (store.Store, func(), error) {
 			_ = rdb.Close()
 			return nil, nil, fmt.Errorf("redis at %s: %w", cfg.RedisAddr, err)
 		}
-		st, err := redisstore.New(rdb, redisstore.Options{Prefix: "booking-example"})
+		prefix := cfg.Prefix
+		if prefix == "" {
+			prefix = "booking-example"
+		}
+		st, err := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
 		if err != nil {
 			_ = rdb.Close()
 			return nil, nil, err
@@ -295,6 +473,44 @@ func (c *counter) get(k interceptor.EventKind) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n[k]
+}
+
+// jsonLines writes each event as one JSON object per line.
+type jsonLines struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// eventJSON is an event as -json prints it.
+type eventJSON struct {
+	Event        string  `json:"event"`
+	Activity     string  `json:"activity"`
+	ActivityKind string  `json:"activity_kind"`
+	Tenant       string  `json:"tenant,omitempty"`
+	Key          string  `json:"key,omitempty"`
+	WorkflowID   string  `json:"workflow_id"`
+	RunID        string  `json:"run_id"`
+	ActivityID   string  `json:"activity_id"`
+	Attempt      int32   `json:"attempt"`
+	Reason       string  `json:"reason,omitempty"`
+	Error        string  `json:"error,omitempty"`
+	DurationMS   float64 `json:"duration_ms,omitempty"`
+}
+
+func (j *jsonLines) Observe(_ context.Context, e interceptor.Event) {
+	rec := eventJSON{
+		Event: e.Kind.String(), Activity: e.Activity, ActivityKind: e.ActivityKind.String(),
+		Tenant: e.Tenant, Key: e.Key, WorkflowID: e.WorkflowID, RunID: e.RunID,
+		ActivityID: e.ActivityID, Attempt: e.Attempt, Reason: string(e.Reason),
+		DurationMS: float64(e.Duration) / float64(time.Millisecond),
+	}
+	if e.Err != nil {
+		rec.Error = e.Err.Error()
+	}
+	b, _ := json.Marshal(rec)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_, _ = j.w.Write(append(b, '\n'))
 }
 
 // quietLogger drops the SDK's logs: the example narrates for itself.

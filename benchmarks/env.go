@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tesserix/idempotency/internal/testenv"
+)
+
+// benchEnv holds the connections of one run and the private schema and key
+// prefix it works in, so that it never touches another test's data.
+type benchEnv struct {
+	pool   *pgxpool.Pool
+	schema string
+	redis  *redis.Client
+	prefix string
+}
+
+func openEnv(ctx context.Context, cfg config) (*benchEnv, error) {
+	pcfg, err := pgxpool.ParseConfig(testenv.PostgresURL())
+	if err != nil {
+		return nil, err
+	}
+	pcfg.MaxConns = cfg.PoolConns
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, &servicesError{"postgres", err}
+	}
+	e := &benchEnv{pool: pool, schema: testenv.UniqueName("bench"), prefix: testenv.UniqueName("bench")}
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{e.schema}.Sanitize()); err != nil {
+		pool.Close()
+		return nil, &servicesError{"postgres", fmt.Errorf("%s: %w", testenv.PostgresURL(), err)}
+	}
+	e.redis = redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(), PoolSize: 64})
+	if err := e.redis.Ping(ctx).Err(); err != nil {
+		e.close()
+		return nil, &servicesError{"redis", fmt.Errorf("%s: %w", testenv.RedisAddr(), err)}
+	}
+	return e, nil
+}
+
+// servicesError is a service that did not answer.
+type servicesError struct {
+	service string
+	err     error
+}
+
+func (e *servicesError) Error() string { return e.service + ": " + e.err.Error() }
+func (e *servicesError) Unwrap() error { return e.err }
+
+// table returns the quoted name of a table in the run's schema.
+func (e *benchEnv) table(name string) string {
+	return pgx.Identifier{e.schema, name}.Sanitize()
+}
+
+func (e *benchEnv) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, _ = e.pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{e.schema}.Sanitize()+" CASCADE")
+	e.pool.Close()
+	if e.redis != nil {
+		_ = deletePrefix(e.redis, e.prefix)
+		_ = e.redis.Close()
+	}
+}
+
+// deletePrefix unlinks every Redis key under prefix, a large SCAN page and
+// one UNLINK per page at a time: the throughput benchmark leaves hundreds of
+// thousands of keys, which testenv.DeleteRedisPrefix (one UNLINK per key,
+// for Clusters) takes minutes over. The keys also expire on their own
+// (redisTTL) should this fail.
+func deletePrefix(rc *redis.Client, prefix string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var cursor uint64
+	for {
+		keys, next, err := rc.Scan(ctx, cursor, prefix+":*", 10_000).Result()
+		if err != nil {
+			return err
+		}
+		if len(keys) > 0 {
+			if err := rc.Unlink(ctx, keys...).Err(); err != nil {
+				return err
+			}
+		}
+		if next == 0 {
+			return nil
+		}
+		cursor = next
+	}
+}
+
+// machine describes the machine the run is on.
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if name, ok := strings.CutPrefix(line, "model name"); ok {
+				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(name), ":"))
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d CPUs, %s, %s/%s, %s", runtime.NumCPU(), model, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+const (
+	docBegin = "<!-- bench:begin -->"
+	docEnd   = "<!-- bench:end -->"
+)
+
+// writeDoc replaces what stands between the bench markers of the markdown
+// file at path with body; the prose around them is kept.
+func writeDoc(path, body string) error {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	i, j := bytes.Index(old, []byte(docBegin)), bytes.Index(old, []byte(docEnd))
+	if i < 0 || j < i {
+		return fmt.Errorf("%s has no %s … %s markers", path, docBegin, docEnd)
+	}
+	var b bytes.Buffer
+	b.Write(old[:i+len(docBegin)])
+	b.WriteString("\n")
+	b.WriteString(body)
+	b.Write(old[j:])
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}

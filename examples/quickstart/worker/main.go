@@ -1,0 +1,111 @@
+// Command worker runs the quick start's workflow and activities on a
+// Temporal frontend, recording outcomes in the chosen store.
+//
+//	go run ./worker -address 127.0.0.1:7233 -store postgres -metrics 127.0.0.1:9464
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"log"
+	"net/http"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/opentelemetry"
+	sdkworker "go.temporal.io/sdk/worker" // the SDK's worker; "worker" below is the library's
+	"go.uber.org/zap"
+
+	"github.com/tesserix/idempotency/examples/quickstart"
+	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/pgstore"
+	"github.com/tesserix/idempotency/redisstore"
+	"github.com/tesserix/idempotency/store"
+	"github.com/tesserix/idempotency/worker"
+)
+
+func main() {
+	address := flag.String("address", client.DefaultHostPort, "the Temporal frontend, host:port")
+	namespace := flag.String("namespace", client.DefaultNamespace, "the Temporal namespace")
+	storeName := flag.String("store", "memory", "where outcomes are recorded: memory, postgres or redis")
+	postgresURL := flag.String("postgres-url", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for -store postgres")
+	redisAddr := flag.String("redis-addr", "127.0.0.1:6379", "Redis for -store redis")
+	ledger := flag.String("ledger", "airline.ledger", "the file the stand-in airline appends each seat it sells to")
+	metrics := flag.String("metrics", "", "serve Prometheus metrics at http://host:port/metrics (empty: off)")
+	flag.Parse()
+
+	logger, _ := zap.NewDevelopment()
+	ctx := context.Background()
+	st, err := openStore(ctx, *storeName, *postgresURL, *redisAddr)
+	if err != nil {
+		log.Fatalln("worker:", err)
+	}
+
+	opts := client.Options{HostPort: *address, Namespace: *namespace}
+	if *metrics != "" {
+		// The library's metrics go through the worker's Temporal metrics handler.
+		exporter, err := prometheus.New()
+		if err != nil {
+			log.Fatalln("worker:", err)
+		}
+		seconds := sdkmetric.NewView(sdkmetric.Instrument{Kind: sdkmetric.InstrumentKindHistogram},
+			sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{
+				Boundaries: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60}, // timers are in seconds
+			}})
+		meter := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter), sdkmetric.WithView(seconds)).Meter("quickstart")
+		opts.MetricsHandler = opentelemetry.NewMetricsHandler(opentelemetry.MetricsHandlerOptions{
+			Meter:                meter,
+			UseMonotonicCounters: true, // Prometheus counters (_total), not gauges
+		})
+		go func() { log.Println(http.ListenAndServe(*metrics, promhttp.Handler())) }()
+	}
+	c, err := worker.Dial(opts, logger) // adds the tenant propagator
+	if err != nil {
+		log.Fatalln("worker:", err)
+	}
+	defer c.Close()
+
+	w, err := worker.New(c, quickstart.TaskQueue, worker.Options{
+		Idempotency: interceptor.Options{Store: st},
+		Logger:      logger,
+	})
+	if err != nil {
+		log.Fatalln("worker:", err)
+	}
+	airline := &quickstart.Airline{Ledger: *ledger}
+	if err := w.Register(quickstart.Declarations(airline)...); err != nil {
+		log.Fatalln("worker:", err)
+	}
+	w.RegisterWorkflow(quickstart.BookTrip)
+	if err := w.Run(sdkworker.InterruptCh()); err != nil {
+		log.Fatalln("worker:", err)
+	}
+}
+
+// openStore opens the store that keeps the outcomes.
+func openStore(ctx context.Context, name, postgresURL, redisAddr string) (store.Store, error) {
+	switch name {
+	case "memory": // one worker process only
+		return store.NewMemory(store.MemoryOptions{})
+	case "postgres":
+		pool, err := pgxpool.New(ctx, postgresURL)
+		if err != nil {
+			return nil, err
+		}
+		st, err := pgstore.New(pool, pgstore.Options{})
+		if err != nil {
+			return nil, err
+		}
+		return st, st.EnsureSchema(ctx) // creates the table once; safe to repeat
+	case "redis":
+		rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{redisAddr}})
+		return redisstore.New(rdb, redisstore.Options{Prefix: "quickstart"})
+	default:
+		return nil, errors.New("-store must be memory, postgres or redis")
+	}
+}

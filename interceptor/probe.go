@@ -1,0 +1,197 @@
+package interceptor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync/atomic"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/keyspace"
+)
+
+// ErrorTypeNotLanded is the type of the retryable application error an
+// EFFECTFUL activity fails with when its outcome would have been
+// indeterminate and its declaration's probe answered that the effect did
+// not land: the key is freed, and the activity's retry policy runs it
+// again. A body that failed with a non-retryable error of its own returns
+// that error instead, and is not retried.
+const ErrorTypeNotLanded = "IdempotencyEffectNotLanded"
+
+// errProbeLate is the cause of a probe that did not answer before the
+// activity's deadline (or its cancellation).
+var errProbeLate = errors.New("idempotency: the probe did not answer before the activity's deadline")
+
+// unknownOutcome handles an EFFECTFUL outcome nobody recorded while this
+// execution holds the claim: the body failed, or the key was taken over from
+// a holder that stopped answering. With a probe declared it asks the
+// downstream first; otherwise, and when the probe cannot tell, it marks the
+// claim indeterminate. actx is the activity's context (the probe's time is
+// bounded by it); sctx bounds the store writes that follow.
+func (x *execution) unknownOutcome(actx, sctx context.Context, reason activity.Reason, entered bool, cause error) (any, error) {
+	probe := x.decl.Probe()
+	if probe == nil {
+		return nil, x.markIndeterminate(sctx, reason, entered, cause)
+	}
+	// The claim stays this execution's while the probe runs: its lease is
+	// renewed as while the body ran, so a duplicate waits for the answer
+	// instead of finding the holder lost.
+	pctx, cancelProbe := context.WithCancelCause(actx)
+	defer cancelProbe(nil)
+	var superseded atomic.Bool
+	stop := x.renew(actx, func(err error) {
+		superseded.Store(true)
+		cancelProbe(ErrSuperseded)
+		x.count(MetricSuperseded)
+		x.observe(actx, EventSuperseded, err)
+	})
+	ans, perr := x.askProbe(pctx, probe, reason, entered)
+	stop()
+	if superseded.Load() {
+		// The key is another caller's now: nothing may be written under
+		// it, whatever the probe said.
+		x.probed(sctx, EventProbeUnsettled, MetricProbeUnsettled, reason, ErrSuperseded)
+		return nil, x.indeterminate(sctx, activity.ReasonHolderLost, entered,
+			fmt.Errorf("%w while its probe ran: %w", ErrSuperseded, cause))
+	}
+	if perr == nil && ans.Landing == activity.Landed {
+		perr = checkProbeResult(x.decl.Func(), ans.Result)
+	}
+	if perr == nil && ans.Landing == activity.Landed {
+		payloads, err := x.encode(ans.Result)
+		if err != nil {
+			perr = fmt.Errorf("idempotency: the probe's result: %w", err)
+		} else {
+			x.probed(sctx, EventProbeLanded, MetricProbeLanded, reason, nil)
+			x.record(sctx, payloads)
+			// Returned as the body would have returned it: the SDK encodes
+			// it with the worker's converter and codecs.
+			return ans.Result, nil
+		}
+	}
+	if perr == nil && ans.Landing == activity.NotLanded {
+		x.probed(sctx, EventProbeNotLanded, MetricProbeNotLanded, reason, nil)
+		x.release(sctx, cause)
+		return nil, notLanded(x.decl.Name(), reason, cause)
+	}
+	if perr == nil && ans.Landing != activity.CannotTell {
+		perr = fmt.Errorf("idempotency: the probe answered an unknown landing %d", ans.Landing)
+	}
+	x.probed(sctx, EventProbeUnsettled, MetricProbeUnsettled, reason, perr)
+	if perr != nil {
+		cause = fmt.Errorf("%w (probe: %w)", cause, perr)
+	} else {
+		cause = fmt.Errorf("%w (probe: cannot tell)", cause)
+	}
+	return nil, x.markIndeterminate(sctx, reason, entered, cause)
+}
+
+// askProbe runs probe under the activity's context — its deadline (see
+// probeContext) and its cancellation — and gives up on it when that context
+// ends, whether or not the probe honours it. A probe that panics has failed.
+func (x *execution) askProbe(ctx context.Context, probe activity.Probe, reason activity.Reason, entered bool) (activity.ProbeAnswer, error) {
+	x.count(MetricProbes)
+	start := time.Now()
+	defer func() { x.metrics.Timer(MetricProbeLatency).Record(time.Since(start)) }()
+	if err := ctx.Err(); err != nil {
+		return activity.ProbeAnswer{}, fmt.Errorf("%w: %w", errProbeLate, context.Cause(ctx))
+	}
+	pctx, cancel := probeContext(activity.WithKey(ctx, keyspace.Key(x.key)))
+	defer cancel()
+	req := activity.ProbeRequest{
+		Activity:    x.decl.Name(),
+		Tenant:      x.tenant,
+		Key:         keyspace.Key(x.key),
+		Reason:      reason,
+		BodyEntered: entered,
+	}
+	type reply struct {
+		ans activity.ProbeAnswer
+		err error
+	}
+	ch := make(chan reply, 1) // a late answer is dropped, not blocked on
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				ch <- reply{err: fmt.Errorf("idempotency: the probe panicked: %v", p)}
+			}
+		}()
+		ans, err := probe(pctx, req)
+		ch <- reply{ans, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err == nil && pctx.Err() != nil {
+			// It answered, but after the activity's time ran out.
+			return activity.ProbeAnswer{}, fmt.Errorf("%w: %w", errProbeLate, context.Cause(pctx))
+		}
+		return r.ans, r.err
+	case <-pctx.Done():
+		return activity.ProbeAnswer{}, fmt.Errorf("%w: %w", errProbeLate, context.Cause(pctx))
+	}
+}
+
+// probeContext bounds a probe by the activity's remaining time, less a
+// margin (deadlineMargin, or half the time left if that is shorter) in which
+// the dispatcher still records what the probe settled and reports the call's
+// end to Temporal before its deadline: an answer that arrives after the
+// deadline is lost, and the workflow would see a timeout instead of the
+// indeterminate error.
+func probeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	left := time.Until(dl)
+	return context.WithDeadline(ctx, dl.Add(-min(deadlineMargin, left/2)))
+}
+
+// checkProbeResult refuses a landed result that is not a value of the
+// activity's return type: recorded, it would answer every duplicate with
+// something the workflow cannot decode.
+func checkProbeResult(fn any, result any) error {
+	ft := reflect.TypeOf(fn)
+	if ft.NumOut() < 2 {
+		if result != nil {
+			return fmt.Errorf("idempotency: the probe answered a result of type %T for an activity that returns only an error", result)
+		}
+		return nil
+	}
+	want := ft.Out(0)
+	if result == nil {
+		switch want.Kind() {
+		case reflect.Pointer, reflect.Interface, reflect.Slice, reflect.Map:
+			return nil
+		}
+		return fmt.Errorf("idempotency: the probe answered landed with no result; the activity returns %v", want)
+	}
+	if got := reflect.TypeOf(result); !got.AssignableTo(want) {
+		return fmt.Errorf("idempotency: the probe answered a result of type %v; the activity returns %v", got, want)
+	}
+	return nil
+}
+
+// notLanded is the error of a call whose probe said its effect did not land:
+// the retryable ErrorTypeNotLanded error, or the body's own error when the
+// body said it must not be retried.
+func notLanded(name string, reason activity.Reason, cause error) error {
+	var appErr *temporal.ApplicationError
+	if errors.As(cause, &appErr) && appErr.NonRetryable() {
+		return cause
+	}
+	return temporal.NewApplicationErrorWithCause(
+		fmt.Sprintf("idempotency: activity %q: %s, and its probe says the effect did not land; the key is free", name, reason),
+		ErrorTypeNotLanded, cause)
+}
+
+// probed reports what a probe settled.
+func (x *execution) probed(ctx context.Context, kind EventKind, metric string, reason activity.Reason, err error) {
+	x.count(metric)
+	e := x.event
+	e.Kind, e.Reason, e.Err = kind, reason, err
+	x.emit(ctx, e)
+}

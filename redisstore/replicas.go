@@ -1,0 +1,146 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultReplicaAckTimeout is how long a claim waits for replicas to
+// acknowledge it when [Options.ReplicaAcks] is set and
+// [Options.ReplicaAckTimeout] is zero.
+const DefaultReplicaAckTimeout = time.Second
+
+// ErrNotReplicated is returned by [Store.Claim] when [Options.ReplicaAcks]
+// replicas did not acknowledge an acquired claim within
+// [Options.ReplicaAckTimeout]. The claim has been taken back (as far as the
+// master still answers), so the caller may claim again later. It matches
+// store.ErrUnavailable: the interceptor retries the claim and never runs
+// the body on a claim a failover could lose.
+var ErrNotReplicated = errors.New("redisstore: claim not acknowledged by enough replicas")
+
+// validateReplicas checks and defaults the replica options of o.
+func (o Options) validateReplicas() (Options, error) {
+	switch {
+	case o.ReplicaAcks < 0:
+		return o, optionError("ReplicaAcks", "must not be negative")
+	case o.ReplicaAckTimeout < 0:
+		return o, optionError("ReplicaAckTimeout", "must not be negative")
+	case o.ReplicaAckTimeout > 0 && o.ReplicaAckTimeout < time.Millisecond:
+		return o, optionError("ReplicaAckTimeout", "must be at least a millisecond (WAIT counts milliseconds)")
+	case o.ReplicaAcks > 0 && o.ReplicaAckTimeout == 0:
+		o.ReplicaAckTimeout = DefaultReplicaAckTimeout
+	}
+	return o, nil
+}
+
+// runClaim runs the claim script. With ReplicaAcks set it runs it on the
+// master that owns the record, followed by WAIT on the same connection (WAIT
+// counts the writes of its own connection), and refuses an acquired claim
+// that too few replicas acknowledged: it takes it back and returns
+// ErrNotReplicated.
+func (s *Store) runClaim(ctx context.Context, keys []string, member, token string, args ...any) (any, error) {
+	if s.replicaAcks == 0 {
+		return s.run(ctx, claimScript, keys, args...)
+	}
+	node, err := s.nodeFor(ctx, keys[0])
+	if err != nil {
+		return nil, err
+	}
+	var (
+		eval *redis.Cmd
+		wait *redis.Cmd
+	)
+	for range 2 {
+		pipe := node.Pipeline()
+		eval = pipe.EvalSha(ctx, claimScript.Hash(), keys, args...)
+		// Pipeliner has no Wait: the client's ReadTimeout must outlast
+		// ReplicaAckTimeout (go-redis's default of 3 s outlasts the default).
+		wait = pipe.Do(ctx, "wait", s.replicaAcks, s.replicaAckTimeout.Milliseconds())
+		_, _ = pipe.Exec(ctx)
+		if err := eval.Err(); err == nil || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+			break
+		}
+		if err := claimScript.Load(ctx, node).Err(); err != nil {
+			return nil, err
+		}
+	}
+	v, err := eval.Result()
+	if err != nil {
+		// This path talks to one node and follows no redirection: after a
+		// failover or a resharding (MOVED, ASK, a dead node) let the next
+		// claim find the slot's new owner.
+		if c, ok := s.client.(*redis.ClusterClient); ok {
+			c.ReloadState(ctx)
+		}
+		if movedOrAsk(err) {
+			return nil, fmt.Errorf("%w: %w", errSlotMoved, err)
+		}
+		return nil, err
+	}
+	if reply, ok := v.([]any); !ok || len(reply) == 0 || reply[0] != "acquired" {
+		return v, nil
+	}
+	acks, werr := wait.Int64()
+	if werr == nil && acks >= int64(s.replicaAcks) {
+		return v, nil
+	}
+	// Not known to be on enough replicas: a failover now would lose it.
+	// Take it back, so that a retry can claim again.
+	undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_ = releaseScript.Run(undo, node, keys, s.now(undo).arg(), token, member, s.channel).Err()
+	if werr != nil {
+		return nil, fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, werr)
+	}
+	return nil, fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, acks, s.replicaAcks, s.replicaAckTimeout)
+}
+
+// errSlotMoved marks a MOVED or ASK reply on the replica-acknowledged path,
+// which talks to one node and does not follow redirections.
+var errSlotMoved = errors.New("hash slot moved")
+
+func movedOrAsk(err error) bool {
+	return redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")
+}
+
+// nodeFor returns the client of the one node that owns key.
+func (s *Store) nodeFor(ctx context.Context, key string) (redis.Cmdable, error) {
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		return c.MasterForKey(ctx, key)
+	case *redis.Ring:
+		return c.GetShardClientForKey(key)
+	default:
+		return s.client, nil
+	}
+}
+
+// replicaUnavailable reports the replies of a Cluster or a replicated
+// Redis in flux that mean "not now": too few replicas acknowledged a claim,
+// a master configured with min-replicas-to-write refuses a write
+// (NOREPLICAS), or a slot answered MOVED or ASK past the client's
+// redirections (a failover whose nodes do not yet agree). None of them ran
+// the command.
+func replicaUnavailable(err error) bool {
+	return errors.Is(err, ErrNotReplicated) || errors.Is(err, errSlotMoved) ||
+		movedOrAsk(err) || redis.HasErrorPrefix(err, "NOREPLICAS")
+}
+
+// refreshTopology asks a Cluster client to reload its slot map after an
+// error that may mean a master died. go-redis reloads it on MOVED, but a
+// dead master answers nothing, and the client would keep sending that
+// slot's commands to it until ClusterStateReloadInterval (a minute by
+// default) passes, long after its replica was promoted. The reload is lazy
+// and coalesced by go-redis, so a burst of errors costs one.
+func (s *Store) refreshTopology(ctx context.Context, err error) {
+	if err == nil || ctx.Err() != nil || !unavailable(err) {
+		return
+	}
+	if c, ok := s.client.(*redis.ClusterClient); ok {
+		c.ReloadState(ctx)
+	}
+}
