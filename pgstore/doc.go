@@ -61,6 +61,25 @@
 // are retried a bounded number of times; a missing table gives
 // [ErrNoSchema].
 //
+// # Listing
+//
+// [Store.List] is one keyset query. EnsureSchema creates, beside the expiry
+// index, a partial index of the records that are not completed,
+// <table>_waiting_idx ON (tenant, created_at, key COLLATE "C") WHERE
+// state <> 2, so the listings of what waits in a tenant (indeterminate,
+// pending, stale) read only those records, in order, however many completed
+// records the table holds (TestListPlans shows the plans). Completed records
+// are not in it, and a completion adds no entry to it. A listing that keeps
+// completed records reads the tenant's rows by primary key and sorts them;
+// [Store.ListAcrossTenants] reads the table's live rows and sorts them.
+//
+// On a large existing table, EnsureSchema's CREATE INDEX blocks writes while
+// it builds; create the index first with
+//
+//	CREATE INDEX CONCURRENTLY <table>_waiting_idx ON <schema>.<table> (tenant, created_at, key COLLATE "C") WHERE state <> 2
+//
+// (under the same name; EnsureSchema then finds it and leaves it alone).
+//
 // # Retention
 //
 // Expired records already read as free. [Store.Sweep] reclaims their space

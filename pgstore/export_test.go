@@ -1,6 +1,8 @@
 package pgstore
 
 import (
+	"time"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tesserix/idempotency/store"
@@ -45,3 +47,14 @@ var PayloadFor = payloadFor
 func NewWithLocalClock(pool *pgxpool.Pool, opts Options, local store.Clock) (*Store, error) {
 	return newStore(pool, opts, local)
 }
+
+// ListSQL returns the statement and arguments a listing runs at now.
+func (s *Store) ListSQL(p store.ListParams, across bool, now time.Time) (string, []any, error) {
+	return s.listQuery(p, across, now)
+}
+
+// ListIndexName is the unquoted name of the listings' partial index.
+func (s *Store) ListIndexName() string { return listIndexName(s.opts.Table) }
+
+// TableName is the quoted, schema-qualified table.
+func (s *Store) TableName() string { return s.tableName }

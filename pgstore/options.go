@@ -137,8 +137,13 @@ func defaultChannel(schema, table string) string {
 
 // indexName is the expiry index's name: the table's name with a suffix,
 // shortened (with a digest, to stay unique) when it would pass 63 bytes.
-func indexName(table string) string {
-	const suffix = "_expires_at_idx"
+func indexName(table string) string { return indexNameWith(table, "_expires_at_idx") }
+
+// listIndexName is the name of the index of the records that are not
+// completed, which the listings read, named like indexName.
+func listIndexName(table string) string { return indexNameWith(table, "_waiting_idx") }
+
+func indexNameWith(table, suffix string) string {
 	if len(table)+len(suffix) <= maxIdentifierLength {
 		return table + suffix
 	}

@@ -80,8 +80,9 @@ func newStore(pool *pgxpool.Pool, opts Options, local store.Clock) (*Store, erro
 		schema:    pgx.Identifier{o.Schema}.Sanitize(),
 		tableName: table,
 		channel:   pgx.Identifier{o.NotifyChannel}.Sanitize(),
-		sql:       buildStatements(table, pgx.Identifier{indexName(o.Table)}.Sanitize()),
-		server:    server,
+		sql: buildStatements(table, pgx.Identifier{indexName(o.Table)}.Sanitize(),
+			pgx.Identifier{listIndexName(o.Table)}.Sanitize()),
+		server: server,
 	}
 	s.l = newListener(s)
 	return s, nil
@@ -138,6 +139,7 @@ func (s *Store) EnsureSchema(ctx context.Context) error {
 			for _, obj := range []struct{ name, ddl string }{
 				{s.tableName, s.sql.createTable},
 				{pgx.Identifier{s.opts.Schema, indexName(s.opts.Table)}.Sanitize(), s.sql.createIndex},
+				{pgx.Identifier{s.opts.Schema, listIndexName(s.opts.Table)}.Sanitize(), s.sql.createListIndex},
 			} {
 				if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", obj.name).Scan(&exists); err != nil {
 					return err
@@ -422,9 +424,9 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 		now := s.now(ctx)
 		if p.Decision == store.DecisionComplete {
 			return s.pool.QueryRow(ctx, s.sql.resolveComplete, p.Tenant, p.Key, now, now.Add(s.opts.TTL), outcome,
-				s.opts.NotifyChannel, payload).Scan(&n)
+				s.opts.NotifyChannel, payload, p.Token, int16(p.Decision), p.By, p.Reason, p.Reference).Scan(&n)
 		}
-		return s.pool.QueryRow(ctx, s.sql.resolveFree, p.Tenant, p.Key, now, s.opts.NotifyChannel, payload).Scan(&n)
+		return s.pool.QueryRow(ctx, s.sql.resolveFree, p.Tenant, p.Key, now, s.opts.NotifyChannel, payload, p.Token).Scan(&n)
 	})
 	if err != nil {
 		return s.interpret(ctx, op, err)
@@ -434,11 +436,30 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 	}
 	// Nothing changed: say why. The read only picks the error.
 	rec, err := s.lookup(ctx, p.Tenant, p.Key)
+	if errors.Is(err, pgx.ErrNoRows) && p.RecordIfGone {
+		err = s.retry(ctx, func(ctx context.Context) error {
+			now := s.now(ctx)
+			return s.pool.QueryRow(ctx, s.sql.resolveGone, p.Tenant, p.Key, store.ResolveHolder, store.NewToken(),
+				now, now.Add(s.opts.TTL), outcome, int16(p.Decision), p.By, p.Reason, p.Reference,
+				s.opts.NotifyChannel, payload).Scan(&n)
+		})
+		if err != nil {
+			return s.interpret(ctx, op, err)
+		}
+		if n > 0 {
+			return nil
+		}
+		// Claimed again since the read: say what stands there now.
+		rec, err = s.lookup(ctx, p.Tenant, p.Key)
+	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("pgstore: %s %q in tenant %q: %w", op, p.Key, p.Tenant, store.ErrNotFound)
 	case err != nil:
 		return s.interpret(ctx, op, err)
+	case rec.State == store.StateIndeterminate && p.Token != 0 && rec.Token != p.Token:
+		return fmt.Errorf("pgstore: %s %q in tenant %q decided on token %d, but the indeterminate record stands under %d: %w",
+			op, p.Key, p.Tenant, p.Token, rec.Token, store.ErrNotHolder)
 	case rec.State == store.StateIndeterminate:
 		// It became indeterminate between the two statements; the
 		// caller may try again.
@@ -531,14 +552,18 @@ func begin(ctx context.Context, op string, p validator) error {
 // scanRecord reads a row of columns (see sql.go), with extra destinations
 // before (for the claim's "acquired") and after (its "notified"), into rec.
 func scanRecord(row pgx.Row, rec *store.Record, extra ...any) error {
-	var state int16
-	dest := make([]any, 0, 18)
+	var (
+		state, action int16
+		resolvedAt    *time.Time
+	)
+	dest := make([]any, 0, 23)
 	if len(extra) > 0 {
 		dest = append(dest, extra[0])
 	}
 	dest = append(dest, &rec.Tenant, &rec.Key, &state, &rec.Holder, &rec.Token, &rec.LeaseUntil,
 		&rec.ExpiresAt, &rec.CreatedAt, &rec.UpdatedAt, &rec.Outcome, &rec.Reason,
-		&rec.Origin.WorkflowID, &rec.Origin.RunID, &rec.Origin.ActivityType, &rec.Origin.ActivityID, &rec.Origin.Attempt)
+		&rec.Origin.WorkflowID, &rec.Origin.RunID, &rec.Origin.ActivityType, &rec.Origin.ActivityID, &rec.Origin.Attempt,
+		&action, &rec.Resolution.By, &rec.Resolution.Reason, &rec.Resolution.Reference, &resolvedAt)
 	if len(extra) > 1 {
 		dest = append(dest, extra[1:]...)
 	}
@@ -546,6 +571,10 @@ func scanRecord(row pgx.Row, rec *store.Record, extra ...any) error {
 		return err
 	}
 	rec.State = store.State(state)
+	rec.Resolution.Action = store.Decision(action)
+	if resolvedAt != nil {
+		rec.Resolution.At = *resolvedAt
+	}
 	return nil
 }
 

@@ -85,10 +85,13 @@ func handRolled(pool *pgxpool.Pool, s *pgstore.Store, nextKey func() string) fun
 			outcome                         []byte
 			owf, orun, otype, oid           string
 			oattempt                        int32
+			raction                         int16
+			rby, rreason, rref              string
+			rat                             *time.Time
 		)
 		err := pool.QueryRow(ctx, claimSQL, "bench", key, "bench", token, now.Add(time.Minute), now.Add(o.TTL), now, int64(0), o.NotifyChannel, payload, "", "", "", "", int32(0)).
 			Scan(&acquired, &tenant, &k, &state, &holder, &tok, &lease, &expires, &created, &update, &outcome, &reason,
-				&owf, &orun, &otype, &oid, &oattempt, &notified)
+				&owf, &orun, &otype, &oid, &oattempt, &raction, &rby, &rreason, &rref, &rat, &notified)
 		if err != nil {
 			return err
 		}

@@ -18,7 +18,8 @@ var (
 // columns is the order every statement returns a record's columns in; see
 // scanRecord.
 const columns = "tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason, " +
-	"origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt"
+	"origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt, " +
+	"resolution_action, resolved_by, resolution_reason, resolution_reference, resolved_at"
 
 // addedColumns are the columns a table made by an earlier version may lack,
 // with their definitions; EnsureSchema adds those missing.
@@ -29,6 +30,11 @@ var addedColumns = []struct{ name, def string }{
 	{"origin_activity_type", "text NOT NULL DEFAULT ''"},
 	{"origin_activity_id", "text NOT NULL DEFAULT ''"},
 	{"origin_attempt", "integer NOT NULL DEFAULT 0"},
+	{"resolution_action", "smallint NOT NULL DEFAULT 0"},
+	{"resolved_by", "text NOT NULL DEFAULT ''"},
+	{"resolution_reason", "text NOT NULL DEFAULT ''"},
+	{"resolution_reference", "text NOT NULL DEFAULT ''"},
+	{"resolved_at", "timestamptz"},
 }
 
 // statements holds the SQL of one store, with its table's name quoted in.
@@ -36,16 +42,18 @@ var addedColumns = []struct{ name, def string }{
 // quoted identifiers are spliced into the text.
 type statements struct {
 	createTable, createIndex, addColumn string
+	createListIndex                     string
 	watch                               string
 
 	claim, claimFast, lookup                    string
 	renew, complete, release, markIndeterminate string
 	resolveComplete, resolveFree, forget, sweep string
+	resolveGone                                 string
 	cancelClaim                                 string
 }
 
-func buildStatements(table, index string) statements {
-	r := strings.NewReplacer("{t}", table, "{i}", index, "{cols}", columns)
+func buildStatements(table, index, listIndex string) statements {
+	r := strings.NewReplacer("{t}", table, "{i}", index, "{li}", listIndex, "{cols}", columns)
 	return statements{
 		createTable: r.Replace(`CREATE TABLE IF NOT EXISTS {t} (
 	tenant      text        NOT NULL,
@@ -65,6 +73,11 @@ func buildStatements(table, index string) statements {
 	origin_activity_type text    NOT NULL DEFAULT '',
 	origin_activity_id   text    NOT NULL DEFAULT '',
 	origin_attempt       integer NOT NULL DEFAULT 0,
+	resolution_action    smallint NOT NULL DEFAULT 0,
+	resolved_by          text    NOT NULL DEFAULT '',
+	resolution_reason    text    NOT NULL DEFAULT '',
+	resolution_reference text    NOT NULL DEFAULT '',
+	resolved_at          timestamptz,
 	PRIMARY KEY (tenant, key)
 )`),
 		// addColumn brings a table made by an earlier version up to date,
@@ -72,6 +85,11 @@ func buildStatements(table, index string) statements {
 		// constant default without rewriting rows. %s: name and definition.
 		addColumn:   r.Replace(`ALTER TABLE {t} ADD COLUMN IF NOT EXISTS %s %s`),
 		createIndex: r.Replace(`CREATE INDEX IF NOT EXISTS {i} ON {t} (expires_at)`),
+		// createListIndex serves the listings of what waits in a tenant
+		// (pending, stale, indeterminate), newest or oldest first. It is
+		// partial: completed records, the bulk of a table, are not in it,
+		// and a completion writes no entry.
+		createListIndex: r.Replace(`CREATE INDEX IF NOT EXISTS {li} ON {t} (tenant, created_at, key COLLATE "C") WHERE state <> 2`),
 
 		// claim takes the key in one statement. The INSERT's ON CONFLICT
 		// arm replaces the row only when it has expired ($7 is now) or is
@@ -97,11 +115,13 @@ func buildStatements(table, index string) statements {
 		outcome = NULL, reason = '', watched = false,
 		origin_workflow_id = EXCLUDED.origin_workflow_id, origin_run_id = EXCLUDED.origin_run_id,
 		origin_activity_type = EXCLUDED.origin_activity_type, origin_activity_id = EXCLUDED.origin_activity_id,
-		origin_attempt = EXCLUDED.origin_attempt
+		origin_attempt = EXCLUDED.origin_attempt,
+		resolution_action = 0, resolved_by = '', resolution_reason = '', resolution_reference = '', resolved_at = NULL
 	WHERE r.expires_at <= $7 OR (r.state = 1 AND r.token = $8)
 	RETURNING r.tenant, r.key, r.state, r.holder, r.token, r.lease_until, r.expires_at,
 		r.created_at, r.updated_at, r.outcome, r.reason, r.origin_workflow_id, r.origin_run_id,
-		r.origin_activity_type, r.origin_activity_id, r.origin_attempt, r.xmax::text <> '0' AS replaced
+		r.origin_activity_type, r.origin_activity_id, r.origin_attempt, r.resolution_action, r.resolved_by,
+		r.resolution_reason, r.resolution_reference, r.resolved_at, r.xmax::text <> '0' AS replaced
 )
 SELECT true AS acquired, {cols},
 	CASE WHEN replaced THEN (SELECT count(pg_notify($9, $10))) ELSE 0 END AS notified
@@ -180,20 +200,53 @@ SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($5, $6) END) FROM d
 	RETURNING watched
 )
 SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($7, $8) END) FROM upd`),
+		// The resolutions change the row only while it is live and
+		// indeterminate and, when the fence $token is not 0, claimed under
+		// exactly that token.
+		//
 		// $1 tenant, $2 key, $3 now, $4 expires_at, $5 outcome, $6 channel,
-		// $7 payload.
+		// $7 payload, $8 token (0: unfenced), $9 action, $10 by, $11 reason,
+		// $12 reference.
 		resolveComplete: r.Replace(`WITH upd AS (
-	UPDATE {t} SET state = 2, outcome = $5, updated_at = $3, expires_at = $4
-	WHERE tenant = $1 AND key = $2 AND state = 3 AND expires_at > $3
+	UPDATE {t} SET state = 2, outcome = $5, updated_at = $3, expires_at = $4,
+		resolution_action = $9, resolved_by = $10, resolution_reason = $11, resolution_reference = $12, resolved_at = $3
+	WHERE tenant = $1 AND key = $2 AND state = 3 AND expires_at > $3 AND ($8::bigint = 0 OR token = $8::bigint)
 	RETURNING 1
 )
 SELECT count(pg_notify($6, $7)) FROM upd`),
-		// $1 tenant, $2 key, $3 now, $4 channel, $5 payload.
+		// $1 tenant, $2 key, $3 now, $4 channel, $5 payload, $6 token (0:
+		// unfenced).
 		resolveFree: r.Replace(`WITH del AS (
-	DELETE FROM {t} WHERE tenant = $1 AND key = $2 AND state = 3 AND expires_at > $3
+	DELETE FROM {t} WHERE tenant = $1 AND key = $2 AND state = 3 AND expires_at > $3 AND ($6::bigint = 0 OR token = $6::bigint)
 	RETURNING 1
 )
 SELECT count(pg_notify($4, $5)) FROM del`),
+		// resolveGone records a person's outcome under a key that has no
+		// live record (ResolveParams.RecordIfGone): a completed record,
+		// inserted, or replacing an expired row. A live row is left alone
+		// and nothing is returned. A replaced row may have waiters, so it is
+		// announced.
+		//
+		// $1 tenant, $2 key, $3 holder, $4 token, $5 now, $6 expires_at,
+		// $7 outcome, $8 action, $9 by, $10 reason, $11 reference,
+		// $12 channel, $13 payload.
+		resolveGone: r.Replace(`WITH ins AS (
+	INSERT INTO {t} AS r (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
+		resolution_action, resolved_by, resolution_reason, resolution_reference, resolved_at)
+	VALUES ($1, $2, 2, $3, $4, $5, $6, $5, $5, $7, '', $8, $9, $10, $11, $5)
+	ON CONFLICT (tenant, key) DO UPDATE SET
+		state = 2, holder = EXCLUDED.holder, token = EXCLUDED.token,
+		lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at,
+		created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
+		outcome = EXCLUDED.outcome, reason = '', watched = false,
+		origin_workflow_id = '', origin_run_id = '', origin_activity_type = '', origin_activity_id = '', origin_attempt = 0,
+		resolution_action = EXCLUDED.resolution_action, resolved_by = EXCLUDED.resolved_by,
+		resolution_reason = EXCLUDED.resolution_reason, resolution_reference = EXCLUDED.resolution_reference,
+		resolved_at = EXCLUDED.resolved_at
+	WHERE r.expires_at <= $5
+	RETURNING r.xmax::text <> '0' AS replaced
+)
+SELECT count(*) + 0 * count(CASE WHEN replaced THEN pg_notify($12, $13) END) FROM ins`),
 		// forget announces every erased key; the payload is computed by the
 		// server exactly as payloadFor computes it in Go.
 		//

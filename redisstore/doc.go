@@ -22,9 +22,12 @@
 // T's bytes:
 //
 //	P:{E}:r:<key>   hash     one record: state, holder, token, lease, exp,
-//	                         created, updated, outcome, reason, and w once a
-//	                         Wait registered on it
+//	                         created, updated, outcome, reason, origin and
+//	                         resolution (JSON, when set), and w once a Wait
+//	                         registered on it
 //	P:{E}:idx       set      the keys of the tenant's records
+//	P:{E}:age       zset     the same keys scored by their claim's time
+//	                         (unix microseconds), for List
 //	P:events        channel  pub/sub: the Redis key of a waited-on record
 //	                         that changed
 //
@@ -67,6 +70,26 @@
 // (on every master of a Cluster), walks them with SSCAN, deletes records
 // expired by the store's clock up to the limit, and drops index entries whose
 // record Redis already expired.
+//
+// # Listing
+//
+// [Store.List] pages through the tenant's age index by score from the
+// cursor on (ZRANGE BYSCORE, ties ordered by key), reads each batch of
+// records in one pipeline, and keeps the live ones that pass the filters.
+// The scripts keep the age index with the records: a claim adds the key
+// (a takeover rescores it), a release, a free resolution, Forget and Sweep
+// remove it, and every write keeps its physical expiry no shorter than the
+// record's. There is no secondary index by state: a listing of the few
+// indeterminate records of a tenant with many completed ones reads past the
+// completed ones (a pipelined HGETALL each), so in Redis it costs the
+// records it walks, not the page; one call walks at most 8192 entries and
+// then returns what it found, possibly nothing, with a cursor to go on
+// from. [Store.ListAcrossTenants] finds the
+// tenants with SCAN and merges a page of each.
+//
+// Records claimed by a version before the age index are not listed until
+// [Store.BackfillListIndex] has run once (it is idempotent), or until they
+// are claimed again; they expire within the retention window anyway.
 //
 // # Waiting
 //

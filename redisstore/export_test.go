@@ -25,5 +25,11 @@ func NewWithLocalClock(client redis.UniversalClient, opts Options, local store.C
 	return newStore(client, opts, local)
 }
 
+// AgeKey exposes the key layout to the tests.
+func AgeKey(s *Store, tenant string) string { return s.ageKey(tenant) }
+
+// SetListBudget bounds the age index entries one List call of s walks.
+func SetListBudget(s *Store, n int) { s.listBudget = n }
+
 // Prefix exposes the store's prefix to the tests.
 func Prefix(s *Store) string { return s.prefix }

@@ -10,6 +10,8 @@ import (
 //
 //	P:{E}:r:<key>   hash: one record
 //	P:{E}:idx       set: the keys of the tenant's records, for Forget and Sweep
+//	P:{E}:age       sorted set: the same keys scored by their claim's time
+//	                (unix microseconds), for List
 //	P:events        pub/sub channel: the record key of a waited-on change
 //
 // E is the Cluster hash tag, so all of a tenant's keys share one slot and a
@@ -21,6 +23,7 @@ import (
 const (
 	recordInfix = ":r:"
 	indexSuffix = ":idx"
+	ageSuffix   = ":age"
 )
 
 // tenantBase returns "P:{E}" for tenant.
@@ -34,6 +37,15 @@ func (s *Store) recordKey(tenant, key string) string {
 
 func (s *Store) indexKey(tenant string) string {
 	return s.tenantBase(tenant) + indexSuffix
+}
+
+func (s *Store) ageKey(tenant string) string {
+	return s.tenantBase(tenant) + ageSuffix
+}
+
+// ageKeyOfIndex returns the age index of the tenant whose index key is idx.
+func ageKeyOfIndex(idx string) string {
+	return strings.TrimSuffix(idx, indexSuffix) + ageSuffix
 }
 
 // indexPattern matches every tenant index of the store; the prefix holds no
@@ -58,4 +70,21 @@ func (s *Store) isIndexKey(k string) bool {
 	}
 	i := strings.IndexByte(rest, '}')
 	return i >= 0 && rest[i:] == "}"+indexSuffix
+}
+
+// tenantOfIndex returns the tenant whose index key is idx.
+func (s *Store) tenantOfIndex(idx string) (string, bool) {
+	enc, ok := strings.CutPrefix(idx, s.prefix+":{")
+	if !ok {
+		return "", false
+	}
+	enc, ok = strings.CutSuffix(enc, "}"+indexSuffix)
+	if !ok {
+		return "", false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
 }

@@ -40,6 +40,11 @@ func parseRecord(tenant, key string, m map[string]string) (store.Record, error) 
 			return store.Record{}, fmt.Errorf("record of tenant %q key %q: origin: %w", tenant, key, err)
 		}
 	}
+	if o := m["resolution"]; o != "" {
+		if err := json.Unmarshal([]byte(o), &r.Resolution); err != nil {
+			return store.Record{}, fmt.Errorf("record of tenant %q key %q: resolution: %w", tenant, key, err)
+		}
+	}
 	if r.Token, err = strconv.ParseInt(m["token"], 10, 64); err != nil {
 		return store.Record{}, fmt.Errorf("record of tenant %q key %q: token: %w", tenant, key, err)
 	}

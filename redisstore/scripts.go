@@ -24,18 +24,26 @@ import "github.com/redis/go-redis/v9"
 //     nobody waits on publish nothing. Forget always publishes.
 //
 // Record hash fields: state, holder, token, lease, exp, created, updated,
-// outcome, reason, w.
+// outcome, reason, origin, resolution, w.
+//
+// The age index (KEYS[3] where a script takes it) is the tenant's sorted
+// set of record keys scored by "created": a claim adds the key, a release,
+// a free resolution, Forget and Sweep remove it, and List pages through it.
 
-// extendIndex is shared Lua: keep the index alive at least as long as the
-// record just written. PTTL is -1 for a key without expiry and -2 for a
-// missing one; both are below any positive ttl. An extension adds a minute
-// of slack, so that the writes of the next minute find the index alive
-// long enough and skip the PEXPIRE.
+// extendIndex is shared Lua: keep the tenant's index (KEYS[2]) and its
+// age index (KEYS[3]) alive at least as long as the record just written.
+// PTTL is -1 for a key without expiry and -2 for a missing one; both are
+// below any positive ttl. An extension adds a minute of slack, so that the
+// writes of the next minute find the indexes alive long enough and skip
+// the PEXPIRE.
 const extendIndex = `
 local function extend_index(idx, ttl)
   local want = tonumber(ttl)
   if redis.call('PTTL', idx) < want then
     redis.call('PEXPIRE', idx, want + 60000)
+  end
+  if KEYS[3] and redis.call('PTTL', KEYS[3]) < want then
+    redis.call('PEXPIRE', KEYS[3], want + 60000)
   end
 end
 `
@@ -50,9 +58,9 @@ local function holds(rec, now, token)
 end
 `
 
-// claimScript: KEYS rec, idx. ARGV now, holder, token, lease_until, exp,
-// supersede ("0" for none), ttl_ms, member, channel, idx_ttl_ms, origin
-// (JSON; "" for none).
+// claimScript: KEYS rec, idx, age. ARGV now, holder, token, lease_until,
+// exp, supersede ("0" for none), ttl_ms, member, channel, idx_ttl_ms,
+// origin (JSON; "" for none).
 // Returns {"acquired"}, or {state, HGETALL...} of the live record that
 // stopped the claim. It reads the record with one HGETALL, which a fresh key
 // answers with nothing and a conflict needs anyway.
@@ -79,6 +87,7 @@ if ARGV[11] ~= '' then
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
 redis.call('SADD', KEYS[2], ARGV[8])
+redis.call('ZADD', KEYS[3], ARGV[1], ARGV[8])
 extend_index(KEYS[2], ARGV[10])
 if waited then
   redis.call('PUBLISH', ARGV[9], KEYS[1])
@@ -86,8 +95,8 @@ end
 return {'acquired'}
 `)
 
-// renewScript: KEYS rec, idx. ARGV now, token, lease_until, exp, ttl_ms,
-// idx_ttl_ms.
+// renewScript: KEYS rec, idx, age. ARGV now, token, lease_until, exp,
+// ttl_ms, idx_ttl_ms.
 // Returns 1, or 0 when the token does not hold the claim.
 var renewScript = redis.NewScript(extendIndex + fencePrelude + `
 if not holds(KEYS[1], ARGV[1], ARGV[2]) then return 0 end
@@ -97,10 +106,11 @@ extend_index(KEYS[2], ARGV[6])
 return 1
 `)
 
-// completeScript: KEYS rec, idx. ARGV now, token, exp, ttl_ms, outcome,
-// channel. Returns 1, or 0 when the token does not hold the claim. It leaves
-// the index alone: the claim or renewal that made the record it completes
-// kept the index alive a retention window past the record (see indexTTL).
+// completeScript: KEYS rec, idx, age. ARGV now, token, exp, ttl_ms,
+// outcome, channel. Returns 1, or 0 when the token does not hold the claim.
+// It leaves the indexes alone: the claim or renewal that made the record it
+// completes kept them alive a retention window past the record (see
+// indexTTL).
 var completeScript = redis.NewScript(fencePrelude + `
 local held, waited = holds(KEYS[1], ARGV[1], ARGV[2])
 if not held then return 0 end
@@ -112,20 +122,21 @@ end
 return 1
 `)
 
-// releaseScript: KEYS rec, idx. ARGV now, token, member, channel.
+// releaseScript: KEYS rec, idx, age. ARGV now, token, member, channel.
 // Returns 1, or 0 when the token does not hold the claim.
 var releaseScript = redis.NewScript(fencePrelude + `
 local held, waited = holds(KEYS[1], ARGV[1], ARGV[2])
 if not held then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[2], ARGV[3])
+if KEYS[3] then redis.call('ZREM', KEYS[3], ARGV[3]) end
 if waited then
   redis.call('PUBLISH', ARGV[4], KEYS[1])
 end
 return 1
 `)
 
-// markScript: KEYS rec, idx. ARGV now, token, exp, ttl_ms, reason, channel.
+// markScript: KEYS rec, idx, age. ARGV now, token, exp, ttl_ms, reason, channel.
 // Returns 1, or 0 when the token does not hold the claim.
 var markScript = redis.NewScript(extendIndex + fencePrelude + `
 local held, waited = holds(KEYS[1], ARGV[1], ARGV[2])
@@ -139,18 +150,39 @@ end
 return 1
 `)
 
-// resolveScript: KEYS rec, idx. ARGV now, decision ("complete" or "free"),
-// outcome, exp, ttl_ms, member, channel. Returns 1 when applied, -1 when
-// there is no live record, -2 when the record is not indeterminate.
+// resolveScript: KEYS rec, idx, age. ARGV now, decision ("complete" or
+// "free"), outcome, exp, ttl_ms, member, channel, token (the fence; "0" for
+// none), resolution (JSON), record_if_gone ("1" or "0"), holder and token
+// of a record made for record_if_gone. Returns 1 when applied, -1 when
+// there is no live record (and record_if_gone is "0"), -2 when the record
+// is not indeterminate, -3 when it is indeterminate under another token
+// than the fence.
 var resolveScript = redis.NewScript(extendIndex + `
-local cur = redis.call('HMGET', KEYS[1], 'state', 'exp', 'w')
-if not cur[1] or tonumber(cur[2]) <= tonumber(ARGV[1]) then return -1 end
+local cur = redis.call('HMGET', KEYS[1], 'state', 'exp', 'w', 'token')
+if not cur[1] or tonumber(cur[2]) <= tonumber(ARGV[1]) then
+  if ARGV[10] ~= '1' then return -1 end
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[1], 'state', 'completed', 'holder', ARGV[11], 'token', ARGV[12],
+    'lease', ARGV[1], 'exp', ARGV[4], 'created', ARGV[1], 'updated', ARGV[1],
+    'outcome', ARGV[3], 'resolution', ARGV[9])
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+  redis.call('SADD', KEYS[2], ARGV[6])
+  redis.call('ZADD', KEYS[3], ARGV[1], ARGV[6])
+  extend_index(KEYS[2], ARGV[5])
+  if cur[3] then
+    redis.call('PUBLISH', ARGV[7], KEYS[1])
+  end
+  return 1
+end
 if cur[1] ~= 'indeterminate' then return -2 end
+if ARGV[8] ~= '0' and cur[4] ~= ARGV[8] then return -3 end
 if ARGV[2] == 'free' then
   redis.call('DEL', KEYS[1])
   redis.call('SREM', KEYS[2], ARGV[6])
+  redis.call('ZREM', KEYS[3], ARGV[6])
 else
-  redis.call('HSET', KEYS[1], 'state', 'completed', 'outcome', ARGV[3], 'exp', ARGV[4], 'updated', ARGV[1])
+  redis.call('HSET', KEYS[1], 'state', 'completed', 'outcome', ARGV[3], 'exp', ARGV[4], 'updated', ARGV[1],
+    'resolution', ARGV[9])
   redis.call('PEXPIRE', KEYS[1], ARGV[5])
   extend_index(KEYS[2], ARGV[5])
 end
@@ -160,35 +192,39 @@ end
 return 1
 `)
 
-// forgetScript: KEYS idx, rec1..recN. ARGV channel, member1..memberN.
+// forgetScript: KEYS idx, age, rec1..recN. ARGV channel, member1..memberN.
 // Deletes the records and their index entries; returns how many records
 // existed.
 var forgetScript = redis.NewScript(`
 local n = 0
-for i = 2, #KEYS do
+for i = 3, #KEYS do
   if redis.call('DEL', KEYS[i]) == 1 then
     n = n + 1
     redis.call('PUBLISH', ARGV[1], KEYS[i])
   end
-  redis.call('SREM', KEYS[1], ARGV[i])
+  redis.call('SREM', KEYS[1], ARGV[i - 1])
+  redis.call('ZREM', KEYS[2], ARGV[i - 1])
 end
 return n
 `)
 
-// sweepScript: KEYS idx, rec1..recN. ARGV now, limit, member1..memberN.
-// Deletes up to limit records whose exp <= now, drops index entries whose
-// record is gone, and returns how many records it deleted.
+// sweepScript: KEYS idx, age, rec1..recN. ARGV now, limit,
+// member1..memberN. Deletes up to limit records whose exp <= now, drops
+// index entries whose record is gone, and returns how many records it
+// deleted.
 var sweepScript = redis.NewScript(`
 local now = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local n = 0
-for i = 2, #KEYS do
+for i = 3, #KEYS do
   local exp = redis.call('HGET', KEYS[i], 'exp')
   if not exp then
-    redis.call('SREM', KEYS[1], ARGV[i + 1])
+    redis.call('SREM', KEYS[1], ARGV[i])
+    redis.call('ZREM', KEYS[2], ARGV[i])
   elseif n < limit and tonumber(exp) <= now then
     redis.call('DEL', KEYS[i])
-    redis.call('SREM', KEYS[1], ARGV[i + 1])
+    redis.call('SREM', KEYS[1], ARGV[i])
+    redis.call('ZREM', KEYS[2], ARGV[i])
     n = n + 1
   end
 end

@@ -28,6 +28,8 @@ type Store struct {
 	server  *store.ServerClock // follows Redis's clock, unless Options.Clock was given
 	poll    time.Duration
 	noPoll  bool // tests only: wake on notifications alone
+	// listBudget bounds the age index entries one List call walks.
+	listBudget int
 
 	replicaAcks       int           // Options.ReplicaAcks
 	replicaAckTimeout time.Duration // Options.ReplicaAckTimeout
@@ -86,6 +88,8 @@ func newStore(client redis.UniversalClient, opts Options, local store.Clock) (*S
 
 		replicaAcks:       opts.ReplicaAcks,
 		replicaAckTimeout: opts.ReplicaAckTimeout,
+
+		listBudget: listBudget,
 	}, nil
 }
 
@@ -170,7 +174,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	exp, ttl := s.expiry(now, lease)
 	token := store.NewToken()
 	rec := s.recordKey(p.Tenant, p.Key)
-	keys := []string{rec, s.indexKey(p.Tenant)}
+	keys := []string{rec, s.indexKey(p.Tenant), s.ageKey(p.Tenant)}
 	origin := ""
 	if p.Origin != (store.Origin{}) {
 		b, err := json.Marshal(p.Origin)
@@ -239,7 +243,7 @@ func (s *Store) fenced(ctx context.Context, op, tenant, key string, token int64,
 	if err := ctx.Err(); err != nil {
 		return translate(ctx, op, err)
 	}
-	v, err := s.run(ctx, script, []string{s.recordKey(tenant, key), s.indexKey(tenant)}, args...)
+	v, err := s.run(ctx, script, []string{s.recordKey(tenant, key), s.indexKey(tenant), s.ageKey(tenant)}, args...)
 	if err != nil {
 		return translate(ctx, op, err)
 	}
@@ -311,8 +315,17 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 	if p.Decision == store.DecisionFree {
 		decision = "free"
 	}
-	v, err := s.run(ctx, resolveScript, []string{s.recordKey(p.Tenant, p.Key), s.indexKey(p.Tenant)},
-		now.arg(), decision, p.Outcome, exp.arg(), ttl, p.Key, s.channel)
+	recordIfGone := "0"
+	if p.RecordIfGone {
+		recordIfGone = "1"
+	}
+	trail, err := json.Marshal(p.Resolution(now.time()))
+	if err != nil {
+		return fmt.Errorf("redisstore: resolve: encoding the resolution: %w", err)
+	}
+	v, err := s.run(ctx, resolveScript, []string{s.recordKey(p.Tenant, p.Key), s.indexKey(p.Tenant), s.ageKey(p.Tenant)},
+		now.arg(), decision, p.Outcome, exp.arg(), ttl, p.Key, s.channel, strconv.FormatInt(p.Token, 10), trail,
+		recordIfGone, store.ResolveHolder, strconv.FormatInt(store.NewToken(), 10))
 	if err != nil {
 		return translate(ctx, "resolve", err)
 	}
@@ -323,6 +336,9 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 		return fmt.Errorf("redisstore: resolve tenant %q key %q: %w", p.Tenant, p.Key, store.ErrNotFound)
 	case -2:
 		return fmt.Errorf("redisstore: resolve tenant %q key %q: %w", p.Tenant, p.Key, store.ErrNotIndeterminate)
+	case -3:
+		return fmt.Errorf("redisstore: resolve tenant %q key %q decided on token %d, but another indeterminate record stands: %w",
+			p.Tenant, p.Key, p.Token, store.ErrNotHolder)
 	default:
 		return fmt.Errorf("redisstore: resolve: unexpected reply %v", v)
 	}
@@ -387,8 +403,8 @@ func (s *Store) Forget(ctx context.Context, p store.ForgetParams) (int, error) {
 		if len(members) == 0 {
 			return total, nil
 		}
-		keys := make([]string, 1, len(members)+1)
-		keys[0] = idx
+		keys := make([]string, 2, len(members)+2)
+		keys[0], keys[1] = idx, ageKeyOfIndex(idx)
 		args := make([]any, 1, len(members)+1)
 		args[0] = s.channel
 		for _, m := range members {
@@ -457,8 +473,8 @@ func (s *Store) sweepIndex(ctx context.Context, idx string, now stamp, limit int
 			return deleted, translate(ctx, "sweep", err)
 		}
 		if len(members) > 0 {
-			keys := make([]string, 1, len(members)+1)
-			keys[0] = idx
+			keys := make([]string, 2, len(members)+2)
+			keys[0], keys[1] = idx, ageKeyOfIndex(idx)
 			args := make([]any, 2, len(members)+2)
 			args[0], args[1] = now.arg(), strconv.Itoa(limit-deleted)
 			for _, m := range members {

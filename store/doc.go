@@ -57,7 +57,15 @@
 //
 // An indeterminate record waits for a person: [Store.Resolve] either records
 // the outcome they established ([DecisionComplete]) or frees the key
-// ([DecisionFree]).
+// ([DecisionFree]). A decision carries who made it, why and a reference
+// (ResolveParams.By, Reason, Reference); a completed record keeps them, with
+// the action and the time, as its [Resolution], and a new claim of the key
+// starts without one. A decision made on one record is fenced by its token
+// (ResolveParams.Token): if the key has since been freed, claimed again and
+// become indeterminate anew, the late decision gets [ErrNotHolder] and the
+// newer record waits for its own. A complete decision whose record expired
+// meanwhile records the outcome when ResolveParams.RecordIfGone is set, so
+// the effect the person confirmed does not run again.
 //
 // # Fencing tokens
 //
@@ -79,10 +87,26 @@
 // key, holds within the retention window, so choose one longer than the
 // longest replay you intend to support.
 //
+// # Listing
+//
+// [Store.List] pages through a tenant's live records, newest or oldest
+// first by the time they were claimed (ties broken by key), filtered by
+// state, by staleness (pending with the lease run out: the holder is
+// presumed dead) and by age ([ListParams]). Its cursor ([Page.Next]) is a
+// position, not an offset: a record that stays live while an operator pages
+// is listed exactly once however many are claimed or settled meanwhile.
+// What waits for a person is
+//
+//	store.ListParams{Tenant: t, States: []store.State{store.StateIndeterminate, store.StatePending}, Stale: true}
+//
+// [Store.ListAcrossTenants] is the same across every tenant, for operators
+// only; it is the one method that crosses the tenant boundary.
+//
 // # Tenant scoping
 //
-// Every record belongs to a tenant, and every method names one. Nothing done
-// through one tenant reads or changes a record of another. Tenants and keys
+// Every record belongs to a tenant, and every method names one, except
+// [Store.ListAcrossTenants]. Nothing done through one tenant reads or
+// changes a record of another. Tenants and keys
 // are compared as bytes: two Unicode spellings of one name are two tenants
 // (the keyspace package normalises what it hashes). [Store.Forget] erases a
 // tenant's records outright.
@@ -93,7 +117,8 @@
 // test for them with errors.Is:
 //
 //   - [ErrNotFound]: the key has no live record (Lookup, Resolve).
-//   - [ErrNotHolder]: the token no longer holds a pending claim.
+//   - [ErrNotHolder]: the token no longer holds a pending claim (or, for a
+//     fenced Resolve, the indeterminate record is not the one decided on).
 //   - [ErrNotIndeterminate]: Resolve on a record that is not indeterminate.
 //   - [ErrUnavailable]: the store could not be reached; it never reads as
 //     permission to run an effect. Stores wrap backend failures with

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tesserix/idempotency/store"
+	"github.com/tesserix/idempotency/store/storetest"
 )
 
 // Claim a key, run the effect, record its outcome: the memory store's
@@ -128,4 +129,63 @@ func ExampleMemory_Resolve() {
 	// Output:
 	// retry: indeterminate (timed out after sending)
 	// after resolving: completed "seat 12A"
+}
+
+// An operator's loop: list what waits for a person, page by page, and
+// decide each record, fenced by the token of the record they looked at.
+func ExampleMemory_List() {
+	ctx := context.Background()
+	clock := storetest.NewClock(time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC))
+	s, err := store.NewMemory(store.MemoryOptions{Clock: clock})
+	if err != nil {
+		panic(err)
+	}
+	for _, key := range []string{"book/BA117", "book/LH400", "book/AF006"} {
+		clock.Advance(time.Minute)
+		res, err := s.Claim(ctx, store.ClaimParams{Tenant: "acme", Key: key, Holder: "worker-1", Lease: time.Minute,
+			Origin: store.Origin{WorkflowID: "trip-" + key[5:], ActivityType: "Book"}})
+		if err != nil {
+			panic(err)
+		}
+		err = s.MarkIndeterminate(ctx, store.MarkIndeterminateParams{Tenant: "acme", Key: key, Token: res.Record.Token, Reason: "airline timed out"})
+		if err != nil {
+			panic(err)
+		}
+	}
+
+	waiting := store.ListParams{
+		Tenant: "acme",
+		States: []store.State{store.StateIndeterminate, store.StatePending},
+		Stale:  true, // pending records only once their holder is presumed dead
+		Order:  store.OldestFirst,
+		Limit:  2,
+	}
+	for {
+		page, err := s.List(ctx, waiting)
+		if err != nil {
+			panic(err)
+		}
+		for _, rec := range page.Records {
+			fmt.Println(rec.Key, rec.State, rec.Origin.WorkflowID, rec.Reason)
+			err := s.Resolve(ctx, store.ResolveParams{Tenant: "acme", Key: rec.Key, Token: rec.Token,
+				Decision: store.DecisionFree, By: "alice", Reason: "no booking at the airline"})
+			if err != nil {
+				panic(err)
+			}
+		}
+		if page.Next == "" {
+			break
+		}
+		waiting.Cursor = page.Next
+	}
+	page, err := s.List(ctx, store.ListParams{Tenant: "acme"})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("left:", len(page.Records))
+	// Output:
+	// book/BA117 indeterminate trip-BA117 airline timed out
+	// book/LH400 indeterminate trip-LH400 airline timed out
+	// book/AF006 indeterminate trip-AF006 airline timed out
+	// left: 0
 }

@@ -279,15 +279,36 @@ func (m *Memory) Resolve(ctx context.Context, params ResolveParams) error {
 	defer m.mu.Unlock()
 	now := m.clock.Now()
 	rec := m.live(params.Tenant, params.Key, now)
+	if rec == nil && params.RecordIfGone {
+		m.put(&Record{
+			Tenant:     params.Tenant,
+			Key:        params.Key,
+			State:      StateCompleted,
+			Holder:     ResolveHolder,
+			Token:      m.newToken(m.records[params.Tenant][params.Key]),
+			LeaseUntil: now,
+			ExpiresAt:  now.Add(m.ttl),
+			CreatedAt:  now,
+			UpdatedAt:  now,
+			Outcome:    slices.Clone(params.Outcome),
+			Resolution: params.Resolution(now),
+		})
+		return nil
+	}
 	if rec == nil {
 		return fmt.Errorf("memory store: resolve %q in tenant %q: %w", params.Key, params.Tenant, ErrNotFound)
 	}
 	if rec.State != StateIndeterminate {
 		return fmt.Errorf("memory store: resolve %q in tenant %q, which is %s: %w", params.Key, params.Tenant, rec.State, ErrNotIndeterminate)
 	}
+	if params.Token != 0 && params.Token != rec.Token {
+		return fmt.Errorf("memory store: resolve %q in tenant %q decided on token %d, but the indeterminate record stands under %d: %w",
+			params.Key, params.Tenant, params.Token, rec.Token, ErrNotHolder)
+	}
 	switch params.Decision {
 	case DecisionComplete:
 		rec.State = StateCompleted
+		rec.Resolution = params.Resolution(now)
 		rec.Outcome = slices.Clone(params.Outcome)
 		rec.UpdatedAt = now
 		rec.ExpiresAt = now.Add(m.ttl)
@@ -424,4 +445,71 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// List implements [Store.List].
+func (m *Memory) List(ctx context.Context, params ListParams) (Page, error) {
+	if err := begin(ctx, "list", params); err != nil {
+		return Page{}, err
+	}
+	return m.list(params, false)
+}
+
+// ListAcrossTenants implements [Store.ListAcrossTenants].
+func (m *Memory) ListAcrossTenants(ctx context.Context, params ListParams) (Page, error) {
+	if err := ctx.Err(); err != nil {
+		return Page{}, fmt.Errorf("memory store: list across tenants: %w", err)
+	}
+	if err := params.ValidateAcrossTenants(); err != nil {
+		return Page{}, fmt.Errorf("memory store: list across tenants: %w", err)
+	}
+	return m.list(params, true)
+}
+
+// list reads the whole tenant (or store) under the lock, which is what a
+// memory store can do; the durable stores read one page from an index.
+func (m *Memory) list(params ListParams, across bool) (Page, error) {
+	after, err := params.After(across)
+	if err != nil {
+		return Page{}, fmt.Errorf("memory store: list: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock.Now()
+	var recs []*Record
+	collect := func(keys map[string]*Record) {
+		for _, rec := range keys {
+			if !now.Before(rec.ExpiresAt) || !params.Keeps(*rec, now) {
+				continue
+			}
+			if params.Cursor != "" && !params.Order.Beyond(PositionOf(*rec, across), after) {
+				continue
+			}
+			recs = append(recs, rec)
+		}
+	}
+	if across {
+		for _, keys := range m.records {
+			collect(keys)
+		}
+	} else {
+		collect(m.records[params.Tenant])
+	}
+	slices.SortFunc(recs, func(a, b *Record) int {
+		c := ComparePosition(PositionOf(*a, across), PositionOf(*b, across))
+		if params.Order == NewestFirst {
+			return -c
+		}
+		return c
+	})
+	limit := params.EffectiveLimit()
+	var page Page
+	for i, rec := range recs {
+		if i == limit {
+			page.Next = PositionOf(*recs[i-1], across).Cursor(params, across)
+			break
+		}
+		page.Records = append(page.Records, copyRecord(rec))
+	}
+	return page, nil
 }

@@ -82,10 +82,28 @@ type Store interface {
 	Wait(ctx context.Context, params WaitParams) (Result, error)
 
 	// Resolve applies a person's decision to an indeterminate record: record
-	// an outcome (the key becomes StatusCompleted) or free the key. It
-	// returns ErrNotFound when there is no live record and
-	// ErrNotIndeterminate when the record is in another state.
+	// an outcome (the key becomes StatusCompleted, and the record keeps the
+	// decision as its [Resolution]) or free the key. It returns ErrNotFound
+	// when there is no live record, ErrNotIndeterminate when the record is
+	// in another state, and, when params.Token is set, ErrNotHolder when the
+	// indeterminate record standing is not the one under that token: a
+	// decision made on one record never settles a newer one. With
+	// params.RecordIfGone, a complete decision on a key with no live record
+	// records the outcome instead of returning ErrNotFound.
 	Resolve(ctx context.Context, params ResolveParams) error
+
+	// List returns a page of the tenant's live records that pass
+	// params' filters, in params.Order, and a cursor to the next page. It
+	// pages by position (keyset), never by offset: a record that stays live
+	// while a listing pages is listed once, whatever is claimed or settled
+	// meanwhile; a record claimed meanwhile may or may not be listed.
+	List(ctx context.Context, params ListParams) (Page, error)
+
+	// ListAcrossTenants is List over every tenant of the store, ordered by
+	// CreatedAt, then tenant, then key. It is for operators only: it reads
+	// across the tenant boundary every other method keeps, so a service
+	// acting for one tenant must never call it. params.Tenant must be empty.
+	ListAcrossTenants(ctx context.Context, params ListParams) (Page, error)
 
 	// Forget erases every record of the tenant outright and returns how many
 	// it erased.
@@ -182,6 +200,31 @@ type Record struct {
 	// the claimer gave none (and for records written before stores kept
 	// it).
 	Origin Origin
+	// Resolution is the person's decision that completed an indeterminate
+	// record: what, by whom, why and when. The zero Resolution for a record
+	// no person decided (and for records written before stores kept it). A
+	// decision that frees the key leaves no record to keep it in.
+	Resolution Resolution
+}
+
+// MaxResolutionTextLength bounds ResolveParams.By, Reason and Reference, in
+// bytes.
+const MaxResolutionTextLength = 1024
+
+// Resolution is the trail of a person's decision on an indeterminate record.
+// It holds identifiers and prose, never the activity's arguments.
+type Resolution struct {
+	// Action is the decision applied; zero when there was none.
+	Action Decision `json:"action,omitempty"`
+	// By names the person or system that decided.
+	By string `json:"by,omitempty"`
+	// Reason says why, for the next person who reads the record.
+	Reason string `json:"reason,omitempty"`
+	// Reference points at the evidence: a ticket, the downstream's
+	// confirmation.
+	Reference string `json:"reference,omitempty"`
+	// At is when the store applied the decision, by its clock.
+	At time.Time `json:"at,omitzero"`
 }
 
 // MaxOriginLength bounds each identifier of an [Origin], in bytes.
@@ -338,6 +381,30 @@ func (d Decision) String() string {
 	}
 }
 
+// MarshalText returns the decision's name, so a [Resolution] reads as
+// "complete" or "free" in JSON.
+func (d Decision) MarshalText() ([]byte, error) {
+	if d == 0 {
+		return []byte{}, nil
+	}
+	return []byte(d.String()), nil
+}
+
+// UnmarshalText is the inverse of [Decision.MarshalText].
+func (d *Decision) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "":
+		*d = 0
+	case "complete":
+		*d = DecisionComplete
+	case "free":
+		*d = DecisionFree
+	default:
+		return &InvalidError{Field: "Decision", Reason: "unknown decision " + quote(string(b))}
+	}
+	return nil
+}
+
 // ResolveParams are the parameters of [Store.Resolve].
 type ResolveParams struct {
 	Tenant   string
@@ -345,7 +412,32 @@ type ResolveParams struct {
 	Decision Decision
 	// Outcome is recorded with DecisionComplete.
 	Outcome []byte
+	// Token, when non-zero, fences the decision: it applies only while the
+	// indeterminate record standing is the one claimed under this token
+	// (the Token of the record the person looked at). Zero applies it to
+	// whatever indeterminate record stands, for an operator who has just
+	// read it.
+	Token int64
+	// By names the person or system that decided. Optional; at most
+	// MaxResolutionTextLength bytes.
+	By string
+	// Reason says why. Optional; at most MaxResolutionTextLength bytes.
+	Reason string
+	// Reference points at the evidence (a ticket, a confirmation number).
+	// Optional; at most MaxResolutionTextLength bytes.
+	Reference string
+	// RecordIfGone, with DecisionComplete, records the outcome when the
+	// key has no live record (the indeterminate record decided on expired
+	// or was swept meanwhile): a completed record, held by ResolveHolder
+	// and keeping the Resolution, instead of ErrNotFound, so the effect the
+	// person confirmed is not run again. A key claimed again meanwhile is
+	// left alone, with the errors above.
+	RecordIfGone bool
 }
+
+// ResolveHolder is the Holder of a record [Store.Resolve] creates for
+// ResolveParams.RecordIfGone.
+const ResolveHolder = "idempotency.resolve"
 
 // ForgetParams are the parameters of [Store.Forget].
 type ForgetParams struct {

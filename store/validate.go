@@ -81,10 +81,29 @@ func (p ResolveParams) Validate() error {
 	}
 	switch p.Decision {
 	case DecisionComplete, DecisionFree:
-		return nil
 	default:
 		return &InvalidError{Field: "Decision", Reason: "unknown decision " + strconv.Itoa(int(p.Decision))}
 	}
+	if p.Token < 0 {
+		return &InvalidError{Field: "Token", Reason: "must not be negative"}
+	}
+	if p.RecordIfGone && p.Decision != DecisionComplete {
+		return &InvalidError{Field: "RecordIfGone", Reason: "only records an outcome, with DecisionComplete"}
+	}
+	for _, f := range []struct{ name, v string }{{"By", p.By}, {"Reason", p.Reason}, {"Reference", p.Reference}} {
+		if len(f.v) > MaxResolutionTextLength {
+			return &InvalidError{Field: f.name, Reason: "longer than " + strconv.Itoa(MaxResolutionTextLength) + " bytes"}
+		}
+		if err := validateText(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Resolution returns the trail a store keeps for p applied at now.
+func (p ResolveParams) Resolution(now time.Time) Resolution {
+	return Resolution{Action: p.Decision, By: p.By, Reason: p.Reason, Reference: p.Reference, At: now}
 }
 
 // Validate reports the first malformed field of p as an [*InvalidError].

@@ -1,0 +1,206 @@
+package pgstore_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/pgstore"
+	"github.com/tesserix/idempotency/store"
+)
+
+// TestListPlans shows that the listings of what waits in a tenant read the
+// partial index of the records that are not completed, never the table
+// sequentially, on a table whose bulk is completed records of many tenants,
+// under custom and generic plans alike; and that in a tenant where many
+// records wait, a page is read in the index's order, with no sort.
+func TestListPlans(t *testing.T) {
+	t.Parallel()
+	pool, schema := testenv.Postgres(t)
+	s := newStore(t, pool, schema, pgstore.Options{})
+	ctx := context.Background()
+	// 100,000 completed records over 20 tenants, and in each tenant 50
+	// indeterminate and 50 pending records.
+	_, err := pool.Exec(ctx, `INSERT INTO `+s.TableName()+` (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome)
+SELECT 'tenant-' || (i % 20), 'key-' || i,
+	CASE WHEN i % 1000 < 5 THEN 3 WHEN i % 1000 < 10 THEN 1 ELSE 2 END,
+	'h', i + 1, now() - interval '1 minute', now() + interval '1 day',
+	now() - i * interval '1 second', now(), ''
+FROM generate_series(1, 100000) AS i`)
+	require.NoError(t, err)
+	// A tenant where 20,000 records wait.
+	_, err = pool.Exec(ctx, `INSERT INTO `+s.TableName()+` (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome)
+SELECT 'busy', 'key-' || i, CASE WHEN i % 2 = 0 THEN 3 ELSE 1 END,
+	'h', i + 1, now() - interval '1 minute', now() + interval '1 day', now() - i * interval '1 second', now(), ''
+FROM generate_series(1, 20000) AS i`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `ANALYZE `+s.TableName())
+	require.NoError(t, err)
+
+	waiting := []store.State{store.StateIndeterminate, store.StatePending}
+	for _, tenant := range []string{"tenant-3", "busy"} {
+		page, err := s.List(ctx, store.ListParams{Tenant: tenant, States: []store.State{store.StateIndeterminate}, Limit: 2})
+		require.NoError(t, err)
+		require.Len(t, page.Records, 2)
+		require.NotEmpty(t, page.Next)
+		for _, tc := range []struct {
+			name string
+			p    store.ListParams
+		}{
+			{"indeterminate, newest first", store.ListParams{Tenant: tenant, States: []store.State{store.StateIndeterminate}}},
+			{"indeterminate, next page", store.ListParams{Tenant: tenant, States: []store.State{store.StateIndeterminate}, Cursor: page.Next, Limit: 2}},
+			{"stale, oldest first", store.ListParams{Tenant: tenant, Stale: true, Order: store.OldestFirst}},
+			{"waiting, older than an hour", store.ListParams{Tenant: tenant, States: waiting, Stale: true, OlderThan: time.Hour}},
+		} {
+			for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+				t.Run(tenant+"/"+tc.name+"/"+mode, func(t *testing.T) {
+					sql, args, err := s.ListSQL(tc.p, false, time.Now())
+					require.NoError(t, err)
+					plan := explain(t, pool, mode, sql, args)
+					require.Contains(t, plan, "Index Scan", plan)
+					require.Contains(t, plan, s.ListIndexName(), plan)
+					require.NotContains(t, plan, "Seq Scan", plan)
+					if tenant == "busy" {
+						require.NotContains(t, plan, "Sort", plan)
+					}
+				})
+			}
+		}
+	}
+}
+
+// explain returns the plan of sql, planned under the plan_cache_mode given.
+func explain(t *testing.T, pool interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, mode, sql string, args []any) string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "SET LOCAL enable_seqscan = on")
+	require.NoError(t, err)
+	rows, err := tx.Query(ctx, "EXPLAIN "+sql, args...)
+	require.NoError(t, err)
+	var lines []string
+	for rows.Next() {
+		var line string
+		require.NoError(t, rows.Scan(&line))
+		lines = append(lines, line)
+	}
+	require.NoError(t, rows.Err())
+	return strings.Join(lines, "\n")
+}
+
+// TestEnsureSchemaMigratesEarlierTable brings a table made before records
+// kept their origin, their resolution or a listing index up to date: its
+// records read as before (zero Origin and Resolution), are listed, and take
+// a resolution with its trail.
+func TestEnsureSchemaMigratesEarlierTable(t *testing.T) {
+	t.Parallel()
+	pool, schema := testenv.Postgres(t)
+	ctx := context.Background()
+	table := testenv.UniqueName("old")
+	qualified := pgx.Identifier{schema, table}.Sanitize()
+	_, err := pool.Exec(ctx, `CREATE TABLE `+qualified+` (
+	tenant      text        NOT NULL,
+	key         text        NOT NULL,
+	state       smallint    NOT NULL CHECK (state IN (1, 2, 3)),
+	holder      text        NOT NULL,
+	token       bigint      NOT NULL,
+	lease_until timestamptz NOT NULL,
+	expires_at  timestamptz NOT NULL,
+	created_at  timestamptz NOT NULL,
+	updated_at  timestamptz NOT NULL,
+	outcome     bytea,
+	reason      text        NOT NULL DEFAULT '',
+	PRIMARY KEY (tenant, key)
+)`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO `+qualified+` VALUES
+	('t', 'waiting', 3, 'h', 42, now(), now() + interval '1 hour', now() - interval '1 minute', now(), NULL, 'lost'),
+	('t', 'done', 2, 'h', 43, now(), now() + interval '1 hour', now() - interval '2 minutes', now(), 'ok', '')`)
+	require.NoError(t, err)
+
+	s, err := pgstore.New(pool, pgstore.Options{Schema: schema, Table: table})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.EnsureSchema(ctx))
+	require.NoError(t, s.EnsureSchema(ctx), "a second run changes nothing")
+
+	rec, err := s.Lookup(ctx, store.LookupParams{Tenant: "t", Key: "waiting"})
+	require.NoError(t, err)
+	require.Equal(t, store.StateIndeterminate, rec.State)
+	require.Equal(t, store.Origin{}, rec.Origin)
+	require.Equal(t, store.Resolution{}, rec.Resolution)
+	var exists bool
+	require.NoError(t, pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{schema, s.ListIndexName()}.Sanitize()).Scan(&exists))
+	require.True(t, exists, "the listing index was created")
+
+	page, err := s.List(ctx, store.ListParams{Tenant: "t", Order: store.OldestFirst})
+	require.NoError(t, err)
+	require.Len(t, page.Records, 2)
+	require.Equal(t, "done", page.Records[0].Key)
+
+	err = s.Resolve(ctx, store.ResolveParams{Tenant: "t", Key: "waiting", Decision: store.DecisionComplete, Outcome: []byte("ok"), Token: 41})
+	require.ErrorIs(t, err, store.ErrNotHolder)
+	require.NoError(t, s.Resolve(ctx, store.ResolveParams{Tenant: "t", Key: "waiting", Decision: store.DecisionComplete, Outcome: []byte("ok"),
+		Token: 42, By: "alice", Reason: "confirmed", Reference: "T-1"}))
+	rec, err = s.Lookup(ctx, store.LookupParams{Tenant: "t", Key: "waiting"})
+	require.NoError(t, err)
+	require.Equal(t, "alice", rec.Resolution.By)
+	require.Equal(t, store.DecisionComplete, rec.Resolution.Action)
+}
+
+// BenchmarkWaitingIndexCost measures what the listings' partial index costs
+// the hot path: a fresh key's Claim and Complete on a table with the index
+// (as EnsureSchema makes it) over the same on a table without it, in the
+// same process on the same pool, 8 callers. It reports x-without-index.
+func BenchmarkWaitingIndexCost(b *testing.B) {
+	_, schema := testenv.Postgres(b)
+	pool := testenv.PostgresPool(b, 16)
+	ctx := context.Background()
+	open := func(dropIndex bool) *pgstore.Store {
+		s, err := pgstore.New(pool, pgstore.Options{Schema: schema, Table: testenv.UniqueName("bench")})
+		require.NoError(b, err)
+		b.Cleanup(s.Close)
+		require.NoError(b, s.EnsureSchema(ctx))
+		if dropIndex {
+			_, err := pool.Exec(ctx, "DROP INDEX "+pgx.Identifier{schema, s.ListIndexName()}.Sanitize())
+			require.NoError(b, err)
+		}
+		return s
+	}
+	var seq atomic.Int64
+	op := func(s *pgstore.Store) func(context.Context) error {
+		return func(ctx context.Context) error {
+			key := "k" + strconv.FormatInt(seq.Add(1), 36)
+			res, err := s.Claim(ctx, store.ClaimParams{Tenant: "bench", Key: key, Holder: "bench", Lease: time.Minute})
+			if err != nil {
+				return err
+			}
+			return s.Complete(ctx, store.CompleteParams{Tenant: "bench", Key: key, Token: res.Record.Token, Outcome: []byte("ok")})
+		}
+	}
+	without, with := open(true), open(false)
+	var basePerOp float64
+	b.Run("without-index", func(b *testing.B) {
+		runCallers(b, 8, op(without))
+		basePerOp = float64(b.Elapsed()) / float64(b.N)
+	})
+	b.Run("with-index", func(b *testing.B) {
+		runCallers(b, 8, op(with))
+		if basePerOp > 0 {
+			b.ReportMetric(float64(b.Elapsed())/float64(b.N)/basePerOp, "x-without-index")
+		}
+	})
+}

@@ -1,0 +1,319 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tesserix/idempotency/store"
+)
+
+// listBatch is how many entries of an age index one round trip reads.
+const listBatch = 256
+
+// listBudget bounds how many entries of an age index one List call walks.
+// A call that reaches it returns the records it found, possibly none, with
+// a cursor after the last entry it walked.
+const listBudget = 8192
+
+// List implements [store.Store.List]. It pages through the tenant's age
+// index (a sorted set of its keys by claim time) from the cursor on, reads
+// the records of each batch in one pipeline, and keeps those that are live
+// and pass the filters. A filter that keeps few of the tenant's records
+// (indeterminate among millions completed) reads past the records it skips,
+// up to a bound per call: such a page may hold fewer records than the limit,
+// even none, and still have a Next. See the package documentation.
+func (s *Store) List(ctx context.Context, p store.ListParams) (store.Page, error) {
+	const op = "list"
+	if err := p.Validate(); err != nil {
+		return store.Page{}, fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Page{}, translate(ctx, op, err)
+	}
+	after, _ := p.After(false)
+	now := s.now(ctx)
+	recs, walked, err := s.listTenant(ctx, p, p.Tenant, after, false, now, p.EffectiveLimit()+1, s.listBudget)
+	if err != nil {
+		return store.Page{}, translate(ctx, op, err)
+	}
+	page := pageOf(p, recs, false)
+	if walked != nil && page.Next == "" {
+		page.Next = walked.Cursor(p, false)
+	}
+	return page, nil
+}
+
+// ListAcrossTenants implements [store.Store.ListAcrossTenants]. It is for
+// operators: it finds the tenants with SCAN (on every master of a Cluster),
+// reads a page from each tenant's age index, and merges them, so a page
+// costs a round trip or more per tenant.
+func (s *Store) ListAcrossTenants(ctx context.Context, p store.ListParams) (store.Page, error) {
+	const op = "list across tenants"
+	if err := p.ValidateAcrossTenants(); err != nil {
+		return store.Page{}, fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Page{}, translate(ctx, op, err)
+	}
+	after, _ := p.After(true)
+	now := s.now(ctx)
+	limit := p.EffectiveLimit() + 1
+	nodes, err := s.masters(ctx)
+	if err != nil {
+		return store.Page{}, translate(ctx, op, err)
+	}
+	var all []store.Record
+	for _, node := range nodes {
+		var cursor uint64
+		for {
+			idxs, next, err := node.Scan(ctx, cursor, s.indexPattern(), 256).Result()
+			if err != nil {
+				return store.Page{}, translate(ctx, op, err)
+			}
+			for _, idx := range idxs {
+				if !s.isIndexKey(idx) {
+					continue
+				}
+				tenant, ok := s.tenantOfIndex(idx)
+				if !ok {
+					continue
+				}
+				recs, _, err := s.listTenant(ctx, p, tenant, after, true, now, limit, math.MaxInt)
+				if err != nil {
+					return store.Page{}, translate(ctx, op, err)
+				}
+				all = append(all, recs...)
+			}
+			if next == 0 {
+				break
+			}
+			cursor = next
+		}
+	}
+	slices.SortFunc(all, func(a, b store.Record) int { return compareIn(p.Order, a, b, true) })
+	// A tenant found twice (SCAN may return a key more than once) would
+	// repeat its records.
+	all = slices.CompactFunc(all, func(a, b store.Record) bool { return a.Tenant == b.Tenant && a.Key == b.Key })
+	if len(all) > limit {
+		all = all[:limit]
+	}
+	return pageOf(p, all, true), nil
+}
+
+// compareIn orders two records as a listing in order o does.
+func compareIn(o store.Order, a, b store.Record, across bool) int {
+	c := store.ComparePosition(store.PositionOf(a, across), store.PositionOf(b, across))
+	if o == store.NewestFirst {
+		return -c
+	}
+	return c
+}
+
+// pageOf cuts recs, up to limit+1 records in order, into a page.
+func pageOf(p store.ListParams, recs []store.Record, across bool) store.Page {
+	limit := p.EffectiveLimit()
+	if len(recs) <= limit {
+		return store.Page{Records: recs}
+	}
+	recs = recs[:limit]
+	return store.Page{Records: recs, Next: store.PositionOf(recs[limit-1], across).Cursor(p, across)}
+}
+
+// listTenant returns up to want records of tenant that pass p's filters
+// and come after the position after (when p has a cursor), in p's order.
+// When it stops because it walked budget entries first, it also returns the
+// position of the last entry walked.
+// It walks the age index by score from the cursor's time (inclusive, since
+// ties at that time are told apart by key), and remembers how many entries
+// of the last score it has seen, so a run of equal scores never makes it
+// read an entry twice.
+func (s *Store) listTenant(ctx context.Context, p store.ListParams, tenant string, after store.ListPosition,
+	across bool, now stamp, want, budget int) ([]store.Record, *store.ListPosition, error) {
+	age := s.ageKey(tenant)
+	newest := p.Order == store.NewestFirst
+	bound := math.Inf(1)
+	if !newest {
+		bound = math.Inf(-1)
+	}
+	if p.Cursor != "" {
+		bound = float64(after.CreatedAt.UnixMicro())
+	}
+	skip := int64(0) // entries at score bound already read
+	var (
+		out    []store.Record
+		walked int
+		last   store.ListPosition
+	)
+	for {
+		rng := redis.ZRangeArgs{Key: age, ByScore: true, Offset: skip, Count: listBatch}
+		b := scoreArg(bound)
+		if newest {
+			rng.Start, rng.Stop, rng.Rev = b, "-inf", true
+		} else {
+			rng.Start, rng.Stop = b, "+inf"
+		}
+		entries, err := s.client.ZRangeArgsWithScores(ctx, rng).Result()
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(entries) == 0 {
+			return out, nil, nil
+		}
+		pipe := s.client.Pipeline()
+		cmds := make([]*redis.MapStringStringCmd, len(entries))
+		for i, e := range entries {
+			cmds[i] = pipe.HGetAll(ctx, s.recordKey(tenant, e.Member.(string)))
+		}
+		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+			return nil, nil, err
+		}
+		for i, e := range entries {
+			if e.Score == bound {
+				skip++
+			} else {
+				bound, skip = e.Score, 1
+			}
+			// An entry's position is its score and member, whatever its
+			// record now says. Entries at or before the cursor (ties at its
+			// instant) are passed over and not counted.
+			pos := store.ListPosition{CreatedAt: stamp(int64(e.Score)).time(), Key: e.Member.(string)}
+			if across {
+				pos.Tenant = tenant
+			}
+			if p.Cursor != "" && !p.Order.Beyond(pos, after) {
+				continue
+			}
+			if walked == budget {
+				// Out of budget: continue after the last entry walked.
+				return out, &last, nil
+			}
+			walked++
+			last = pos
+			m, err := cmds[i].Result()
+			if err != nil || len(m) == 0 {
+				continue // released, freed or expired since the read
+			}
+			rec, err := parseRecord(tenant, e.Member.(string), m)
+			if err != nil {
+				return nil, nil, err
+			}
+			if rec.CreatedAt.UnixMicro() != int64(e.Score) {
+				continue // claimed again since the read: listed at its new place
+			}
+			if !now.time().Before(rec.ExpiresAt) || !p.Keeps(rec, now.time()) {
+				continue
+			}
+			out = append(out, rec)
+			if len(out) == want {
+				return out, nil, nil
+			}
+		}
+		if len(entries) < listBatch {
+			return out, nil, nil
+		}
+	}
+}
+
+// scoreArg spells a score bound for ZRANGE BYSCORE.
+func scoreArg(f float64) string {
+	switch {
+	case math.IsInf(f, 1):
+		return "+inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	return strconv.FormatFloat(f, 'f', -1, 64)
+}
+
+// backfillScript: KEYS idx, age, rec1..recN. ARGV member1..memberN. Adds to
+// the age index each record that is missing from it, scored by its claim
+// time, and gives the age index at least the tenant index's physical
+// expiry. Returns how many it added.
+var backfillScript = redis.NewScript(`
+local n = 0
+for i = 3, #KEYS do
+  local created = redis.call('HGET', KEYS[i], 'created')
+  if created and redis.call('ZSCORE', KEYS[2], ARGV[i - 2]) == false then
+    redis.call('ZADD', KEYS[2], created, ARGV[i - 2])
+    n = n + 1
+  end
+end
+local ttl = redis.call('PTTL', KEYS[1])
+if n > 0 and ttl > 0 and redis.call('PTTL', KEYS[2]) < ttl then
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
+return n
+`)
+
+// BackfillListIndex adds to the age index that [Store.List] reads every
+// record written before this version kept one (records claimed by an
+// earlier version are not listed until then), and returns how many it
+// added. It walks every tenant index with SCAN and SSCAN in batches, like
+// [Store.Sweep]; it is idempotent and safe to run while the store is in
+// use. Run it once after upgrading, from one replica.
+func (s *Store) BackfillListIndex(ctx context.Context) (int, error) {
+	const op = "backfill list index"
+	nodes, err := s.masters(ctx)
+	if err != nil {
+		return 0, translate(ctx, op, err)
+	}
+	added := 0
+	for _, node := range nodes {
+		var cursor uint64
+		for {
+			idxs, next, err := node.Scan(ctx, cursor, s.indexPattern(), 256).Result()
+			if err != nil {
+				return added, translate(ctx, op, err)
+			}
+			for _, idx := range idxs {
+				if !s.isIndexKey(idx) {
+					continue
+				}
+				n, err := s.backfillIndex(ctx, idx)
+				added += n
+				if err != nil {
+					return added, translate(ctx, op, err)
+				}
+			}
+			if next == 0 {
+				break
+			}
+			cursor = next
+		}
+	}
+	return added, nil
+}
+
+func (s *Store) backfillIndex(ctx context.Context, idx string) (int, error) {
+	added := 0
+	var cursor uint64
+	for {
+		members, next, err := s.client.SScan(ctx, idx, cursor, "", 256).Result()
+		if err != nil {
+			return added, err
+		}
+		if len(members) > 0 {
+			keys := []string{idx, ageKeyOfIndex(idx)}
+			args := make([]any, 0, len(members))
+			for _, m := range members {
+				keys = append(keys, recordKeyOfIndex(idx, m))
+				args = append(args, m)
+			}
+			v, err := s.run(ctx, backfillScript, keys, args...)
+			if err != nil {
+				return added, err
+			}
+			n, _ := v.(int64)
+			added += int(n)
+		}
+		if next == 0 {
+			return added, nil
+		}
+		cursor = next
+	}
+}
