@@ -65,6 +65,11 @@ type IndeterminateOutcome struct {
 	ActivityID string `json:"activity_id,omitempty"`
 	// Cause is the message of the error behind the outcome, if any.
 	Cause string `json:"cause,omitempty"`
+	// Token is the fencing token of the indeterminate record standing
+	// under Key when the outcome was reported (zero when there is none). A
+	// decision made on this outcome carries it, so it applies to that
+	// record only, never to a newer one nobody has looked at.
+	Token int64 `json:"token,omitempty"`
 }
 
 // Message returns the one-line description of the outcome, its cause

@@ -153,6 +153,9 @@ type ResolveRequest struct {
 	By        string          `json:"by,omitempty"`
 	Reason    string          `json:"reason,omitempty"`
 	Reference string          `json:"reference,omitempty"`
+	// Token fences the decision to the indeterminate record it was made on
+	// (IndeterminateOutcome.Token); zero applies it to whichever stands.
+	Token int64 `json:"token,omitempty"`
 }
 
 // ResolveActivity returns the activity that records a person's decision in
@@ -163,14 +166,17 @@ type ResolveRequest struct {
 // runs the activity again, which answers from whatever the record now says.
 func ResolveActivity(st store.Store, dc converter.DataConverter) func(context.Context, ResolveRequest) error {
 	return func(ctx context.Context, req ResolveRequest) error {
-		p := store.ResolveParams{Tenant: req.Tenant, Key: req.Key}
+		p := store.ResolveParams{Tenant: req.Tenant, Key: req.Key, Token: req.Token,
+			By: req.By, Reason: req.Reason, Reference: req.Reference}
 		switch req.Action {
 		case ActionComplete:
 			outcome, err := EncodeOutcome((&Options{DataConverter: dc}).dataConverter(ctx), req.Result)
 			if err != nil {
 				return temporal.NewNonRetryableApplicationError(err.Error(), "IdempotencyBadDecision", err)
 			}
-			p.Decision, p.Outcome = store.DecisionComplete, outcome
+			// A record that expired or was swept meanwhile gets the
+			// person's outcome: a freed key would run the effect again.
+			p.Decision, p.Outcome, p.RecordIfGone = store.DecisionComplete, outcome, true
 		case ActionFree:
 			p.Decision = store.DecisionFree
 		default:
@@ -179,12 +185,10 @@ func ResolveActivity(st store.Store, dc converter.DataConverter) func(context.Co
 		}
 		err := st.Resolve(ctx, p)
 		switch {
-		case errors.Is(err, store.ErrNotFound) && req.Action == ActionComplete:
-			// The record is gone (its retention ended, it was swept):
-			// a freed key would run the effect again, so record the
-			// person's outcome as a fresh claim completed at once.
-			err = recordDecided(ctx, st, req, p.Outcome)
-		case errors.Is(err, store.ErrNotIndeterminate) || errors.Is(err, store.ErrNotFound):
+		case errors.Is(err, store.ErrNotIndeterminate) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrNotHolder):
+			// Settled already, gone, or a newer indeterminate record than
+			// the one decided on (the fence held): nothing of this
+			// decision applies; the call runs again and finds what stands.
 			err = nil
 		case errors.Is(err, store.ErrInvalid):
 			// The store will refuse this decision every time.
@@ -197,24 +201,6 @@ func ResolveActivity(st store.Store, dc converter.DataConverter) func(context.Co
 		}
 		return err
 	}
-}
-
-// recordDecided claims a key that has no record and completes it with
-// outcome. A key someone claimed meanwhile is left to them: completed, it
-// is settled; pending or indeterminate, the activity fails and its retry
-// looks again.
-func recordDecided(ctx context.Context, st store.Store, req ResolveRequest, outcome []byte) error {
-	res, err := st.Claim(ctx, store.ClaimParams{Tenant: req.Tenant, Key: req.Key, Holder: ResolveActivityName, Lease: time.Minute})
-	if err != nil {
-		return err
-	}
-	switch res.Status {
-	case store.StatusAcquired:
-		return st.Complete(ctx, store.CompleteParams{Tenant: req.Tenant, Key: req.Key, Token: res.Record.Token, Outcome: outcome})
-	case store.StatusCompleted:
-		return nil
-	}
-	return fmt.Errorf("idempotency: key %s was claimed again (%s) before the decision was recorded", req.Key, res.Status)
 }
 
 // register sets the query, the update and the signal that reach this
@@ -395,7 +381,7 @@ func (o *workflowOutbound) apply(ctx workflow.Context, d Decision) (DecisionResu
 	switch d.Action {
 	case ActionComplete, ActionFree:
 		req := ResolveRequest{Tenant: out.Tenant, Key: d.Key, Action: d.Action, Result: d.Result,
-			By: d.By, Reason: d.Reason, Reference: d.Reference}
+			By: d.By, Reason: d.Reason, Reference: d.Reference, Token: out.Token}
 		rctx := workflow.WithActivityOptions(ctx, resolveOptions)
 		w.err = o.Next.ExecuteActivity(rctx, ResolveActivityName, req).Get(ctx, nil)
 		res.Applied = AppliedRecorded

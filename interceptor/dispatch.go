@@ -177,6 +177,9 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 		case store.StatusCompleted:
 			return x.deduplicated(ctx, res.Record, waited)
 		case store.StatusIndeterminate:
+			// The outcome names the record standing, for a decision fenced
+			// by its token; this execution holds no claim of its own.
+			x.token = res.Record.Token
 			return nil, x.indeterminate(ctx, activity.ReasonRecorded, false, errors.New(res.Record.Reason))
 		case store.StatusFree:
 			supersede, lost = 0, nil
@@ -652,6 +655,7 @@ func (x *execution) indeterminate(ctx context.Context, reason activity.Reason, e
 		WorkflowID:          x.info.WorkflowExecution.ID,
 		RunID:               x.info.WorkflowExecution.RunID,
 		ActivityID:          x.info.ActivityID,
+		Token:               x.token,
 	}, cause)
 }
 
