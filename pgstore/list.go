@@ -132,3 +132,42 @@ func (s *Store) listQuery(p store.ListParams, across bool, now time.Time) (strin
 		" ORDER BY " + strings.Join(order, ", ") + " LIMIT " + arg(p.EffectiveLimit()+1)
 	return sql, args, nil
 }
+
+// CountBacklog implements [store.Store.CountBacklog] in one query over the
+// records that are not completed, which the planner can read through the
+// listings' partial index.
+func (s *Store) CountBacklog(ctx context.Context) ([]store.BacklogCount, error) {
+	const op = "count backlog"
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	var out []store.BacklogCount
+	err := s.retry(ctx, func(ctx context.Context) error {
+		out = []store.BacklogCount{}
+		rows, err := s.pool.Query(ctx, `SELECT origin_activity_type,
+	count(*) FILTER (WHERE state = 3), count(*) FILTER (WHERE state = 1 AND lease_until <= $1)
+FROM `+s.tableName+`
+WHERE state IN (1, 3) AND expires_at > $1
+GROUP BY origin_activity_type
+HAVING count(*) FILTER (WHERE state = 3 OR lease_until <= $1) > 0
+ORDER BY origin_activity_type COLLATE "C"`, s.now(ctx))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c store.BacklogCount
+			var ind, stale int64
+			if err := rows.Scan(&c.ActivityType, &ind, &stale); err != nil {
+				return err
+			}
+			c.Indeterminate, c.Stale = int(ind), int(stale)
+			out = append(out, c)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, s.interpret(ctx, op, err)
+	}
+	return out, nil
+}

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -313,6 +314,93 @@ func (s *Store) backfillIndex(ctx context.Context, idx string) (int, error) {
 		}
 		if next == 0 {
 			return added, nil
+		}
+		cursor = next
+	}
+}
+
+// CountBacklog implements [store.Store.CountBacklog]. It walks every
+// record of the store (SCAN for the tenant indexes on every master, SSCAN
+// in batches, a pipelined HMGET per batch), as Sweep does, so run it on the
+// sweeper's schedule, not per request.
+func (s *Store) CountBacklog(ctx context.Context) ([]store.BacklogCount, error) {
+	const op = "count backlog"
+	if err := ctx.Err(); err != nil {
+		return nil, translate(ctx, op, err)
+	}
+	now := s.now(ctx)
+	counts := map[string]*store.BacklogCount{}
+	nodes, err := s.masters(ctx)
+	if err != nil {
+		return nil, translate(ctx, op, err)
+	}
+	for _, node := range nodes {
+		var cursor uint64
+		for {
+			idxs, next, err := node.Scan(ctx, cursor, s.indexPattern(), 256).Result()
+			if err != nil {
+				return nil, translate(ctx, op, err)
+			}
+			for _, idx := range idxs {
+				if !s.isIndexKey(idx) {
+					continue
+				}
+				if err := s.countIndex(ctx, idx, now, counts); err != nil {
+					return nil, translate(ctx, op, err)
+				}
+			}
+			if next == 0 {
+				break
+			}
+			cursor = next
+		}
+	}
+	return store.SortBacklog(counts), nil
+}
+
+func (s *Store) countIndex(ctx context.Context, idx string, now stamp, counts map[string]*store.BacklogCount) error {
+	var cursor uint64
+	for {
+		members, next, err := s.client.SScan(ctx, idx, cursor, "", 256).Result()
+		if err != nil {
+			return err
+		}
+		pipe := s.client.Pipeline()
+		cmds := make([]*redis.SliceCmd, len(members))
+		for i, m := range members {
+			cmds[i] = pipe.HMGet(ctx, recordKeyOfIndex(idx, m), "state", "exp", "lease", "origin")
+		}
+		if len(members) > 0 {
+			if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+				return err
+			}
+		}
+		for _, cmd := range cmds {
+			v, err := cmd.Result()
+			if err != nil || len(v) != 4 {
+				continue
+			}
+			state, _ := v[0].(string)
+			exp, _ := v[1].(string)
+			lease, _ := v[2].(string)
+			origin, _ := v[3].(string)
+			if state != "pending" && state != "indeterminate" {
+				continue
+			}
+			e, err1 := strconv.ParseInt(exp, 10, 64)
+			l, err2 := strconv.ParseInt(lease, 10, 64)
+			if err1 != nil || err2 != nil || stamp(e) <= now {
+				continue
+			}
+			st, _ := store.ParseState(state)
+			rec := store.Record{State: st, LeaseUntil: stamp(l).time()}
+			if origin != "" {
+				_ = json.Unmarshal([]byte(origin), &rec.Origin)
+			}
+			store.Tally(counts, rec, now.time())
+		}
+		if next == 0 {
+			return nil
 		}
 		cursor = next
 	}

@@ -100,12 +100,14 @@
 //	store.ListParams{Tenant: t, States: []store.State{store.StateIndeterminate, store.StatePending}, Stale: true}
 //
 // [Store.ListAcrossTenants] is the same across every tenant, for operators
-// only; it is the one method that crosses the tenant boundary.
+// only; it and [Store.CountBacklog], which counts what waits per activity
+// type for a gauge (never per tenant or key), are the methods that cross
+// the tenant boundary.
 //
 // # Tenant scoping
 //
 // Every record belongs to a tenant, and every method names one, except
-// [Store.ListAcrossTenants]. Nothing done through one tenant reads or
+// [Store.ListAcrossTenants] and [Store.CountBacklog]. Nothing done through one tenant reads or
 // changes a record of another. Tenants and keys
 // are compared as bytes: two Unicode spellings of one name are two tenants
 // (the keyspace package normalises what it hashes). [Store.Forget] erases a

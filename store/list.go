@@ -72,6 +72,46 @@ type ListParams struct {
 	Limit int
 }
 
+// BacklogCount is what [Store.CountBacklog] reports for one activity type.
+type BacklogCount struct {
+	// ActivityType is the records' Origin.ActivityType; empty for records
+	// whose claimer named none.
+	ActivityType string `json:"activity_type"`
+	// Indeterminate counts the records a person must decide.
+	Indeterminate int `json:"indeterminate"`
+	// Stale counts the pending records whose lease has run out.
+	Stale int `json:"stale"`
+}
+
+// Tally adds rec, a live record, to counts (by activity type) at now when
+// it waits for a person. Stores that count in Go use it, then [SortBacklog].
+func Tally(counts map[string]*BacklogCount, rec Record, now time.Time) {
+	stale := rec.State == StatePending && !now.Before(rec.LeaseUntil)
+	if rec.State != StateIndeterminate && !stale {
+		return
+	}
+	c := counts[rec.Origin.ActivityType]
+	if c == nil {
+		c = &BacklogCount{ActivityType: rec.Origin.ActivityType}
+		counts[rec.Origin.ActivityType] = c
+	}
+	if stale {
+		c.Stale++
+	} else {
+		c.Indeterminate++
+	}
+}
+
+// SortBacklog returns counts as CountBacklog reports them.
+func SortBacklog(counts map[string]*BacklogCount) []BacklogCount {
+	out := make([]BacklogCount, 0, len(counts))
+	for _, c := range counts {
+		out = append(out, *c)
+	}
+	slices.SortFunc(out, func(a, b BacklogCount) int { return cmp.Compare(a.ActivityType, b.ActivityType) })
+	return out
+}
+
 // Page is one page of a listing.
 type Page struct {
 	// Records are the page's live records, in the listing's order. A page

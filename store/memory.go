@@ -513,3 +513,22 @@ func (m *Memory) list(params ListParams, across bool) (Page, error) {
 	}
 	return page, nil
 }
+
+// CountBacklog implements [Store.CountBacklog].
+func (m *Memory) CountBacklog(ctx context.Context) ([]BacklogCount, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memory store: count backlog: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock.Now()
+	counts := map[string]*BacklogCount{}
+	for _, keys := range m.records {
+		for _, rec := range keys {
+			if now.Before(rec.ExpiresAt) {
+				Tally(counts, *rec, now)
+			}
+		}
+	}
+	return SortBacklog(counts), nil
+}

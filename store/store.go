@@ -105,6 +105,14 @@ type Store interface {
 	// acting for one tenant must never call it. params.Tenant must be empty.
 	ListAcrossTenants(ctx context.Context, params ListParams) (Page, error)
 
+	// CountBacklog counts, across every tenant, the live records that
+	// wait for a person: indeterminate ones, and pending ones whose lease
+	// has run out by the store's clock (stale). It answers per activity
+	// type (Origin.ActivityType), sorted by it, never per tenant or key, so
+	// a worker may export it as a gauge. Activity types with nothing
+	// waiting are left out.
+	CountBacklog(ctx context.Context) ([]BacklogCount, error)
+
 	// Forget erases every record of the tenant outright and returns how many
 	// it erased.
 	Forget(ctx context.Context, params ForgetParams) (int, error)

@@ -319,3 +319,57 @@ func keysOf(recs []store.Record) []string {
 	}
 	return keys
 }
+
+func backlogCases() []testCase {
+	claim := func(t *testing.T, h *harness, tenant, key, activity string) store.Record {
+		t.Helper()
+		res, err := h.s.Claim(h.ctx, store.ClaimParams{Tenant: tenant, Key: key, Holder: "h", Lease: h.lease,
+			Origin: store.Origin{WorkflowID: "wf", ActivityType: activity}})
+		require.NoError(t, err)
+		require.Equal(t, store.StatusAcquired, res.Status)
+		return res.Record
+	}
+	mark := func(t *testing.T, h *harness, tenant, key, activity string) {
+		t.Helper()
+		rec := claim(t, h, tenant, key, activity)
+		require.NoError(t, h.s.MarkIndeterminate(h.ctx, store.MarkIndeterminateParams{Tenant: tenant, Key: key, Token: rec.Token, Reason: "r"}))
+	}
+	return []testCase{
+		{"Empty", func(t *testing.T, h *harness) {
+			counts, err := h.s.CountBacklog(h.ctx)
+			require.NoError(t, err)
+			assert.Empty(t, counts)
+		}},
+		{"PerActivityTypeAcrossTenants", func(t *testing.T, h *harness) {
+			mark(t, h, "tenant-a", "k1", "Book")
+			mark(t, h, "tenant-b", "k1", "Book")
+			mark(t, h, "tenant-b", "k2", "Charge")
+			claim(t, h, "tenant-a", "dead", "Book")
+			mark(t, h, "tenant-a", "anonymous", "")
+			done := claim(t, h, "tenant-a", "done", "Book")
+			require.NoError(t, h.s.Complete(h.ctx, store.CompleteParams{Tenant: "tenant-a", Key: "done", Token: done.Token}))
+			counts, err := h.s.CountBacklog(h.ctx)
+			require.NoError(t, err)
+			assert.Equal(t, []store.BacklogCount{
+				{ActivityType: "", Indeterminate: 1},
+				{ActivityType: "Book", Indeterminate: 2},
+				{ActivityType: "Charge", Indeterminate: 1},
+			}, counts, "a pending record within its lease waits for nobody")
+
+			h.clock.Advance(h.lease)
+			claim(t, h, "tenant-c", "alive", "Refund")
+			counts, err = h.s.CountBacklog(h.ctx)
+			require.NoError(t, err)
+			assert.Equal(t, []store.BacklogCount{
+				{ActivityType: "", Indeterminate: 1},
+				{ActivityType: "Book", Indeterminate: 2, Stale: 1},
+				{ActivityType: "Charge", Indeterminate: 1},
+			}, counts, "the lease ran out: stale")
+
+			h.clock.Advance(h.ttl)
+			counts, err = h.s.CountBacklog(h.ctx)
+			require.NoError(t, err)
+			assert.Empty(t, counts, "expired records wait for nobody")
+		}},
+	}
+}

@@ -41,7 +41,7 @@ const waitBound = 5 * time.Second
 // with any other store it returned (its own schema, table or key prefix),
 // and should register its own cleanup with t.Cleanup.
 //
-// The cases are grouped by area: Claim, Fence, Wait, Resolve, Trail, ResolveGone, List, Tenant,
+// The cases are grouped by area: Claim, Fence, Wait, Resolve, Trail, ResolveGone, List, Backlog, Tenant,
 // Retention, Outcome and Validation.
 func Run(t *testing.T, newStore func(t *testing.T, cfg Config) store.Store) {
 	t.Helper()
@@ -78,6 +78,7 @@ func areas() []area {
 		{"Trail", trailCases()},
 		{"ResolveGone", goneCases()},
 		{"List", listCases()},
+		{"Backlog", backlogCases()},
 		{"Tenant", tenantCases()},
 		{"Retention", retentionCases()},
 		{"Outcome", outcomeCases()},
