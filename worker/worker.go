@@ -37,6 +37,12 @@ type Options struct {
 	Idempotency interceptor.Options
 	// Logger receives the library's events. Defaults to zap.NewNop().
 	Logger *zap.Logger
+	// MetricsHandler, when set, receives the backlog gauges on the
+	// sweeper's schedule (idempotency_backlog_indeterminate and
+	// idempotency_backlog_stale, tagged by activity type, never by key or
+	// tenant): give it the client's MetricsHandler. With sweeping off
+	// (negative SweepInterval) no gauge is reported.
+	MetricsHandler client.MetricsHandler
 	// SweepInterval is how often the running worker deletes the store's
 	// expired records (store.Sweep), so they do not pile up; every replica
 	// may sweep, in bounded batches. Negative turns sweeping off, for a
@@ -59,6 +65,7 @@ type Worker struct {
 	interceptor *interceptor.Interceptor
 	logger      *zap.Logger
 	sweepEvery  time.Duration
+	metrics     client.MetricsHandler // nil: no backlog gauges
 
 	mu        sync.Mutex
 	stopSweep func() // set while the sweeper runs
@@ -102,6 +109,7 @@ func New(c client.Client, taskQueue string, opts Options) (*Worker, error) {
 		sdkactivity.RegisterOptions{Name: interceptor.ResolveActivityName})
 	return &Worker{
 		Worker:      sw,
+		metrics:     opts.MetricsHandler,
 		interceptor: ic,
 		logger:      logger,
 		sweepEvery:  sweepEvery,
@@ -145,9 +153,22 @@ func (w *Worker) startSweeper() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		store.SweepEvery(ctx, w.interceptor.Store(), w.sweepEvery, 0, func(err error) {
-			w.logger.Warn("idempotency: sweeping expired records", zap.Error(err))
-		})
+		st := w.interceptor.Store()
+		backlog := newBacklogGauges(w.metrics)
+		backlog.report(ctx, st, w.logger)
+		t := time.NewTicker(w.sweepEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if _, err := store.Sweep(ctx, st, 0); err != nil && ctx.Err() == nil {
+				w.logger.Warn("idempotency: sweeping expired records", zap.Error(err))
+			}
+			backlog.report(ctx, st, w.logger)
+		}
 	}()
 	w.stopSweep = func() { cancel(); <-done }
 }
