@@ -20,9 +20,9 @@ import (
 // each gauge, by name and activity_type tag.
 type gaugeHandler struct {
 	client.MetricsHandler // the SDK's no-op handler, for the counters and timers
-	tags map[string]string
-	mu   *sync.Mutex
-	last map[string]float64
+	tags                  map[string]string
+	mu                    *sync.Mutex
+	last                  map[string]float64
 }
 
 func (h *gaugeHandler) WithTags(tags map[string]string) client.MetricsHandler {
