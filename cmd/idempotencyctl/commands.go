@@ -46,7 +46,7 @@ var commands = []command{
 		name:     "show",
 		summary:  "print one record",
 		synopsis: "-tenant T -key K [-json]",
-		detail:   "Prints the record kept under the key: its state, holder, fencing token,\ntimes, the reason it is indeterminate, and its outcome decoded with the\ndefault data converter. Exits 1 when the key has no live record.",
+		detail:   "Prints the record kept under the key: its state, holder, fencing token,\ntimes, the reason it is indeterminate, the workflow, run, activity and\nattempt whose claim stands in it, and its outcome decoded with the\ndefault data converter. Exits 1 when the key has no live record.",
 		flags:    showFlags,
 	},
 	{
@@ -406,11 +406,25 @@ func writeRecord(out io.Writer, rec store.Record) {
 		{"created_at", formatTime(rec.CreatedAt)},
 		{"updated_at", formatTime(rec.UpdatedAt)},
 		{"reason", printableOrDash(rec.Reason)},
+		{"workflow_id", printableOrDash(rec.Origin.WorkflowID)},
+		{"run_id", printableOrDash(rec.Origin.RunID)},
+		{"activity", printableOrDash(rec.Origin.ActivityType)},
+		{"activity_id", printableOrDash(rec.Origin.ActivityID)},
+		{"attempt", attemptText(rec.Origin.Attempt)},
 		{"outcome", viewOutcome(rec.Outcome).String()},
 	}
 	for _, r := range rows {
 		fmt.Fprintf(out, "%-12s %s\n", r.k, r.v)
 	}
+}
+
+// attemptText shows an attempt number, or "-" for a record that does not
+// name its origin.
+func attemptText(n int32) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.FormatInt(int64(n), 10)
 }
 
 func printableOrDash(s string) string {
@@ -432,6 +446,13 @@ type recordJSON struct {
 	CreatedAt  *time.Time `json:"created_at"`
 	UpdatedAt  *time.Time `json:"updated_at"`
 	Reason     string     `json:"reason"`
+	// The execution that made the standing claim; empty (0 for Attempt)
+	// when the record does not name it.
+	WorkflowID   string `json:"workflow_id"`
+	RunID        string `json:"run_id"`
+	ActivityType string `json:"activity_type"`
+	ActivityID   string `json:"activity_id"`
+	Attempt      int32  `json:"attempt"`
 	// Outcome is the decoded outcome, or null when there is none or it
 	// could not be decoded (OutcomeDecoded says which).
 	Outcome         json.RawMessage `json:"outcome"`
@@ -461,6 +482,11 @@ func writeRecordJSON(out io.Writer, rec store.Record) error {
 		CreatedAt:       jsonTime(rec.CreatedAt),
 		UpdatedAt:       jsonTime(rec.UpdatedAt),
 		Reason:          rec.Reason,
+		WorkflowID:      rec.Origin.WorkflowID,
+		RunID:           rec.Origin.RunID,
+		ActivityType:    rec.Origin.ActivityType,
+		ActivityID:      rec.Origin.ActivityID,
+		Attempt:         rec.Origin.Attempt,
 		Outcome:         json.RawMessage("null"),
 		OutcomeDecoded:  v.json != nil,
 		OutcomeBytes:    v.size,

@@ -44,12 +44,16 @@
 //
 // show prints the record's tenant, key, state, holder, fencing token,
 // lease, expiry, creation and update times, the reason it is indeterminate,
-// and its outcome, decoded with the SDK's default data converter and
+// the execution whose claim stands in the record (workflow ID, run ID,
+// activity type, activity ID and attempt; "-" for a record written before
+// records kept them), and its outcome, decoded with the SDK's default data converter and
 // printed as JSON. An outcome written through a payload codec (encryption,
 // compression) cannot be decoded here; show gives its size and encoding
 // instead. With -json it prints one JSON object with the fields tenant,
 // key, state, holder, token, lease_until, expires_at, created_at,
-// updated_at (RFC 3339, UTC, or null), reason, outcome (the decoded value,
+// updated_at (RFC 3339, UTC, or null), reason, workflow_id, run_id,
+// activity_type, activity_id, attempt (empty strings and 0 when the record
+// does not name them), outcome (the decoded value,
 // or null), outcome_decoded, outcome_bytes and outcome_encoding.
 //
 // resolve prints the record's state, then applies exactly one decision.

@@ -319,6 +319,9 @@ var fixtures = []struct {
 	{"redis", redisFixture},
 }
 
+// testOrigin is the execution the origin tests claim from.
+var testOrigin = store.Origin{WorkflowID: "booking-42", RunID: "4b1f0c9e-run", ActivityType: "BookSeat", ActivityID: "5", Attempt: 3}
+
 type fixedClock time.Time
 
 func (c fixedClock) Now() time.Time { return time.Time(c) }
@@ -408,6 +411,43 @@ var storeCases = []struct {
 		for _, field := range []string{"token", "lease_until", "expires_at", "created_at", "updated_at"} {
 			assert.Contains(t, r.stdout, "\n"+field+" ")
 		}
+	}},
+	{"show names the execution that made the record", func(t *testing.T, f fixture, tenant string) {
+		res, err := f.st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: testKey, Holder: "test-holder", Lease: time.Minute, Origin: testOrigin})
+		require.NoError(t, err)
+		require.NoError(t, f.st.MarkIndeterminate(context.Background(), store.MarkIndeterminateParams{Tenant: tenant, Key: testKey, Token: res.Record.Token, Reason: "timed out"}))
+
+		r := f.run(t, "show", "-tenant", tenant, "-key", testKey)
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		for _, want := range []string{
+			"workflow_id  booking-42\n",
+			"run_id       4b1f0c9e-run\n",
+			"activity     BookSeat\n",
+			"activity_id  5\n",
+			"attempt      3\n",
+		} {
+			assert.Contains(t, r.stdout, want)
+		}
+
+		r = f.run(t, "show", "-tenant", tenant, "-key", testKey, "-json")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		var got recordJSON
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+		assert.Equal(t, testOrigin, store.Origin{WorkflowID: got.WorkflowID, RunID: got.RunID, ActivityType: got.ActivityType, ActivityID: got.ActivityID, Attempt: got.Attempt})
+	}},
+	{"show a record without an origin", func(t *testing.T, f fixture, tenant string) {
+		seedIndeterminate(t, f.st, tenant, testKey, "")
+		r := f.run(t, "show", "-tenant", tenant, "-key", testKey)
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		for _, field := range []string{"workflow_id", "run_id", "activity", "activity_id", "attempt"} {
+			assert.Contains(t, r.stdout, "\n"+field+strings.Repeat(" ", 13-len(field))+"-\n")
+		}
+		r = f.run(t, "show", "-tenant", tenant, "-key", testKey, "-json")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+		assert.Equal(t, "", got["workflow_id"])
+		assert.Equal(t, float64(0), got["attempt"])
 	}},
 	{"show quotes text that could break a line", func(t *testing.T, f fixture, tenant string) {
 		seedIndeterminate(t, f.st, tenant, testKey, "line one\nline two \x1b[31m")
