@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
 )
@@ -29,8 +30,10 @@ type command struct {
 	// stores.
 	postgresOnly bool
 	// flags defines the command's flags on fs and returns a function that
-	// checks them, once parsed, and builds the action.
-	flags func(fs *flag.FlagSet) func() (action, error)
+	// checks them, once parsed, and builds the action. env reads the
+	// environment; it is consulted only by the returned function, never for
+	// help, which must not print what the environment holds.
+	flags func(fs *flag.FlagSet, env func(string) string) func() (action, error)
 }
 
 // commands lists the subcommands in the order help shows them.
@@ -61,6 +64,23 @@ var commands = []command{
 			"                 may run it.\n" +
 			"Prints the record's state first. Exits 1 when there is no record or it\nis not indeterminate.",
 		flags: resolveFlags,
+	},
+	{
+		name:     "decide",
+		summary:  "send a decision to the workflow waiting on an indeterminate record",
+		synopsis: "-tenant T -key K (-outcome JSON | -free | -retry | -fail) -by WHO [-reason R] [-reference REF] [Temporal flags]",
+		detail: "Reads the record, finds the workflow that made it (its origin), and sends\n" +
+			"the decision as the " + interceptor.DecisionUpdate + " Workflow Update, which the workflow\n" +
+			"validates before applying. Prints what the workflow answered.\n" +
+			"  -outcome JSON  the effect happened: JSON is what the activity returned\n" +
+			"  -free          the effect did not happen: the activity runs again\n" +
+			"  -retry         settled already (resolve): the activity answers from the record\n" +
+			"  -fail          give up: the waiting call fails with the indeterminate error\n" +
+			"Exits 1 when the workflow rejects the decision (with its reason) or no\n" +
+			"workflow waits on the key (it ended, or does not use AwaitDecision): then\n" +
+			"settle the record with resolve. The Temporal flags and their environment\n" +
+			"variables are the temporal CLI's.",
+		flags: decideFlags,
 	},
 	{
 		name:     "forget",
@@ -95,16 +115,16 @@ func commandNames() string {
 	return strings.Join(names, ", ")
 }
 
-func (c command) flagSet() (*flag.FlagSet, func() (action, error)) {
+func (c command) flagSet(env func(string) string) (*flag.FlagSet, func() (action, error)) {
 	fs := flag.NewFlagSet(name+" "+c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	return fs, c.flags(fs)
+	return fs, c.flags(fs, env)
 }
 
 // parse parses the command's flags and returns its action, a usage error,
 // or flag.ErrHelp.
-func (c command) parse(args []string) (action, error) {
-	fs, build := c.flagSet()
+func (c command) parse(args []string, env func(string) string) (action, error) {
+	fs, build := c.flagSet(env)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -124,7 +144,7 @@ func (c command) parse(args []string) (action, error) {
 
 func (c command) usage(w io.Writer) {
 	fmt.Fprintf(w, "Usage: %s [store flags] %s %s\n\n%s\n", name, c.name, c.synopsis, c.detail)
-	fs, _ := c.flagSet()
+	fs, _ := c.flagSet(func(string) string { return "" })
 	var n int
 	fs.VisitAll(func(*flag.Flag) { n++ })
 	if n > 0 {
@@ -160,7 +180,7 @@ func checkScope(tenant, key string) error {
 	return nil
 }
 
-func schemaFlags(*flag.FlagSet) func() (action, error) {
+func schemaFlags(_ *flag.FlagSet, _ func(string) string) func() (action, error) {
 	return func() (action, error) {
 		return func(ctx context.Context, b *backend, out io.Writer) error {
 			if b.ensureSchema == nil {
@@ -175,7 +195,7 @@ func schemaFlags(*flag.FlagSet) func() (action, error) {
 	}
 }
 
-func showFlags(fs *flag.FlagSet) func() (action, error) {
+func showFlags(fs *flag.FlagSet, _ func(string) string) func() (action, error) {
 	tenant, key := scopeFlags(fs)
 	asJSON := fs.Bool("json", false, "print the record as one JSON object")
 	return func() (action, error) {
@@ -196,7 +216,7 @@ func showFlags(fs *flag.FlagSet) func() (action, error) {
 	}
 }
 
-func resolveFlags(fs *flag.FlagSet) func() (action, error) {
+func resolveFlags(fs *flag.FlagSet, _ func(string) string) func() (action, error) {
 	tenant, key := scopeFlags(fs)
 	free := fs.Bool("free", false, "the effect did not happen: free the key")
 	outcome := fs.String("outcome", "", "the effect happened: record this JSON value as its result")
@@ -294,14 +314,16 @@ func notIndeterminate(s store.State) error {
 	return fmt.Errorf("the record is %s, not indeterminate: nothing to resolve", s)
 }
 
+// reasonSuffix gives the reason of an indeterminate record; a record
+// settled since may still carry it, and it no longer applies.
 func reasonSuffix(rec store.Record) string {
-	if rec.Reason == "" {
+	if rec.Reason == "" || rec.State != store.StateIndeterminate {
 		return ""
 	}
 	return " (reason: " + printable(rec.Reason) + ")"
 }
 
-func forgetFlags(fs *flag.FlagSet) func() (action, error) {
+func forgetFlags(fs *flag.FlagSet, _ func(string) string) func() (action, error) {
 	tenant := fs.String("tenant", "", "the tenant whose records are erased (required)")
 	yes := fs.Bool("yes", false, "confirm: erase every record of the tenant, which cannot be undone")
 	return func() (action, error) {
@@ -325,7 +347,7 @@ func forgetFlags(fs *flag.FlagSet) func() (action, error) {
 	}
 }
 
-func sweepFlags(fs *flag.FlagSet) func() (action, error) {
+func sweepFlags(fs *flag.FlagSet, _ func(string) string) func() (action, error) {
 	limit := fs.Int("limit", store.DefaultSweepLimit, "delete at most this many records per batch")
 	return func() (action, error) {
 		if *limit <= 0 {
@@ -363,10 +385,15 @@ func plural(n int, s string) string {
 func lookup(ctx context.Context, b *backend, tenant, key string) (store.Record, error) {
 	rec, err := b.Lookup(ctx, store.LookupParams{Tenant: tenant, Key: key})
 	if errors.Is(err, store.ErrNotFound) {
-		return rec, fmt.Errorf("no record: tenant %s has no live record under key %s (never claimed, freed, forgotten or expired)",
-			printable(tenant), printable(key))
+		return rec, noRecord(tenant, key)
 	}
 	return rec, err
+}
+
+// noRecord says plainly that the key has no live record.
+func noRecord(tenant, key string) error {
+	return fmt.Errorf("no record: tenant %s has no live record under key %s (never claimed, freed, forgotten or expired)",
+		printable(tenant), printable(key))
 }
 
 // printable returns s as it is when every rune is printable and it holds no

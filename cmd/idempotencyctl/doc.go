@@ -34,6 +34,9 @@
 //	show    -tenant T -key K [-json]             print one record
 //	resolve -tenant T -key K (-outcome JSON | -free) [-dry-run]
 //	                                             decide an indeterminate record
+//	decide  -tenant T -key K (-outcome JSON | -free | -retry | -fail) -by WHO
+//	        [-reason R] [-reference REF] [Temporal flags]
+//	                                             send the decision to the waiting workflow
 //	forget  -tenant T -yes                       erase every record of a tenant
 //	sweep   [-limit N]                           delete expired records
 //
@@ -66,6 +69,41 @@
 // -free frees the key. -dry-run shows what would be done and changes
 // nothing.
 //
+// decide hands the decision to the workflow that waits on the key (one
+// whose worker runs with interceptor.Options.AwaitDecision). It reads the
+// record, takes the workflow ID and run ID from the record's origin (or
+// from -workflow-id and -run-id, for a record that does not name them),
+// and sends the decision as the idempotency.decide Workflow Update, with
+// -by (required), -reason and -reference for the workflow's log. The
+// workflow validates the decision before applying it: -outcome must decode
+// into what the activity returns. -outcome, -free, -retry and -fail are
+// the actions complete, free, retry and fail; -retry suits a record
+// already settled with resolve. decide prints the record's state, the
+// decision it sends, and what the workflow answered (recorded, freed,
+// retried or failed). A decision the workflow rejects prints its reason
+// and exits 1, changing nothing. Where no workflow waits on the key — the
+// workflow ended, or it runs on without waiting (it does not use
+// AwaitDecision) — decide says so, exits 1 and points to resolve. A
+// completed record takes only -retry or -fail; a pending one is not
+// decided (its holder may be running).
+//
+// decide connects to Temporal with the temporal CLI's flags and
+// environment variables:
+//
+//	-address                        host:port of the frontend ($TEMPORAL_ADDRESS; default 127.0.0.1:7233)
+//	-namespace                      the workflow's namespace ($TEMPORAL_NAMESPACE; default "default")
+//	-api-key                        API key; implies TLS ($TEMPORAL_API_KEY)
+//	-tls                            use TLS; -tls=false refuses it ($TEMPORAL_TLS)
+//	-tls-cert-path, -tls-key-path   client certificate and key, for mTLS ($TEMPORAL_TLS_CERT, $TEMPORAL_TLS_KEY)
+//	-tls-ca-path                    CA of the server's certificate ($TEMPORAL_TLS_CA)
+//	-tls-server-name                name expected in the server's certificate ($TEMPORAL_TLS_SERVER_NAME)
+//	-tls-disable-host-verification  accept any server name ($TEMPORAL_TLS_DISABLE_HOST_VERIFICATION)
+//
+// Any -tls flag or an API key turns TLS on. A flag given wins over its
+// variable. -timeout bounds the whole command, the wait for the
+// workflow's answer included: a workflow whose worker is down does not
+// answer, and decide says so.
+//
 // forget erases every record of the tenant outright, indeterminate records
 // awaiting a decision included, and prints how many it erased. The records
 // cannot be counted without erasing them, so it refuses to run without
@@ -82,11 +120,12 @@
 //
 //	0  done, or help was asked for
 //	1  refused or failed: no record, a record that is not indeterminate,
-//	   the store unreachable or timed out
+//	   a decision the workflow rejected, no workflow waiting, the store or
+//	   Temporal unreachable or timed out
 //	2  usage error: unknown command or flag, a required flag missing,
-//	   a -key that is not a key, both -free and -outcome, JSON that does
-//	   not parse, forget without -yes, schema with -store redis; nothing
-//	   was contacted
+//	   a -key that is not a key, two decisions at once, JSON that does
+//	   not parse, forget without -yes, schema with -store redis, a TLS
+//	   file that cannot be read; nothing was contacted
 //
 // Errors go to stderr, one line each.
 //
@@ -109,6 +148,13 @@
 // The charge never reached the bank: free the key, so a retry may charge:
 //
 //	idempotencyctl resolve -tenant acme -key v1:9f86… -free
+//
+// Or, when the workflow waits on the key (AwaitDecision), hand it the
+// decision; it records the outcome and the call returns it:
+//
+//	export TEMPORAL_ADDRESS=temporal.internal:7233 TEMPORAL_NAMESPACE=bookings
+//	idempotencyctl decide -tenant acme -key v1:9f86… -outcome '{"seat":"12A"}' \
+//	    -by ops@acme -reason "airline confirmed by phone" -reference TICKET-7
 //
 // Erase a departed tenant, and reclaim expired records (Redis):
 //

@@ -114,6 +114,17 @@ func TestUsageErrors(t *testing.T) {
 		{"resolve with bare words", with("resolve", "-tenant", "a", "-key", testKey, "-outcome", "seat 14C"), `a JSON string needs quotes: -outcome '"seat 14C"'`},
 		{"resolve with a bare word", with("resolve", "-tenant", "a", "-key", testKey, "-outcome", "14C"), `a JSON string needs quotes: -outcome '"14C"'`},
 		{"resolve with two JSON values", with("resolve", "-tenant", "a", "-key", testKey, "-outcome", "1 2"), "-outcome is not one JSON value"},
+		{"decide without a decision", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops"), "one of -outcome JSON (the effect happened), -free (it did not), -retry"},
+		{"decide with two decisions", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops", "-free", "-fail"), "-free and -fail are exclusive"},
+		{"decide without -by", with("decide", "-tenant", "a", "-key", testKey, "-free"), "-by is required"},
+		{"decide with a bare word", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops", "-outcome", "14C"), `a JSON string needs quotes: -outcome '"14C"'`},
+		{"decide with a key that is not a key", with("decide", "-tenant", "a", "-key", "k", "-by", "ops", "-free"), "is not an idempotency key"},
+		{"decide -run-id without -workflow-id", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops", "-free", "-run-id", "r"), "-run-id needs -workflow-id"},
+		{"decide with a certificate and no key", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops", "-free", "-tls-cert-path", "/nonexistent.pem"), "-tls-cert-path and -tls-key-path go together"},
+		{"decide with a missing certificate", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops", "-free", "-tls-cert-path", "/nonexistent.pem", "-tls-key-path", "/nonexistent.key"), "-tls-cert-path/-tls-key-path: open /nonexistent.pem"},
+		{"decide with a missing CA", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops", "-free", "-tls-ca-path", "/nonexistent-ca.pem"), "-tls-ca-path: open /nonexistent-ca.pem"},
+		{"decide with -tls=false and an API key", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops", "-free", "-tls=false", "-api-key", "k"), "-tls=false contradicts"},
+		{"decide with an empty namespace", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops", "-free", "-namespace", ""), "-namespace is empty"},
 		{"forget without tenant", with("forget", "-yes"), "forget: -tenant is required"},
 		{"forget without -yes", with("forget", "-tenant", "acme"), "without -yes"},
 		{"sweep with a negative limit", with("sweep", "-limit", "-1"), "-limit must be positive"},
@@ -572,6 +583,38 @@ var storeCases = []struct {
 		assert.Equal(t, exitFailed, r.code)
 		assert.Empty(t, r.stdout)
 		requireOneErrorLine(t, r, "no record")
+	}},
+	{"decide a record that does not name its workflow", func(t *testing.T, f fixture, tenant string) {
+		seedIndeterminate(t, f.st, tenant, testKey, "timed out")
+		r := f.run(t, "decide", "-tenant", tenant, "-key", testKey, "-free", "-by", "ops")
+		assert.Equal(t, exitFailed, r.code)
+		assert.Contains(t, r.stdout, "is indeterminate (reason: timed out)\n")
+		requireOneErrorLine(t, r, "the record does not name its workflow (it was written before records kept their origin): pass -workflow-id, or settle the record in the store with 'idempotencyctl resolve'")
+	}},
+	{"decide a pending record", func(t *testing.T, f fixture, tenant string) {
+		claim(t, f.st, tenant, testKey)
+		r := f.run(t, "decide", "-tenant", tenant, "-key", testKey, "-free", "-by", "ops")
+		assert.Equal(t, exitFailed, r.code)
+		requireOneErrorLine(t, r, "the record is pending: its holder may still be running")
+	}},
+	{"decide a missing key", func(t *testing.T, f fixture, tenant string) {
+		r := f.run(t, "decide", "-tenant", tenant, "-key", testKey, "-free", "-by", "ops")
+		assert.Equal(t, exitFailed, r.code)
+		requireOneErrorLine(t, r, "no record")
+	}},
+	{"decide reaches Temporal where $TEMPORAL_ADDRESS says", func(t *testing.T, f fixture, tenant string) {
+		res, err := f.st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: testKey, Holder: "h", Lease: time.Minute, Origin: testOrigin})
+		require.NoError(t, err)
+		require.NoError(t, f.st.MarkIndeterminate(context.Background(), store.MarkIndeterminateParams{Tenant: tenant, Key: testKey, Token: res.Record.Token}))
+		open := func(context.Context, config) (*backend, error) { return f.b, nil }
+		env := map[string]string{"TEMPORAL_ADDRESS": "127.0.0.1:1", "TEMPORAL_NAMESPACE": "ops-ns"}
+		args := append(append([]string{"-timeout", "3s"}, f.global...), "decide", "-tenant", tenant, "-key", testKey, "-free", "-by", "ops")
+		r := invoke(t, env, open, args...)
+		assert.Equal(t, exitFailed, r.code)
+		requireOneErrorLine(t, r, "cannot reach Temporal at 127.0.0.1:1 (namespace ops-ns)")
+		state, err := lookupState(t, f.st, tenant, testKey)
+		require.NoError(t, err)
+		assert.Equal(t, store.StateIndeterminate, state)
 	}},
 	{"forget", func(t *testing.T, f fixture, tenant string) {
 		other := tenant + "_other"
