@@ -54,15 +54,19 @@ var commands = []command{
 	},
 	{
 		name:     "resolve",
-		summary:  "decide an indeterminate record: record its outcome, or free its key",
-		synopsis: "-tenant T -key K (-outcome JSON | -free) [-dry-run]",
+		summary:  "decide an indeterminate or stale record in the store: record its outcome, or free its key",
+		synopsis: "-tenant T -key K (-outcome JSON | -free) [-by WHO] [-reason R] [-dry-run]",
 		detail: "Applies a person's decision to an indeterminate record.\n" +
 			"  -outcome JSON  the effect happened: record JSON as the activity's result;\n" +
 			"                 duplicates of the key receive it (\"12A\" for a string,\n" +
 			"                 {\"seat\":\"12A\"} for a struct, null for no result).\n" +
 			"  -free          the effect did not happen: free the key; the next attempt\n" +
 			"                 may run it.\n" +
-			"Prints the record's state first. Exits 1 when there is no record or it\nis not indeterminate.",
+			"A pending record whose holder let its lease run out (the holder is gone)\n" +
+			"is settled the same way: the command takes the claim over and records\n" +
+			"the decision; the old holder, should it return, is fenced off.\n" +
+			"Prints the record's state first. Exits 1 when there is no record, it is\ncompleted, or it is pending within its holder's lease.\n" +
+			"Changes only the store: a workflow waiting on the key (AwaitDecision)\nis woken by decide, or by decide -retry after resolve.",
 		flags: resolveFlags,
 	},
 	{
@@ -216,38 +220,6 @@ func showFlags(fs *flag.FlagSet, _ func(string) string) func() (action, error) {
 	}
 }
 
-func resolveFlags(fs *flag.FlagSet, _ func(string) string) func() (action, error) {
-	tenant, key := scopeFlags(fs)
-	free := fs.Bool("free", false, "the effect did not happen: free the key")
-	outcome := fs.String("outcome", "", "the effect happened: record this JSON value as its result")
-	dryRun := fs.Bool("dry-run", false, "show the record and the decision, change nothing")
-	return func() (action, error) {
-		if err := checkScope(*tenant, *key); err != nil {
-			return nil, err
-		}
-		outcomeSet := false
-		fs.Visit(func(f *flag.Flag) { outcomeSet = outcomeSet || f.Name == "outcome" })
-		switch {
-		case *free && outcomeSet:
-			return nil, errors.New("-free and -outcome are exclusive: decide whether the effect happened")
-		case !*free && !outcomeSet:
-			return nil, errors.New("one of -outcome JSON (the effect happened) or -free (it did not) is required")
-		}
-		p := store.ResolveParams{Tenant: *tenant, Key: *key, Decision: store.DecisionFree}
-		var shown []byte
-		if outcomeSet {
-			enc, js, err := encodeOutcome(*outcome)
-			if err != nil {
-				return nil, outcomeError(*outcome, err)
-			}
-			p.Decision, p.Outcome, shown = store.DecisionComplete, enc, js
-		}
-		return func(ctx context.Context, b *backend, out io.Writer) error {
-			return resolve(ctx, b, out, p, shown, *dryRun)
-		}, nil
-	}
-}
-
 // outcomeError explains an -outcome that is not one JSON value. The most
 // common mistake, a bare word where a JSON string was meant (-outcome 14C
 // for the seat "14C"), gets the exact spelling that works.
@@ -271,47 +243,6 @@ func bareWords(text string) bool {
 		}
 	}
 	return false
-}
-
-func resolve(ctx context.Context, b *backend, out io.Writer, p store.ResolveParams, shown []byte, dryRun bool) error {
-	rec, err := lookup(ctx, b, p.Tenant, p.Key)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "record: tenant %s key %s is %s%s\n", printable(rec.Tenant), printable(rec.Key), rec.State, reasonSuffix(rec))
-	if rec.State != store.StateIndeterminate {
-		return notIndeterminate(rec.State)
-	}
-	will, did, then := "free the key", "freed the key", "the next attempt may run the effect"
-	if p.Decision == store.DecisionComplete {
-		will, did, then = "record the outcome "+string(shown), "recorded the outcome "+string(shown), "duplicates of the key will receive it"
-	}
-	if dryRun {
-		fmt.Fprintf(out, "dry run: would %s; nothing changed\n", will)
-		return nil
-	}
-	err = b.Resolve(ctx, p)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return errors.New("no record: it expired or was erased while being resolved")
-	case errors.Is(err, store.ErrNotIndeterminate):
-		// Decided by someone else between the two calls: name the state.
-		if now, lerr := b.Lookup(ctx, store.LookupParams{Tenant: p.Tenant, Key: p.Key}); lerr == nil {
-			if now.State == store.StateIndeterminate {
-				return errors.New("the record changed while being resolved; look at it again and repeat the decision")
-			}
-			return notIndeterminate(now.State)
-		}
-		return errors.New("the record stopped being indeterminate while being resolved: nothing to resolve")
-	case err != nil:
-		return err
-	}
-	fmt.Fprintf(out, "resolved: %s; %s\n", did, then)
-	return nil
-}
-
-func notIndeterminate(s store.State) error {
-	return fmt.Errorf("the record is %s, not indeterminate: nothing to resolve", s)
 }
 
 // reasonSuffix gives the reason of an indeterminate record; a record

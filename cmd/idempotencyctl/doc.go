@@ -32,8 +32,8 @@
 //
 //	schema                                       create the PostgreSQL table and index (idempotent)
 //	show    -tenant T -key K [-json]             print one record
-//	resolve -tenant T -key K (-outcome JSON | -free) [-dry-run]
-//	                                             decide an indeterminate record
+//	resolve -tenant T -key K (-outcome JSON | -free) [-by WHO] [-reason R] [-dry-run]
+//	                                             decide an indeterminate or stale record
 //	decide  -tenant T -key K (-outcome JSON | -free | -retry | -fail) -by WHO
 //	        [-reason R] [-reference REF] [Temporal flags]
 //	                                             send the decision to the waiting workflow
@@ -67,7 +67,21 @@
 // A bare word is not JSON: -outcome 14C is refused with the spelling that
 // works, -outcome '"14C"'.
 // -free frees the key. -dry-run shows what would be done and changes
-// nothing.
+// nothing. -by and -reason are printed with the result; -by also names the
+// holder of a stale claim resolve settles ("idempotencyctl resolve by WHO").
+//
+// resolve also settles a stale pending record: one whose holder let its
+// lease run out by the store's clock, such as a worker that died with the
+// store down after its effect landed. It prints the holder and its
+// origin, takes the claim over under the token it saw (as a waiting
+// duplicate would) and completes it with -outcome or frees it with -free;
+// the old holder, should it come back, is fenced off (its writes fail). A
+// pending record within its holder's lease is refused: the holder may
+// still be running.
+//
+// resolve changes the store only. A workflow waiting on the key (with
+// AwaitDecision) is woken by decide, which also records the outcome; after
+// a resolve, decide -retry lets it answer from the record.
 //
 // decide hands the decision to the workflow that waits on the key (one
 // whose worker runs with interceptor.Options.AwaitDecision). It reads the

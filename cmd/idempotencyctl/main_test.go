@@ -113,6 +113,7 @@ func TestUsageErrors(t *testing.T) {
 		{"show with an upper-case key", with("show", "-tenant", "a", "-key", strings.ToUpper(testKey)), "is not an idempotency key"},
 		{"resolve with bare words", with("resolve", "-tenant", "a", "-key", testKey, "-outcome", "seat 14C"), `a JSON string needs quotes: -outcome '"seat 14C"'`},
 		{"resolve with a bare word", with("resolve", "-tenant", "a", "-key", testKey, "-outcome", "14C"), `a JSON string needs quotes: -outcome '"14C"'`},
+		{"resolve with a long -by", with("resolve", "-tenant", "a", "-key", testKey, "-free", "-by", strings.Repeat("x", 257)), "-by is 257 bytes; at most 256"},
 		{"resolve with two JSON values", with("resolve", "-tenant", "a", "-key", testKey, "-outcome", "1 2"), "-outcome is not one JSON value"},
 		{"decide without a decision", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops"), "one of -outcome JSON (the effect happened), -free (it did not), -retry"},
 		{"decide with two decisions", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops", "-free", "-fail"), "-free and -fail are exclusive"},
@@ -356,6 +357,18 @@ func seedIndeterminate(t *testing.T, st store.Store, tenant, key, reason string)
 	}))
 }
 
+// seedStale leaves a pending record under testKey whose holder's lease ran
+// out an hour ago, as a worker that died with the store down leaves it, and
+// returns its token.
+func seedStale(t *testing.T, f fixture, tenant string) int64 {
+	t.Helper()
+	past := f.withClock(t, fixedClock(time.Now().Add(-time.Hour)))
+	res, err := past.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: testKey, Holder: "dead-worker", Lease: time.Minute, Origin: testOrigin})
+	require.NoError(t, err)
+	require.Equal(t, store.StatusAcquired, res.Status)
+	return res.Record.Token
+}
+
 // seedCompleted leaves a completed record with outcome under key.
 func seedCompleted(t *testing.T, st store.Store, tenant, key string, outcome []byte) {
 	t.Helper()
@@ -572,11 +585,56 @@ var storeCases = []struct {
 		require.NoError(t, err)
 		assert.Equal(t, store.StateCompleted, state)
 	}},
-	{"resolve a pending record", func(t *testing.T, f fixture, tenant string) {
-		claim(t, f.st, tenant, testKey)
-		r := f.run(t, "resolve", "-tenant", tenant, "-key", testKey, "-outcome", "1")
+	{"resolve a pending record whose holder is within its lease", func(t *testing.T, f fixture, tenant string) {
+		token := claim(t, f.st, tenant, testKey)
+		r := f.run(t, "resolve", "-tenant", tenant, "-key", testKey, "-outcome", "1", "-by", "ops")
 		assert.Equal(t, exitFailed, r.code)
-		requireOneErrorLine(t, r, "the record is pending, not indeterminate")
+		requireOneErrorLine(t, r, "the record is pending and its holder test-holder holds a lease until ")
+		assert.Contains(t, r.stderr, "a pending record is resolved only once its lease has run out")
+		rec, err := f.st.Lookup(context.Background(), store.LookupParams{Tenant: tenant, Key: testKey})
+		require.NoError(t, err)
+		assert.Equal(t, store.StatePending, rec.State)
+		assert.Equal(t, token, rec.Token, "the live holder keeps its claim")
+	}},
+	{"resolve -outcome settles a stale pending record", func(t *testing.T, f fixture, tenant string) {
+		token := seedStale(t, f, tenant)
+		r := f.run(t, "resolve", "-tenant", tenant, "-key", testKey, "-outcome", `"12A"`, "-by", "ops@acme", "-reason", "the airline has the booking")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+		require.Len(t, lines, 3, "stdout: %s", r.stdout)
+		assert.Equal(t, "record: tenant "+tenant+" key "+testKey+" is pending", lines[0])
+		assert.True(t, strings.HasPrefix(lines[1], "stale: holder dead-worker (workflow booking-42, activity BookSeat, attempt 3) let its lease run out at "), lines[1])
+		assert.Equal(t, `resolved by ops@acme (reason: the airline has the booking): took the stale claim over and recorded the outcome "12A"; duplicates of the key will receive it`, lines[2])
+
+		res, err := f.st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: testKey, Holder: "retry", Lease: time.Minute})
+		require.NoError(t, err)
+		require.Equal(t, store.StatusCompleted, res.Status)
+		assert.Equal(t, "idempotencyctl resolve by ops@acme", res.Record.Holder)
+		var got string
+		require.NoError(t, interceptor.DecodeOutcome(nil, res.Record.Outcome, &got))
+		assert.Equal(t, "12A", got)
+		err = f.st.Complete(context.Background(), store.CompleteParams{Tenant: tenant, Key: testKey, Token: token, Outcome: encode(t, "late")})
+		assert.ErrorIs(t, err, store.ErrNotHolder, "the holder, should it come back, is fenced off")
+	}},
+	{"resolve -free settles a stale pending record", func(t *testing.T, f fixture, tenant string) {
+		seedStale(t, f, tenant)
+		r := f.run(t, "resolve", "-tenant", tenant, "-key", testKey, "-free")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Contains(t, r.stdout, "resolved: took the stale claim over and freed the key; the next attempt may run the effect\n")
+		_, err := lookupState(t, f.st, tenant, testKey)
+		assert.ErrorIs(t, err, store.ErrNotFound)
+	}},
+	{"resolve -dry-run leaves a stale pending record", func(t *testing.T, f fixture, tenant string) {
+		token := seedStale(t, f, tenant)
+		r := f.run(t, "resolve", "-tenant", tenant, "-key", testKey, "-free", "-dry-run")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Contains(t, r.stdout, "stale: holder dead-worker ")
+		assert.Contains(t, r.stdout, "dry run: would take the stale claim over and free the key; nothing changed\n")
+		rec, err := f.st.Lookup(context.Background(), store.LookupParams{Tenant: tenant, Key: testKey})
+		require.NoError(t, err)
+		assert.Equal(t, store.StatePending, rec.State)
+		assert.Equal(t, token, rec.Token)
+		assert.Equal(t, "dead-worker", rec.Holder)
 	}},
 	{"resolve a missing key", func(t *testing.T, f fixture, tenant string) {
 		r := f.run(t, "resolve", "-tenant", tenant, "-key", testKey, "-free")
