@@ -208,3 +208,84 @@ func (l *eventLog) indeterminateOf(wfID string) (interceptor.Event, bool) {
 	}
 	return interceptor.Event{}, false
 }
+
+// A workflow whose worker is down cannot answer: decide gives up after
+// -timeout and names the task queue no worker polls, rather than hanging.
+func TestCtlDecideWithTheWorkerDown(t *testing.T) {
+	t.Parallel()
+	st, global := ctlStore(t)
+	e := newAirlineEnvWith(t, st, activity.KindEffectful, &airline{failures: 1}, awaitOpts)
+	run, o := startWaiting(t, e.client, e.queue, OneBooking, "BA117", 10*time.Second, 100*time.Millisecond)
+	e.worker.Stop()
+
+	args := append([]string{"-timeout", "3s"}, global...)
+	r := ctl(t, temporalEnv(), append(args, "decide", "-tenant", o.Tenant, "-key", o.Key, "-free", "-by", "ops@acme")...)
+	assert.Equal(t, 1, r.code, "stdout: %s", r.stdout)
+	assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+	assert.Contains(t, r.stderr, "workflow "+run.GetID()+" run "+run.GetRunID()+" did not answer the decision in time: is a worker polling task queue "+e.queue+"?")
+	rec, err := st.Lookup(context.Background(), store.LookupParams{Tenant: o.Tenant, Key: o.Key})
+	require.NoError(t, err)
+	assert.Equal(t, store.StateIndeterminate, rec.State)
+	require.NoError(t, e.client.TerminateWorkflow(context.Background(), run.GetID(), run.GetRunID(), "test over"))
+}
+
+// The store-only path, then the workflow: resolve records the outcome,
+// decide refuses to decide a completed record again and takes -retry, on
+// which the waiting call answers from the record without a second effect.
+func TestCtlResolveThenDecideRetry(t *testing.T) {
+	t.Parallel()
+	st, global := ctlStore(t)
+	e := newAirlineEnvWith(t, st, activity.KindEffectful, &airline{failures: 1}, awaitOpts)
+	run, o := startWaiting(t, e.client, e.queue, OneBooking, "BA117", 10*time.Second, 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	r := ctl(t, nil, append(global, "resolve", "-tenant", o.Tenant, "-key", o.Key, "-outcome", `"seat 7 on BA117"`, "-by", "ops@acme")...)
+	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
+
+	decide := append(append([]string{}, global...), "decide", "-tenant", o.Tenant, "-key", o.Key, "-by", "ops@acme")
+	r = ctl(t, temporalEnv(), append(decide, "-outcome", `"seat 7 on BA117"`)...)
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "the record is completed already; if its workflow still waits, send -retry")
+
+	r = ctl(t, temporalEnv(), append(decide, "-retry")...)
+	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
+	assert.Contains(t, r.stdout, "answered: retried; the activity runs again and answers from the record as it stands\n")
+	var result string
+	require.NoError(t, run.Get(ctx, &result))
+	assert.Equal(t, "seat 7 on BA117", result)
+	assert.Equal(t, 1, e.ledger.Calls("BA117"), "the retry answered from the record")
+	assert.Equal(t, 0, e.ledger.Effects("BA117"))
+}
+
+// A record gone from the store (erased, expired) no longer names its
+// workflow: -workflow-id and -run-id do, and a complete decision is
+// recorded afresh by the workflow's Resolve activity.
+func TestCtlDecideByWorkflowID(t *testing.T) {
+	t.Parallel()
+	st, global := ctlStore(t)
+	e := newAirlineEnvWith(t, st, activity.KindEffectful, &airline{failures: 1}, awaitOpts)
+	run, o := startWaiting(t, e.client, e.queue, OneBooking, "BA117", 10*time.Second, 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := st.Forget(ctx, store.ForgetParams{Tenant: o.Tenant})
+	require.NoError(t, err)
+
+	decide := append(append([]string{}, global...), "decide", "-tenant", o.Tenant, "-key", o.Key, "-by", "ops@acme", "-outcome", `"seat 3 on BA117"`)
+	r := ctl(t, temporalEnv(), decide...)
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "no record: tenant acme has no live record under key "+o.Key)
+	assert.Contains(t, r.stderr, "if a workflow still waits on the key, name it with -workflow-id")
+
+	r = ctl(t, temporalEnv(), append(decide, "-workflow-id", run.GetID(), "-run-id", run.GetRunID())...)
+	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
+	assert.Contains(t, r.stdout, "record: tenant acme has no live record under key "+o.Key+"\n")
+	assert.Contains(t, r.stdout, "answered: recorded;")
+	var result string
+	require.NoError(t, run.Get(ctx, &result))
+	assert.Equal(t, "seat 3 on BA117", result)
+	rec, err := st.Lookup(ctx, store.LookupParams{Tenant: o.Tenant, Key: o.Key})
+	require.NoError(t, err)
+	assert.Equal(t, store.StateCompleted, rec.State, "the decision was recorded afresh")
+	assert.Equal(t, 0, e.ledger.Effects("BA117"))
+}

@@ -106,7 +106,7 @@ func decide(ctx context.Context, b *backend, out io.Writer, req decideRequest) e
 		// a decision to complete records the outcome afresh.
 		fmt.Fprintf(out, "record: tenant %s has no live record under key %s\n", printable(req.tenant), printable(req.key))
 	case errors.Is(err, store.ErrNotFound):
-		return noRecord(req.tenant, req.key)
+		return fmt.Errorf("%w; if a workflow still waits on the key, name it with -workflow-id", noRecord(req.tenant, req.key))
 	case err != nil:
 		return err
 	default:
@@ -189,8 +189,11 @@ func updateError(ctx context.Context, c client.Client, wfID, runID, where string
 			where, interceptor.DecisionUpdate, resolveHint)
 	case errors.As(err, &notFound):
 		return fmt.Errorf("%s ended before it took the decision: no workflow waits on the key; %s", where, resolveHint)
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("%s did not answer the decision in time: is a worker polling task queue %s? (%w)", where, printable(queue), context.DeadlineExceeded)
+	case errors.Is(ctx.Err(), context.Canceled):
+		return fmt.Errorf("interrupted while waiting for %s to answer; the decision may still be applied: look at the record again: %w", where, ctx.Err())
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.As(err, new(*client.WorkflowUpdateServiceTimeoutOrCanceledError)):
+		return fmt.Errorf("%s did not answer the decision in time: is a worker polling task queue %s? It may still apply the decision once one does: look at the record before repeating it (%w)",
+			where, printable(queue), context.DeadlineExceeded)
 	}
 	return fmt.Errorf("%s did not apply the decision: %w", where, err)
 }
