@@ -46,28 +46,24 @@ var commands = []command{
 		flags:        schemaFlags,
 	},
 	{
+		name:     "list",
+		summary:  "list what waits for a person (or any records), one page at a time",
+		synopsis: "(-tenant T | -all-tenants) [-state S,S] [-stale] [-older-than D] [-oldest] [-limit N] [-cursor C] [-json]",
+		detail: "Lists a tenant's live records as a table: tenant, key, state, age,\n" +
+			"activity, workflow ID, reason and who decided. With neither -state nor\n" +
+			"-stale it lists what waits for a person: indeterminate records, and\n" +
+			"pending ones whose holder let its lease run out (stale). -stale alone\n" +
+			"lists the stale pending records. Newest first unless -oldest; a full\n" +
+			"page ends with the -cursor that continues it. -all-tenants reads across\n" +
+			"tenants and is for operators only. An empty answer says so; exit 0.",
+		flags: listFlags,
+	},
+	{
 		name:     "show",
 		summary:  "print one record",
 		synopsis: "-tenant T -key K [-json]",
 		detail:   "Prints the record kept under the key: its state, holder, fencing token,\ntimes, the reason it is indeterminate, the workflow, run, activity and\nattempt whose claim stands in it, and its outcome decoded with the\ndefault data converter. Exits 1 when the key has no live record.",
 		flags:    showFlags,
-	},
-	{
-		name:     "resolve",
-		summary:  "decide an indeterminate or stale record in the store: record its outcome, or free its key",
-		synopsis: "-tenant T -key K (-outcome JSON | -free) [-by WHO] [-reason R] [-dry-run]",
-		detail: "Applies a person's decision to an indeterminate record.\n" +
-			"  -outcome JSON  the effect happened: record JSON as the activity's result;\n" +
-			"                 duplicates of the key receive it (\"12A\" for a string,\n" +
-			"                 {\"seat\":\"12A\"} for a struct, null for no result).\n" +
-			"  -free          the effect did not happen: free the key; the next attempt\n" +
-			"                 may run it.\n" +
-			"A pending record whose holder let its lease run out (the holder is gone)\n" +
-			"is settled the same way: the command takes the claim over and records\n" +
-			"the decision; the old holder, should it return, is fenced off.\n" +
-			"Prints the record's state first. Exits 1 when there is no record, it is\ncompleted, or it is pending within its holder's lease.\n" +
-			"Changes only the store: a workflow waiting on the key (AwaitDecision)\nis woken by decide, or by decide -retry after resolve.",
-		flags: resolveFlags,
 	},
 	{
 		name:     "decide",
@@ -85,6 +81,23 @@ var commands = []command{
 			"settle the record with resolve. The Temporal flags and their environment\n" +
 			"variables are the temporal CLI's.",
 		flags: decideFlags,
+	},
+	{
+		name:     "resolve",
+		summary:  "decide an indeterminate or stale record in the store: record its outcome, or free its key",
+		synopsis: "-tenant T -key K (-outcome JSON | -free) [-by WHO] [-reason R] [-dry-run]",
+		detail: "Applies a person's decision to an indeterminate record.\n" +
+			"  -outcome JSON  the effect happened: record JSON as the activity's result;\n" +
+			"                 duplicates of the key receive it (\"12A\" for a string,\n" +
+			"                 {\"seat\":\"12A\"} for a struct, null for no result).\n" +
+			"  -free          the effect did not happen: free the key; the next attempt\n" +
+			"                 may run it.\n" +
+			"A pending record whose holder let its lease run out (the holder is gone)\n" +
+			"is settled the same way: the command takes the claim over and records\n" +
+			"the decision; the old holder, should it return, is fenced off.\n" +
+			"Prints the record's state first. Exits 1 when there is no record, it is\ncompleted, or it is pending within its holder's lease.\n" +
+			"Changes only the store: a workflow waiting on the key (AwaitDecision)\nis woken by decide, or by decide -retry after resolve.",
+		flags: resolveFlags,
 	},
 	{
 		name:     "forget",
@@ -370,10 +383,32 @@ func writeRecord(out io.Writer, rec store.Record) {
 		{"activity_id", printableOrDash(rec.Origin.ActivityID)},
 		{"attempt", attemptText(rec.Origin.Attempt)},
 		{"outcome", viewOutcome(rec.Outcome).String()},
+		{"decided", resolutionText(rec.Resolution)},
 	}
 	for _, r := range rows {
 		fmt.Fprintf(out, "%-12s %s\n", r.k, r.v)
 	}
+}
+
+// resolutionText is the resolution trail on one line, or "-".
+func resolutionText(r store.Resolution) string {
+	if r == (store.Resolution{}) {
+		return "-"
+	}
+	s := r.Action.String()
+	if r.By != "" {
+		s += " by " + printable(r.By)
+	}
+	if !r.At.IsZero() {
+		s += " at " + formatTime(r.At)
+	}
+	if r.Reason != "" {
+		s += "; reason: " + printable(r.Reason)
+	}
+	if r.Reference != "" {
+		s += "; reference: " + printable(r.Reference)
+	}
+	return s
 }
 
 // attemptText shows an attempt number, or "-" for a record that does not
@@ -417,6 +452,18 @@ type recordJSON struct {
 	OutcomeDecoded  bool            `json:"outcome_decoded"`
 	OutcomeBytes    int             `json:"outcome_bytes"`
 	OutcomeEncoding string          `json:"outcome_encoding,omitempty"`
+	// Resolution is the person's decision that completed the record; null
+	// when no person decided it.
+	Resolution *resolutionJSON `json:"resolution"`
+}
+
+// resolutionJSON is the -json form of a record's resolution trail.
+type resolutionJSON struct {
+	Action    string     `json:"action"`
+	By        string     `json:"by"`
+	Reason    string     `json:"reason"`
+	Reference string     `json:"reference"`
+	At        *time.Time `json:"at"`
 }
 
 func jsonTime(t time.Time) *time.Time {
@@ -428,6 +475,10 @@ func jsonTime(t time.Time) *time.Time {
 }
 
 func writeRecordJSON(out io.Writer, rec store.Record) error {
+	return json.NewEncoder(out).Encode(toRecordJSON(rec))
+}
+
+func toRecordJSON(rec store.Record) recordJSON {
 	v := viewOutcome(rec.Outcome)
 	j := recordJSON{
 		Tenant:          rec.Tenant,
@@ -453,6 +504,8 @@ func writeRecordJSON(out io.Writer, rec store.Record) error {
 	if v.json != nil {
 		j.Outcome = v.json
 	}
-	enc := json.NewEncoder(out)
-	return enc.Encode(j)
+	if r := rec.Resolution; r != (store.Resolution{}) {
+		j.Resolution = &resolutionJSON{Action: r.Action.String(), By: r.By, Reason: r.Reason, Reference: r.Reference, At: jsonTime(r.At)}
+	}
+	return j
 }

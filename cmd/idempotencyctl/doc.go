@@ -31,6 +31,9 @@
 // # Commands
 //
 //	schema                                       create the PostgreSQL table and index (idempotent)
+//	list    (-tenant T | -all-tenants) [-state S,S] [-stale] [-older-than D]
+//	        [-oldest] [-limit N] [-cursor C] [-json]
+//	                                             list what waits for a person
 //	show    -tenant T -key K [-json]             print one record
 //	resolve -tenant T -key K (-outcome JSON | -free) [-by WHO] [-reason R] [-dry-run]
 //	                                             decide an indeterminate or stale record
@@ -45,18 +48,37 @@
 // workflow's pending query print it; anything else is a usage error that
 // says so, rather than a record reported missing.
 //
+// list prints a tenant's live records as a table: tenant, key, state
+// ("pending (stale)" for a pending record whose lease has run out), age
+// since the claim, activity, workflow ID, reason (of an indeterminate
+// record, or of the decision that completed one) and who decided. With
+// neither -state nor -stale it lists what waits for a person: indeterminate
+// records and stale pending ones. -state takes pending, indeterminate,
+// completed or all, separated by commas; -stale keeps, of the pending
+// records, those whose holder's lease ran out by the store's clock;
+// -older-than keeps records claimed at least that long ago. Newest first,
+// or oldest first with -oldest. One page of -limit records (default 100,
+// at most 1000) is printed; when more remain, the last line gives the
+// -cursor that continues the listing (with the same -tenant and -oldest).
+// An empty listing says so, and exits 0. -all-tenants lists every tenant:
+// it reads across the tenant boundary, and is for operators only. With
+// -json it prints one object, {"records": [...], "next": "..."}, each
+// record as show -json prints it.
+//
 // show prints the record's tenant, key, state, holder, fencing token,
 // lease, expiry, creation and update times, the reason it is indeterminate,
 // the execution whose claim stands in the record (workflow ID, run ID,
 // activity type, activity ID and attempt; "-" for a record written before
-// records kept them), and its outcome, decoded with the SDK's default data converter and
+// records kept them), who decided a record a person resolved (action,
+// by, when, reason, reference), and its outcome, decoded with the SDK's default data converter and
 // printed as JSON. An outcome written through a payload codec (encryption,
 // compression) cannot be decoded here; show gives its size and encoding
 // instead. With -json it prints one JSON object with the fields tenant,
 // key, state, holder, token, lease_until, expires_at, created_at,
 // updated_at (RFC 3339, UTC, or null), reason, workflow_id, run_id,
 // activity_type, activity_id, attempt (empty strings and 0 when the record
-// does not name them), outcome (the decoded value,
+// does not name them), resolution (null, or an object with action, by,
+// reason, reference and at), outcome (the decoded value,
 // or null), outcome_decoded, outcome_bytes and outcome_encoding.
 //
 // resolve prints the record's state, then applies exactly one decision.
@@ -67,8 +89,11 @@
 // A bare word is not JSON: -outcome 14C is refused with the spelling that
 // works, -outcome '"14C"'.
 // -free frees the key. -dry-run shows what would be done and changes
-// nothing. -by and -reason are printed with the result; -by also names the
-// holder of a stale claim resolve settles ("idempotencyctl resolve by WHO").
+// nothing. -by, -reason and -reference are kept in the record's
+// resolution (show and list print them); -by also names the holder of a
+// stale claim resolve settles ("idempotencyctl resolve by WHO"). The
+// decision applies only to the indeterminate record shown: a key claimed
+// and marked again meanwhile is refused, to be looked at again.
 //
 // resolve also settles a stale pending record: one whose holder let its
 // lease run out by the store's clock, such as a worker that died with the
@@ -148,6 +173,10 @@
 // Create the table once per deployment:
 //
 //	idempotencyctl -store postgres -postgres-url "$DATABASE_URL" schema
+//
+// See what waits for a person, longest-waiting first:
+//
+//	idempotencyctl list -tenant acme -oldest
 //
 // Look at the key an IndeterminateOutcomeError named:
 //

@@ -126,6 +126,14 @@ func TestUsageErrors(t *testing.T) {
 		{"decide with a missing CA", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops", "-free", "-tls-ca-path", "/nonexistent-ca.pem"), "-tls-ca-path: open /nonexistent-ca.pem"},
 		{"decide with -tls=false and an API key", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops", "-free", "-tls=false", "-api-key", "k"), "-tls=false contradicts"},
 		{"decide with an empty namespace", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops", "-free", "-namespace", ""), "-namespace is empty"},
+		{"list without a tenant", with("list"), "list: -tenant is required (or -all-tenants, to list every tenant)"},
+		{"list with a tenant and every tenant", with("list", "-tenant", "a", "-all-tenants"), "-tenant and -all-tenants are exclusive"},
+		{"list with an unknown state", with("list", "-tenant", "a", "-state", "indeterminate,stuck"), `-state stuck: want pending, indeterminate, completed or all`},
+		{"list with a zero limit", with("list", "-tenant", "a", "-limit", "0"), "-limit must be between 1 and 1000, got 0"},
+		{"list with a huge limit", with("list", "-tenant", "a", "-limit", "5000"), "-limit must be between 1 and 1000"},
+		{"list with a negative age", with("list", "-tenant", "a", "-older-than", "-1h"), "-older-than must not be negative"},
+		{"list with a bad cursor", with("list", "-tenant", "a", "-cursor", "xyz"), "-cursor: not a listing cursor; use the cursor the previous page printed"},
+		{"resolve with a long -reason", with("resolve", "-tenant", "a", "-key", testKey, "-free", "-reason", strings.Repeat("x", 1025)), "-reason is 1025 bytes; at most 1024"},
 		{"forget without tenant", with("forget", "-yes"), "forget: -tenant is required"},
 		{"forget without -yes", with("forget", "-tenant", "acme"), "without -yes"},
 		{"sweep with a negative limit", with("sweep", "-limit", "-1"), "-limit must be positive"},
@@ -674,6 +682,134 @@ var storeCases = []struct {
 		require.NoError(t, err)
 		assert.Equal(t, store.StateIndeterminate, state)
 	}},
+	{"list what waits for a person", func(t *testing.T, f fixture, tenant string) {
+		const indKey = "v1:1111111111111111111111111111111111111111111111111111111111111111"
+		const liveKey = "v1:2222222222222222222222222222222222222222222222222222222222222222"
+		const doneKey = "v1:3333333333333333333333333333333333333333333333333333333333333333"
+		seedStale(t, f, tenant)
+		res, err := f.st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: indKey, Holder: "w", Lease: time.Minute, Origin: testOrigin})
+		require.NoError(t, err)
+		require.NoError(t, f.st.MarkIndeterminate(context.Background(), store.MarkIndeterminateParams{Tenant: tenant, Key: indKey, Token: res.Record.Token, Reason: "body_failed: gateway timeout"}))
+		claim(t, f.st, tenant, liveKey)
+		seedCompleted(t, f.st, tenant, doneKey, encode(t, "12A"))
+
+		r := f.run(t, "list", "-tenant", tenant)
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+		require.Len(t, lines, 4, "header, two records, count: %s", r.stdout)
+		assert.Equal(t, []string{"TENANT", "KEY", "STATE", "AGE", "ACTIVITY", "WORKFLOW", "ID", "REASON", "DECIDED", "BY"}, strings.Fields(lines[0]))
+		// Newest first: the indeterminate record was claimed now, the stale
+		// one an hour ago.
+		assert.Equal(t, []string{tenant, indKey, "indeterminate"}, strings.Fields(lines[1])[:3])
+		assert.Contains(t, lines[1], "BookSeat")
+		assert.Contains(t, lines[1], "booking-42")
+		assert.Contains(t, lines[1], "body_failed: gateway timeout")
+		assert.Equal(t, []string{tenant, testKey, "pending", "(stale)"}, strings.Fields(lines[2])[:4])
+		assert.Contains(t, lines[2], " 1h00m ")
+		assert.Equal(t, "2 records", lines[3])
+
+		r = f.run(t, "list", "-tenant", tenant, "-oldest", "-json")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		var got listJSON
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+		require.Len(t, got.Records, 2)
+		assert.Equal(t, testKey, got.Records[0].Key, "oldest first")
+		assert.Equal(t, "pending", got.Records[0].State)
+		assert.Equal(t, "booking-42", got.Records[0].WorkflowID)
+		assert.Equal(t, indKey, got.Records[1].Key)
+		assert.Empty(t, got.Next)
+
+		r = f.run(t, "list", "-tenant", tenant, "-state", "completed")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Contains(t, r.stdout, doneKey)
+		assert.Contains(t, r.stdout, "\n1 record\n")
+
+		r = f.run(t, "list", "-tenant", tenant, "-stale")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Contains(t, r.stdout, testKey)
+		assert.NotContains(t, r.stdout, liveKey)
+		assert.NotContains(t, r.stdout, indKey)
+
+		r = f.run(t, "list", "-tenant", tenant, "-state", "all", "-older-than", "30m")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Contains(t, r.stdout, testKey)
+		assert.Contains(t, r.stdout, "\n1 record\n", "only the record claimed an hour ago")
+	}},
+	{"list an empty backlog", func(t *testing.T, f fixture, tenant string) {
+		claim(t, f.st, tenant, testKey) // live: nobody needs to look at it
+		r := f.run(t, "list", "-tenant", tenant)
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Equal(t, "nothing waits for a person in tenant "+tenant+": no indeterminate records and no stale pending ones\n", r.stdout)
+
+		r = f.run(t, "list", "-tenant", tenant, "-state", "completed", "-older-than", "1h")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Equal(t, "no records in tenant "+tenant+" match: state completed; older than 1h0m0s\n", r.stdout)
+
+		r = f.run(t, "list", "-tenant", tenant, "-json")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Equal(t, `{"records":[],"next":""}`+"\n", r.stdout)
+	}},
+	{"list pages with -cursor", func(t *testing.T, f fixture, tenant string) {
+		keys := []string{
+			"v1:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+			"v1:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+			"v1:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc",
+		}
+		for _, k := range keys {
+			seedIndeterminate(t, f.st, tenant, k, "")
+		}
+		seen := map[string]bool{}
+		args := []string{"list", "-tenant", tenant, "-limit", "2", "-oldest"}
+		for page := 0; ; page++ {
+			require.Less(t, page, 3, "the listing ends")
+			r := f.run(t, args...)
+			require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+			for _, k := range keys {
+				if strings.Contains(r.stdout, k) {
+					assert.False(t, seen[k], "listed once: %s", k)
+					seen[k] = true
+				}
+			}
+			_, next, more := strings.Cut(r.stdout, "; more: run again with -cursor ")
+			if !more {
+				break
+			}
+			args = []string{"list", "-tenant", tenant, "-limit", "2", "-oldest", "-cursor", strings.TrimSpace(next)}
+		}
+		assert.Len(t, seen, 3)
+
+		r := f.run(t, "list", "-tenant", tenant+"_other", "-cursor", strings.TrimPrefix(args[len(args)-1], ""))
+		assert.Equal(t, exitUsage, r.code, "a cursor of another tenant: stdout %s", r.stdout)
+		requireOneErrorLine(t, r, "-cursor: ")
+	}},
+	{"resolve keeps who decided, why and the evidence", func(t *testing.T, f fixture, tenant string) {
+		seedIndeterminate(t, f.st, tenant, testKey, "timed out")
+		r := f.run(t, "resolve", "-tenant", tenant, "-key", testKey, "-outcome", `"12A"`, "-by", "ops@acme", "-reason", "airline confirmed", "-reference", "TICKET-7")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		rec, err := f.st.Lookup(context.Background(), store.LookupParams{Tenant: tenant, Key: testKey})
+		require.NoError(t, err)
+		assert.Equal(t, store.Resolution{Action: store.DecisionComplete, By: "ops@acme", Reason: "airline confirmed", Reference: "TICKET-7", At: rec.Resolution.At}, rec.Resolution)
+		assert.False(t, rec.Resolution.At.IsZero())
+
+		r = f.run(t, "show", "-tenant", tenant, "-key", testKey)
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Contains(t, r.stdout, "decided      complete by ops@acme at ")
+		assert.Contains(t, r.stdout, "; reason: airline confirmed; reference: TICKET-7\n")
+
+		r = f.run(t, "show", "-tenant", tenant, "-key", testKey, "-json")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		var got recordJSON
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+		require.NotNil(t, got.Resolution)
+		assert.Equal(t, "complete", got.Resolution.Action)
+		assert.Equal(t, "ops@acme", got.Resolution.By)
+		assert.Equal(t, "TICKET-7", got.Resolution.Reference)
+
+		r = f.run(t, "list", "-tenant", tenant, "-state", "completed")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Contains(t, r.stdout, "airline confirmed")
+		assert.Contains(t, r.stdout, "ops@acme")
+	}},
 	{"forget", func(t *testing.T, f fixture, tenant string) {
 		other := tenant + "_other"
 		keys := []string{"a", "b", "c"}
@@ -823,4 +959,42 @@ func TestRedisThroughFlags(t *testing.T) {
 	r = invokeReal(t, with("sweep")...)
 	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 	assert.Equal(t, "swept 0 expired records from prefix \""+prefix+"\"\n", r.stdout)
+}
+
+// list -all-tenants reads every tenant of the store (a namespace of its
+// own here, since other tests' tenants share theirs).
+func TestListAcrossTenants(t *testing.T) {
+	t.Parallel()
+	for _, fx := range fixtures {
+		t.Run(fx.name, func(t *testing.T) {
+			t.Parallel()
+			f := fx.make(t)
+			seedIndeterminate(t, f.st, "acme", testKey, "a")
+			seedIndeterminate(t, f.st, "globex", testKey, "g")
+			seedCompleted(t, f.st, "initech", testKey, encode(t, 1))
+
+			r := f.run(t, "list", "-all-tenants", "-oldest")
+			require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+			lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+			require.Len(t, lines, 4, "stdout: %s", r.stdout)
+			assert.Equal(t, "acme", strings.Fields(lines[1])[0])
+			assert.Equal(t, "globex", strings.Fields(lines[2])[0])
+			assert.Equal(t, "2 records", lines[3])
+
+			r = f.run(t, "list", "-all-tenants", "-state", "completed", "-json")
+			require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+			var got listJSON
+			require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+			require.Len(t, got.Records, 1)
+			assert.Equal(t, "initech", got.Records[0].Tenant)
+
+			_, err := f.st.Forget(context.Background(), store.ForgetParams{Tenant: "acme"})
+			require.NoError(t, err)
+			_, err = f.st.Forget(context.Background(), store.ForgetParams{Tenant: "globex"})
+			require.NoError(t, err)
+			r = f.run(t, "list", "-all-tenants")
+			require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+			assert.Equal(t, "nothing waits for a person in any tenant: no indeterminate records and no stale pending ones\n", r.stdout)
+		})
+	}
 }

@@ -32,8 +32,9 @@ func resolveFlags(fs *flag.FlagSet, _ func(string) string) func() (action, error
 	tenant, key := scopeFlags(fs)
 	free := fs.Bool("free", false, "the effect did not happen: free the key")
 	outcome := fs.String("outcome", "", "the effect happened: record this JSON value as its result")
-	by := fs.String("by", "", "who decides: a person or system (printed; names the holder of a settled stale claim)")
-	reason := fs.String("reason", "", "why: what established the outcome (printed)")
+	by := fs.String("by", "", "who decides: a person or system (kept in the record's resolution; names the holder of a settled stale claim)")
+	reason := fs.String("reason", "", "why: what established the outcome (kept in the record's resolution)")
+	reference := fs.String("reference", "", "where the evidence is: a ticket, the downstream's confirmation (kept in the record's resolution)")
 	dryRun := fs.Bool("dry-run", false, "show the record and the decision, change nothing")
 	return func() (action, error) {
 		if err := checkScope(*tenant, *key); err != nil {
@@ -48,9 +49,14 @@ func resolveFlags(fs *flag.FlagSet, _ func(string) string) func() (action, error
 			return nil, errors.New("one of -outcome JSON (the effect happened) or -free (it did not) is required")
 		case len(*by) > maxByLength:
 			return nil, fmt.Errorf("-by is %d bytes; at most %d", len(*by), maxByLength)
+		case len(*reason) > store.MaxResolutionTextLength:
+			return nil, fmt.Errorf("-reason is %d bytes; at most %d", len(*reason), store.MaxResolutionTextLength)
+		case len(*reference) > store.MaxResolutionTextLength:
+			return nil, fmt.Errorf("-reference is %d bytes; at most %d", len(*reference), store.MaxResolutionTextLength)
 		}
 		req := resolveRequest{
-			p:  store.ResolveParams{Tenant: *tenant, Key: *key, Decision: store.DecisionFree},
+			p: store.ResolveParams{Tenant: *tenant, Key: *key, Decision: store.DecisionFree,
+				By: strings.TrimSpace(*by), Reason: *reason, Reference: *reference},
 			by: strings.TrimSpace(*by), reason: *reason, dryRun: *dryRun,
 		}
 		if outcomeSet {
@@ -105,8 +111,13 @@ func resolve(ctx context.Context, b *backend, out io.Writer, req resolveRequest)
 		fmt.Fprintf(out, "dry run: would %s; nothing changed\n", will)
 		return nil
 	}
+	// Fenced: the decision applies to the record shown, not to one claimed
+	// and marked again meanwhile.
+	p.Token = rec.Token
 	err = b.Resolve(ctx, p)
 	switch {
+	case errors.Is(err, store.ErrNotHolder):
+		return errors.New("the record changed while being resolved (the key was claimed again); look at it again and repeat the decision")
 	case errors.Is(err, store.ErrNotFound):
 		return errors.New("no record: it expired or was erased while being resolved")
 	case errors.Is(err, store.ErrNotIndeterminate):
