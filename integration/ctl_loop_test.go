@@ -53,4 +53,6 @@ func TestCtlOperatorLoop(t *testing.T) {
 	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
 	assert.Contains(t, r.stdout, o.Key)
 	assert.Contains(t, r.stdout, "\n1 record\n")
+	assert.Contains(t, r.stdout, "ops@acme", "the record names who decided")
+	assert.Contains(t, r.stdout, "the airline confirmed")
 }
