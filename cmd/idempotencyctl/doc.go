@@ -99,7 +99,8 @@
 // lease run out by the store's clock, such as a worker that died with the
 // store down after its effect landed. It prints the holder and its
 // origin, takes the claim over under the token it saw (as a waiting
-// duplicate would) and completes it with -outcome or frees it with -free;
+// duplicate would), marks it indeterminate and resolves it as above, trail
+// included;
 // the old holder, should it come back, is fenced off (its writes fail). A
 // pending record within its holder's lease is refused: the holder may
 // still be running.

@@ -618,6 +618,9 @@ var storeCases = []struct {
 		require.NoError(t, err)
 		require.Equal(t, store.StatusCompleted, res.Status)
 		assert.Equal(t, "idempotencyctl resolve by ops@acme", res.Record.Holder)
+		assert.Equal(t, "ops@acme", res.Record.Resolution.By, "the decision keeps its trail")
+		assert.Equal(t, "the airline has the booking", res.Record.Resolution.Reason)
+		assert.Equal(t, store.DecisionComplete, res.Record.Resolution.Action)
 		var got string
 		require.NoError(t, interceptor.DecodeOutcome(nil, res.Record.Outcome, &got))
 		assert.Equal(t, "12A", got)

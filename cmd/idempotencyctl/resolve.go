@@ -186,14 +186,17 @@ func settleStale(ctx context.Context, b *backend, out io.Writer, req resolveRequ
 	if taken.Status != store.StatusAcquired {
 		return fmt.Errorf("the record changed while being resolved (it is %s now); look at it again and repeat the decision", taken.Status)
 	}
-	token := taken.Record.Token
-	if p.Decision == store.DecisionComplete {
-		err = b.Complete(ctx, store.CompleteParams{Tenant: p.Tenant, Key: p.Key, Token: token, Outcome: p.Outcome})
-	} else {
-		err = b.Release(ctx, store.ReleaseParams{Tenant: p.Tenant, Key: p.Key, Token: token})
+	// Marked and then resolved under the taken-over token, the decision
+	// goes through the store's Resolve and keeps its trail (by, reason,
+	// reference), as it does for a record that was indeterminate.
+	p.Token = taken.Record.Token
+	err = b.MarkIndeterminate(ctx, store.MarkIndeterminateParams{Tenant: p.Tenant, Key: p.Key, Token: p.Token,
+		Reason: "stale: holder " + held.Holder + " let its lease run out; settled by " + name + " resolve"})
+	if err == nil {
+		err = b.Resolve(ctx, p)
 	}
 	if err != nil {
-		return fmt.Errorf("took the stale claim over, then could not %s (the claim's lease runs out in %v and the record reads as stale again): %w", will, settleLease, err)
+		return fmt.Errorf("took the stale claim over, then could not %s: %w; look at the record again (left pending, it reads as stale once the claim's %v lease runs out; left indeterminate, resolve settles it)", will, err, settleLease)
 	}
 	fmt.Fprintf(out, "resolved%s: took the stale claim over and %s; %s\n", req.signature(), did, then)
 	return nil
