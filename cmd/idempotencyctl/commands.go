@@ -26,9 +26,6 @@ type command struct {
 	summary  string
 	synopsis string // the flags, after the command's name
 	detail   string // what it does, for -h
-	// postgresOnly refuses the command, before opening anything, for other
-	// stores.
-	postgresOnly bool
 	// flags defines the command's flags on fs and returns a function that
 	// checks them, once parsed, and builds the action. env reads the
 	// environment; it is consulted only by the returned function, never for
@@ -39,11 +36,14 @@ type command struct {
 // commands lists the subcommands in the order help shows them.
 var commands = []command{
 	{
-		name:         "schema",
-		summary:      "create the PostgreSQL table and index if missing (idempotent)",
-		detail:       "Creates the schema, table and expiry index the PostgreSQL store uses, when\nthey are missing. Safe to run again and from several places at once.",
-		postgresOnly: true,
-		flags:        schemaFlags,
+		name:    "schema",
+		summary: "prepare the store after installing or upgrading (idempotent)",
+		detail: "PostgreSQL: creates the schema, table and indexes the store uses when they\n" +
+			"are missing, and adds the columns of newer versions to an existing table.\n" +
+			"Redis: indexes, for list, the records written by versions before the\n" +
+			"listing index (they are not listed until then). Safe to run again, and\n" +
+			"while workers run.",
+		flags: schemaFlags,
 	},
 	{
 		name:     "list",
@@ -200,13 +200,21 @@ func checkScope(tenant, key string) error {
 func schemaFlags(_ *flag.FlagSet, _ func(string) string) func() (action, error) {
 	return func() (action, error) {
 		return func(ctx context.Context, b *backend, out io.Writer) error {
-			if b.ensureSchema == nil {
-				return &usageError{msg: "this store has no schema to create"}
+			switch {
+			case b.ensureSchema != nil:
+				if err := b.ensureSchema(ctx); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "schema ready: %s and its indexes exist\n", b.where)
+			case b.backfill != nil:
+				n, err := b.backfill(ctx)
+				if err != nil {
+					return partial(n, "indexed", "record", err)
+				}
+				fmt.Fprintf(out, "list index ready under %s: indexed %d %s written before it\n", b.where, n, plural(n, "record"))
+			default:
+				return errors.New("this store has nothing to prepare")
 			}
-			if err := b.ensureSchema(ctx); err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "schema ready: %s and its expiry index exist\n", b.where)
 			return nil
 		}, nil
 	}

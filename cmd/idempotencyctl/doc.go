@@ -8,7 +8,7 @@
 // how an operator looks at such a record and applies the decision: the
 // effect happened (record its outcome; duplicates receive it) or it did not
 // (free the key; a retry may run it). It also erases a tenant's records,
-// sweeps expired ones and creates the PostgreSQL schema.
+// sweeps expired ones and prepares the store after installing or upgrading.
 //
 // # Usage
 //
@@ -30,7 +30,7 @@
 //
 // # Commands
 //
-//	schema                                       create the PostgreSQL table and index (idempotent)
+//	schema                                       prepare the store: PostgreSQL table, Redis list index (idempotent)
 //	list    (-tenant T | -all-tenants) [-state S,S] [-stale] [-older-than D]
 //	        [-oldest] [-limit N] [-cursor C] [-json]
 //	                                             list what waits for a person
@@ -47,6 +47,13 @@
 // "v1:" and 64 lower-case hex digits, as the indeterminate error and the
 // workflow's pending query print it; anything else is a usage error that
 // says so, rather than a record reported missing.
+//
+// schema prepares the store, and is safe to run again and while workers
+// run. With PostgreSQL it creates the schema, table and indexes when
+// missing and adds the columns of newer versions (pgstore's EnsureSchema).
+// With Redis it indexes for list the records written by versions before
+// the listing index (redisstore's BackfillListIndex): until then those
+// records are not listed; run it once after upgrading.
 //
 // list prints a tenant's live records as a table: tenant, key, state
 // ("pending (stale)" for a pending record whose lease has run out), age
@@ -164,14 +171,16 @@
 //	   Temporal unreachable or timed out
 //	2  usage error: unknown command or flag, a required flag missing,
 //	   a -key that is not a key, two decisions at once, JSON that does
-//	   not parse, forget without -yes, schema with -store redis, a TLS
+//	   not parse, forget without -yes, a TLS
 //	   file that cannot be read; nothing was contacted
 //
 // Errors go to stderr, one line each.
 //
 // # Examples
 //
-// Create the table once per deployment:
+// Create the table once per deployment, and again after upgrading (it adds
+// the columns and indexes of newer versions); with Redis, schema indexes
+// for list the records written before the listing index:
 //
 //	idempotencyctl -store postgres -postgres-url "$DATABASE_URL" schema
 //

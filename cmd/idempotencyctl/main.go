@@ -116,9 +116,6 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	if err := c.completeConfig(&cfg); err != nil {
 		return c.fail(err)
 	}
-	if cmd.postgresOnly && cfg.store != storePostgres {
-		return c.fail(usagef("%s: only PostgreSQL has a schema to create; -store %s needs none", cmd.name, cfg.store))
-	}
 
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
