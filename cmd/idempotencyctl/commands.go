@@ -85,7 +85,7 @@ var commands = []command{
 	{
 		name:     "resolve",
 		summary:  "decide an indeterminate or stale record in the store: record its outcome, or free its key",
-		synopsis: "-tenant T -key K (-outcome JSON | -free) [-by WHO] [-reason R] [-dry-run]",
+		synopsis: "-tenant T -key K (-outcome JSON | -free) [-by WHO] [-reason R] [-reference REF] [-dry-run]",
 		detail: "Applies a person's decision to an indeterminate record.\n" +
 			"  -outcome JSON  the effect happened: record JSON as the activity's result;\n" +
 			"                 duplicates of the key receive it (\"12A\" for a string,\n" +

@@ -35,7 +35,8 @@
 //	        [-oldest] [-limit N] [-cursor C] [-json]
 //	                                             list what waits for a person
 //	show    -tenant T -key K [-json]             print one record
-//	resolve -tenant T -key K (-outcome JSON | -free) [-by WHO] [-reason R] [-dry-run]
+//	resolve -tenant T -key K (-outcome JSON | -free) [-by WHO] [-reason R]
+//	        [-reference REF] [-dry-run]
 //	                                             decide an indeterminate or stale record
 //	decide  -tenant T -key K (-outcome JSON | -free | -retry | -fail) -by WHO
 //	        [-reason R] [-reference REF] [Temporal flags]

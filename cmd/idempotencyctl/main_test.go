@@ -168,7 +168,10 @@ func TestHelp(t *testing.T) {
 		{"help command", []string{"help"}, []string{"Commands:", "sweep"}},
 		{"schema", []string{"schema", "-h"}, []string{"idempotencyctl [store flags] schema"}},
 		{"show", []string{"show", "-h"}, []string{"show -tenant T -key K [-json]", "-json"}},
-		{"resolve", []string{"-store", "redis", "resolve", "-help"}, []string{"(-outcome JSON | -free)", "-dry-run", `{"seat":"12A"}`}},
+		{"resolve", []string{"-store", "redis", "resolve", "-help"}, []string{"(-outcome JSON | -free)", "-dry-run", `{"seat":"12A"}`, "-by", "-reason", "-reference", "stale"}},
+		{"list", []string{"list", "-h"}, []string{"(-tenant T | -all-tenants)", "-stale", "-older-than", "-oldest", "-cursor", "-all-tenants", "(default 100)"}},
+		{"decide", []string{"decide", "-h"}, []string{"(-outcome JSON | -free | -retry | -fail) -by WHO", "$TEMPORAL_ADDRESS", "$TEMPORAL_NAMESPACE", "$TEMPORAL_API_KEY",
+			"$TEMPORAL_TLS)", "$TEMPORAL_TLS_CERT", "$TEMPORAL_TLS_KEY", "$TEMPORAL_TLS_CA", "$TEMPORAL_TLS_SERVER_NAME", "-workflow-id", "-reference"}},
 		{"forget", []string{"forget", "-h"}, []string{"forget -tenant T -yes", "cannot be undone"}},
 		{"sweep", []string{"sweep", "-h"}, []string{"sweep [-limit N]", "(default 1000)"}},
 	}
@@ -189,6 +192,9 @@ func TestHelpNeverPrintsTheEnvironment(t *testing.T) {
 	t.Parallel()
 	const secret = "postgres://ops:s3cret@db.internal/prod"
 	r := invoke(t, map[string]string{envPostgresURL: secret}, noOpen(t), "-h")
+	require.Equal(t, exitOK, r.code)
+	assert.NotContains(t, r.stdout, "s3cret")
+	r = invoke(t, map[string]string{"TEMPORAL_API_KEY": "s3cret-key", "TEMPORAL_ADDRESS": "s3cret.internal:7233"}, noOpen(t), "decide", "-h")
 	require.Equal(t, exitOK, r.code)
 	assert.NotContains(t, r.stdout, "s3cret")
 }
