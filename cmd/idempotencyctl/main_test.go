@@ -936,6 +936,10 @@ func TestPostgresThroughFlags(t *testing.T) {
 	require.NoError(t, interceptor.DecodeOutcome(nil, res.Record.Outcome, &got))
 	assert.Equal(t, map[string]any{"seat": "12A"}, got)
 
+	r = invokeReal(t, with("list", "-tenant", tenant)...)
+	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+	assert.Equal(t, "nothing waits for a person in tenant acme: no indeterminate records and no stale pending ones\n", r.stdout)
+
 	r = invokeReal(t, with("forget", "-tenant", tenant, "-yes")...)
 	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 	assert.Equal(t, "erased 1 record of tenant acme\n", r.stdout)
@@ -959,6 +963,11 @@ func TestRedisThroughFlags(t *testing.T) {
 	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 	assert.Contains(t, r.stdout, "state        indeterminate\n")
 
+	r = invokeReal(t, with("list", "-tenant", tenant)...)
+	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+	assert.Contains(t, r.stdout, testKey)
+	assert.Contains(t, r.stdout, "charge timed out")
+
 	r = invokeReal(t, with("resolve", "-tenant", tenant, "-key", testKey, "-free")...)
 	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 	res, err := st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: testKey, Holder: "retry", Lease: time.Minute})
@@ -968,6 +977,10 @@ func TestRedisThroughFlags(t *testing.T) {
 	r = invokeReal(t, with("sweep")...)
 	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 	assert.Equal(t, "swept 0 expired records from prefix \""+prefix+"\"\n", r.stdout)
+
+	r = invokeReal(t, with("schema")...)
+	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+	assert.Equal(t, "list index ready under prefix \""+prefix+"\": indexed 0 records written before it\n", r.stdout)
 }
 
 // list -all-tenants reads every tenant of the store (a namespace of its
