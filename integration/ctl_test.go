@@ -41,6 +41,7 @@ func ctlBinary(t *testing.T) string {
 			return
 		}
 		ctlPath = filepath.Join(dir, "idempotencyctl")
+		// TestMain removes the directory once the package's tests have run.
 		out, err := exec.Command("go", "build", "-o", ctlPath, "github.com/tesserix/idempotency/cmd/idempotencyctl").CombinedOutput()
 		if err != nil {
 			ctlErr = errors.New(string(out))
@@ -48,6 +49,14 @@ func ctlBinary(t *testing.T) string {
 	})
 	require.NoError(t, ctlErr, "building idempotencyctl")
 	return ctlPath
+}
+
+// removeCtlBinary deletes the command built for the package's tests;
+// TestMain calls it once they have run.
+func removeCtlBinary() {
+	if ctlPath != "" {
+		_ = os.RemoveAll(filepath.Dir(ctlPath))
+	}
 }
 
 // ctlResult is what one run of the command produced.
