@@ -14,6 +14,7 @@ var server *temporaltest.TestServer
 func TestMain(m *testing.M) {
 	server = temporaltest.NewServer()
 	code := m.Run()
+	removeCtlBinary()
 	server.Stop()
 	os.Exit(code)
 }

@@ -29,6 +29,9 @@ type backend struct {
 	store.Store
 	// ensureSchema creates the PostgreSQL table; nil for other stores.
 	ensureSchema func(context.Context) error
+	// backfill indexes the Redis records of earlier versions for listing;
+	// nil for other stores.
+	backfill func(context.Context) (int, error)
 	// where names the table or prefix, for messages.
 	where string
 	// release closes what the command opened; nil when it opened nothing.
@@ -80,8 +83,9 @@ func openBackend(ctx context.Context, cfg config) (*backend, error) {
 			return nil, usagef("-prefix: %v", err)
 		}
 		return &backend{
-			Store: st,
-			where: fmt.Sprintf("prefix %q", cfg.prefix),
+			Store:    st,
+			backfill: st.BackfillListIndex,
+			where:    fmt.Sprintf("prefix %q", cfg.prefix),
 			release: func() {
 				_ = st.Close()
 				_ = client.Close()

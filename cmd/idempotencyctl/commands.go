@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
 )
@@ -25,41 +26,77 @@ type command struct {
 	summary  string
 	synopsis string // the flags, after the command's name
 	detail   string // what it does, for -h
-	// postgresOnly refuses the command, before opening anything, for other
-	// stores.
-	postgresOnly bool
 	// flags defines the command's flags on fs and returns a function that
-	// checks them, once parsed, and builds the action.
-	flags func(fs *flag.FlagSet) func() (action, error)
+	// checks them, once parsed, and builds the action. env reads the
+	// environment; it is consulted only by the returned function, never for
+	// help, which must not print what the environment holds.
+	flags func(fs *flag.FlagSet, env func(string) string) func() (action, error)
 }
 
 // commands lists the subcommands in the order help shows them.
 var commands = []command{
 	{
-		name:         "schema",
-		summary:      "create the PostgreSQL table and index if missing (idempotent)",
-		detail:       "Creates the schema, table and expiry index the PostgreSQL store uses, when\nthey are missing. Safe to run again and from several places at once.",
-		postgresOnly: true,
-		flags:        schemaFlags,
+		name:    "schema",
+		summary: "prepare the store after installing or upgrading (idempotent)",
+		detail: "PostgreSQL: creates the schema, table and indexes the store uses when they\n" +
+			"are missing, and adds the columns of newer versions to an existing table.\n" +
+			"Redis: indexes, for list, the records written by versions before the\n" +
+			"listing index (they are not listed until then). Safe to run again, and\n" +
+			"while workers run.",
+		flags: schemaFlags,
+	},
+	{
+		name:     "list",
+		summary:  "list what waits for a person (or any records), one page at a time",
+		synopsis: "(-tenant T | -all-tenants) [-state S,S] [-stale] [-older-than D] [-oldest] [-limit N] [-cursor C] [-json]",
+		detail: "Lists a tenant's live records as a table: tenant, key, state, age,\n" +
+			"activity, workflow ID, reason and who decided. With neither -state nor\n" +
+			"-stale it lists what waits for a person: indeterminate records, and\n" +
+			"pending ones whose holder let its lease run out (stale). -stale alone\n" +
+			"lists the stale pending records. Newest first unless -oldest; a full\n" +
+			"page ends with the -cursor that continues it. -all-tenants reads across\n" +
+			"tenants and is for operators only. An empty answer says so; exit 0.",
+		flags: listFlags,
 	},
 	{
 		name:     "show",
 		summary:  "print one record",
 		synopsis: "-tenant T -key K [-json]",
-		detail:   "Prints the record kept under the key: its state, holder, fencing token,\ntimes, the reason it is indeterminate, and its outcome decoded with the\ndefault data converter. Exits 1 when the key has no live record.",
+		detail:   "Prints the record kept under the key: its state, holder, fencing token,\ntimes, the reason it is indeterminate, the workflow, run, activity and\nattempt whose claim stands in it, and its outcome decoded with the\ndefault data converter. Exits 1 when the key has no live record.",
 		flags:    showFlags,
 	},
 	{
+		name:     "decide",
+		summary:  "send a decision to the workflow waiting on an indeterminate record",
+		synopsis: "-tenant T -key K (-outcome JSON | -free | -retry | -fail) -by WHO [-reason R] [-reference REF] [Temporal flags]",
+		detail: "Reads the record, finds the workflow that made it (its origin), and sends\n" +
+			"the decision as the " + interceptor.DecisionUpdate + " Workflow Update, which the workflow\n" +
+			"validates before applying. Prints what the workflow answered.\n" +
+			"  -outcome JSON  the effect happened: JSON is what the activity returned\n" +
+			"  -free          the effect did not happen: the activity runs again\n" +
+			"  -retry         settled already (resolve): the activity answers from the record\n" +
+			"  -fail          give up: the waiting call fails with the indeterminate error\n" +
+			"Exits 1 when the workflow rejects the decision (with its reason) or no\n" +
+			"workflow waits on the key (it ended, or does not use AwaitDecision): then\n" +
+			"settle the record with resolve. The Temporal flags and their environment\n" +
+			"variables are the temporal CLI's.",
+		flags: decideFlags,
+	},
+	{
 		name:     "resolve",
-		summary:  "decide an indeterminate record: record its outcome, or free its key",
-		synopsis: "-tenant T -key K (-outcome JSON | -free) [-dry-run]",
+		summary:  "decide an indeterminate or stale record in the store: record its outcome, or free its key",
+		synopsis: "-tenant T -key K (-outcome JSON | -free) [-by WHO] [-reason R] [-reference REF] [-dry-run]",
 		detail: "Applies a person's decision to an indeterminate record.\n" +
 			"  -outcome JSON  the effect happened: record JSON as the activity's result;\n" +
 			"                 duplicates of the key receive it (\"12A\" for a string,\n" +
 			"                 {\"seat\":\"12A\"} for a struct, null for no result).\n" +
 			"  -free          the effect did not happen: free the key; the next attempt\n" +
 			"                 may run it.\n" +
-			"Prints the record's state first. Exits 1 when there is no record or it\nis not indeterminate.",
+			"A pending record whose holder let its lease run out (the holder is gone)\n" +
+			"is settled the same way: the command takes the claim over and records\n" +
+			"the decision; the old holder, should it return, is fenced off.\n" +
+			"Prints the record's state first. Exits 1 when there is no record, it is\ncompleted, or it is pending within its holder's lease.\n" +
+			"Changes only the store: a workflow waiting on the key (AwaitDecision)\nis woken by decide, or by decide -retry after resolve.",
 		flags: resolveFlags,
 	},
 	{
@@ -95,16 +132,16 @@ func commandNames() string {
 	return strings.Join(names, ", ")
 }
 
-func (c command) flagSet() (*flag.FlagSet, func() (action, error)) {
+func (c command) flagSet(env func(string) string) (*flag.FlagSet, func() (action, error)) {
 	fs := flag.NewFlagSet(name+" "+c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	return fs, c.flags(fs)
+	return fs, c.flags(fs, env)
 }
 
 // parse parses the command's flags and returns its action, a usage error,
 // or flag.ErrHelp.
-func (c command) parse(args []string) (action, error) {
-	fs, build := c.flagSet()
+func (c command) parse(args []string, env func(string) string) (action, error) {
+	fs, build := c.flagSet(env)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -124,7 +161,7 @@ func (c command) parse(args []string) (action, error) {
 
 func (c command) usage(w io.Writer) {
 	fmt.Fprintf(w, "Usage: %s [store flags] %s %s\n\n%s\n", name, c.name, c.synopsis, c.detail)
-	fs, _ := c.flagSet()
+	fs, _ := c.flagSet(func(string) string { return "" })
 	var n int
 	fs.VisitAll(func(*flag.Flag) { n++ })
 	if n > 0 {
@@ -160,22 +197,30 @@ func checkScope(tenant, key string) error {
 	return nil
 }
 
-func schemaFlags(*flag.FlagSet) func() (action, error) {
+func schemaFlags(_ *flag.FlagSet, _ func(string) string) func() (action, error) {
 	return func() (action, error) {
 		return func(ctx context.Context, b *backend, out io.Writer) error {
-			if b.ensureSchema == nil {
-				return &usageError{msg: "this store has no schema to create"}
+			switch {
+			case b.ensureSchema != nil:
+				if err := b.ensureSchema(ctx); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "schema ready: %s and its indexes exist\n", b.where)
+			case b.backfill != nil:
+				n, err := b.backfill(ctx)
+				if err != nil {
+					return partial(n, "indexed", "record", err)
+				}
+				fmt.Fprintf(out, "list index ready under %s: indexed %d %s written before it\n", b.where, n, plural(n, "record"))
+			default:
+				return errors.New("this store has nothing to prepare")
 			}
-			if err := b.ensureSchema(ctx); err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "schema ready: %s and its expiry index exist\n", b.where)
 			return nil
 		}, nil
 	}
 }
 
-func showFlags(fs *flag.FlagSet) func() (action, error) {
+func showFlags(fs *flag.FlagSet, _ func(string) string) func() (action, error) {
 	tenant, key := scopeFlags(fs)
 	asJSON := fs.Bool("json", false, "print the record as one JSON object")
 	return func() (action, error) {
@@ -192,38 +237,6 @@ func showFlags(fs *flag.FlagSet) func() (action, error) {
 			}
 			writeRecord(out, rec)
 			return nil
-		}, nil
-	}
-}
-
-func resolveFlags(fs *flag.FlagSet) func() (action, error) {
-	tenant, key := scopeFlags(fs)
-	free := fs.Bool("free", false, "the effect did not happen: free the key")
-	outcome := fs.String("outcome", "", "the effect happened: record this JSON value as its result")
-	dryRun := fs.Bool("dry-run", false, "show the record and the decision, change nothing")
-	return func() (action, error) {
-		if err := checkScope(*tenant, *key); err != nil {
-			return nil, err
-		}
-		outcomeSet := false
-		fs.Visit(func(f *flag.Flag) { outcomeSet = outcomeSet || f.Name == "outcome" })
-		switch {
-		case *free && outcomeSet:
-			return nil, errors.New("-free and -outcome are exclusive: decide whether the effect happened")
-		case !*free && !outcomeSet:
-			return nil, errors.New("one of -outcome JSON (the effect happened) or -free (it did not) is required")
-		}
-		p := store.ResolveParams{Tenant: *tenant, Key: *key, Decision: store.DecisionFree}
-		var shown []byte
-		if outcomeSet {
-			enc, js, err := encodeOutcome(*outcome)
-			if err != nil {
-				return nil, outcomeError(*outcome, err)
-			}
-			p.Decision, p.Outcome, shown = store.DecisionComplete, enc, js
-		}
-		return func(ctx context.Context, b *backend, out io.Writer) error {
-			return resolve(ctx, b, out, p, shown, *dryRun)
 		}, nil
 	}
 }
@@ -253,55 +266,16 @@ func bareWords(text string) bool {
 	return false
 }
 
-func resolve(ctx context.Context, b *backend, out io.Writer, p store.ResolveParams, shown []byte, dryRun bool) error {
-	rec, err := lookup(ctx, b, p.Tenant, p.Key)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "record: tenant %s key %s is %s%s\n", printable(rec.Tenant), printable(rec.Key), rec.State, reasonSuffix(rec))
-	if rec.State != store.StateIndeterminate {
-		return notIndeterminate(rec.State)
-	}
-	will, did, then := "free the key", "freed the key", "the next attempt may run the effect"
-	if p.Decision == store.DecisionComplete {
-		will, did, then = "record the outcome "+string(shown), "recorded the outcome "+string(shown), "duplicates of the key will receive it"
-	}
-	if dryRun {
-		fmt.Fprintf(out, "dry run: would %s; nothing changed\n", will)
-		return nil
-	}
-	err = b.Resolve(ctx, p)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return errors.New("no record: it expired or was erased while being resolved")
-	case errors.Is(err, store.ErrNotIndeterminate):
-		// Decided by someone else between the two calls: name the state.
-		if now, lerr := b.Lookup(ctx, store.LookupParams{Tenant: p.Tenant, Key: p.Key}); lerr == nil {
-			if now.State == store.StateIndeterminate {
-				return errors.New("the record changed while being resolved; look at it again and repeat the decision")
-			}
-			return notIndeterminate(now.State)
-		}
-		return errors.New("the record stopped being indeterminate while being resolved: nothing to resolve")
-	case err != nil:
-		return err
-	}
-	fmt.Fprintf(out, "resolved: %s; %s\n", did, then)
-	return nil
-}
-
-func notIndeterminate(s store.State) error {
-	return fmt.Errorf("the record is %s, not indeterminate: nothing to resolve", s)
-}
-
+// reasonSuffix gives the reason of an indeterminate record; a record
+// settled since may still carry it, and it no longer applies.
 func reasonSuffix(rec store.Record) string {
-	if rec.Reason == "" {
+	if rec.Reason == "" || rec.State != store.StateIndeterminate {
 		return ""
 	}
 	return " (reason: " + printable(rec.Reason) + ")"
 }
 
-func forgetFlags(fs *flag.FlagSet) func() (action, error) {
+func forgetFlags(fs *flag.FlagSet, _ func(string) string) func() (action, error) {
 	tenant := fs.String("tenant", "", "the tenant whose records are erased (required)")
 	yes := fs.Bool("yes", false, "confirm: erase every record of the tenant, which cannot be undone")
 	return func() (action, error) {
@@ -325,7 +299,7 @@ func forgetFlags(fs *flag.FlagSet) func() (action, error) {
 	}
 }
 
-func sweepFlags(fs *flag.FlagSet) func() (action, error) {
+func sweepFlags(fs *flag.FlagSet, _ func(string) string) func() (action, error) {
 	limit := fs.Int("limit", store.DefaultSweepLimit, "delete at most this many records per batch")
 	return func() (action, error) {
 		if *limit <= 0 {
@@ -363,10 +337,15 @@ func plural(n int, s string) string {
 func lookup(ctx context.Context, b *backend, tenant, key string) (store.Record, error) {
 	rec, err := b.Lookup(ctx, store.LookupParams{Tenant: tenant, Key: key})
 	if errors.Is(err, store.ErrNotFound) {
-		return rec, fmt.Errorf("no record: tenant %s has no live record under key %s (never claimed, freed, forgotten or expired)",
-			printable(tenant), printable(key))
+		return rec, noRecord(tenant, key)
 	}
 	return rec, err
+}
+
+// noRecord says plainly that the key has no live record.
+func noRecord(tenant, key string) error {
+	return fmt.Errorf("no record: tenant %s has no live record under key %s (never claimed, freed, forgotten or expired)",
+		printable(tenant), printable(key))
 }
 
 // printable returns s as it is when every rune is printable and it holds no
@@ -406,11 +385,47 @@ func writeRecord(out io.Writer, rec store.Record) {
 		{"created_at", formatTime(rec.CreatedAt)},
 		{"updated_at", formatTime(rec.UpdatedAt)},
 		{"reason", printableOrDash(rec.Reason)},
+		{"workflow_id", printableOrDash(rec.Origin.WorkflowID)},
+		{"run_id", printableOrDash(rec.Origin.RunID)},
+		{"activity", printableOrDash(rec.Origin.ActivityType)},
+		{"activity_id", printableOrDash(rec.Origin.ActivityID)},
+		{"attempt", attemptText(rec.Origin.Attempt)},
 		{"outcome", viewOutcome(rec.Outcome).String()},
+		{"decided", resolutionText(rec.Resolution)},
 	}
 	for _, r := range rows {
 		fmt.Fprintf(out, "%-12s %s\n", r.k, r.v)
 	}
+}
+
+// resolutionText is the resolution trail on one line, or "-".
+func resolutionText(r store.Resolution) string {
+	if r == (store.Resolution{}) {
+		return "-"
+	}
+	s := r.Action.String()
+	if r.By != "" {
+		s += " by " + printable(r.By)
+	}
+	if !r.At.IsZero() {
+		s += " at " + formatTime(r.At)
+	}
+	if r.Reason != "" {
+		s += "; reason: " + printable(r.Reason)
+	}
+	if r.Reference != "" {
+		s += "; reference: " + printable(r.Reference)
+	}
+	return s
+}
+
+// attemptText shows an attempt number, or "-" for a record that does not
+// name its origin.
+func attemptText(n int32) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.FormatInt(int64(n), 10)
 }
 
 func printableOrDash(s string) string {
@@ -432,12 +447,31 @@ type recordJSON struct {
 	CreatedAt  *time.Time `json:"created_at"`
 	UpdatedAt  *time.Time `json:"updated_at"`
 	Reason     string     `json:"reason"`
+	// The execution that made the standing claim; empty (0 for Attempt)
+	// when the record does not name it.
+	WorkflowID   string `json:"workflow_id"`
+	RunID        string `json:"run_id"`
+	ActivityType string `json:"activity_type"`
+	ActivityID   string `json:"activity_id"`
+	Attempt      int32  `json:"attempt"`
 	// Outcome is the decoded outcome, or null when there is none or it
 	// could not be decoded (OutcomeDecoded says which).
 	Outcome         json.RawMessage `json:"outcome"`
 	OutcomeDecoded  bool            `json:"outcome_decoded"`
 	OutcomeBytes    int             `json:"outcome_bytes"`
 	OutcomeEncoding string          `json:"outcome_encoding,omitempty"`
+	// Resolution is the person's decision that completed the record; null
+	// when no person decided it.
+	Resolution *resolutionJSON `json:"resolution"`
+}
+
+// resolutionJSON is the -json form of a record's resolution trail.
+type resolutionJSON struct {
+	Action    string     `json:"action"`
+	By        string     `json:"by"`
+	Reason    string     `json:"reason"`
+	Reference string     `json:"reference"`
+	At        *time.Time `json:"at"`
 }
 
 func jsonTime(t time.Time) *time.Time {
@@ -449,6 +483,10 @@ func jsonTime(t time.Time) *time.Time {
 }
 
 func writeRecordJSON(out io.Writer, rec store.Record) error {
+	return json.NewEncoder(out).Encode(toRecordJSON(rec))
+}
+
+func toRecordJSON(rec store.Record) recordJSON {
 	v := viewOutcome(rec.Outcome)
 	j := recordJSON{
 		Tenant:          rec.Tenant,
@@ -461,6 +499,11 @@ func writeRecordJSON(out io.Writer, rec store.Record) error {
 		CreatedAt:       jsonTime(rec.CreatedAt),
 		UpdatedAt:       jsonTime(rec.UpdatedAt),
 		Reason:          rec.Reason,
+		WorkflowID:      rec.Origin.WorkflowID,
+		RunID:           rec.Origin.RunID,
+		ActivityType:    rec.Origin.ActivityType,
+		ActivityID:      rec.Origin.ActivityID,
+		Attempt:         rec.Origin.Attempt,
 		Outcome:         json.RawMessage("null"),
 		OutcomeDecoded:  v.json != nil,
 		OutcomeBytes:    v.size,
@@ -469,6 +512,8 @@ func writeRecordJSON(out io.Writer, rec store.Record) error {
 	if v.json != nil {
 		j.Outcome = v.json
 	}
-	enc := json.NewEncoder(out)
-	return enc.Encode(j)
+	if r := rec.Resolution; r != (store.Resolution{}) {
+		j.Resolution = &resolutionJSON{Action: r.Action.String(), By: r.By, Reason: r.Reason, Reference: r.Reference, At: jsonTime(r.At)}
+	}
+	return j
 }

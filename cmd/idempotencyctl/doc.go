@@ -8,7 +8,7 @@
 // how an operator looks at such a record and applies the decision: the
 // effect happened (record its outcome; duplicates receive it) or it did not
 // (free the key; a retry may run it). It also erases a tenant's records,
-// sweeps expired ones and creates the PostgreSQL schema.
+// sweeps expired ones and prepares the store after installing or upgrading.
 //
 // # Usage
 //
@@ -30,10 +30,17 @@
 //
 // # Commands
 //
-//	schema                                       create the PostgreSQL table and index (idempotent)
+//	schema                                       prepare the store: PostgreSQL table, Redis list index (idempotent)
+//	list    (-tenant T | -all-tenants) [-state S,S] [-stale] [-older-than D]
+//	        [-oldest] [-limit N] [-cursor C] [-json]
+//	                                             list what waits for a person
 //	show    -tenant T -key K [-json]             print one record
-//	resolve -tenant T -key K (-outcome JSON | -free) [-dry-run]
-//	                                             decide an indeterminate record
+//	resolve -tenant T -key K (-outcome JSON | -free) [-by WHO] [-reason R]
+//	        [-reference REF] [-dry-run]
+//	                                             decide an indeterminate or stale record
+//	decide  -tenant T -key K (-outcome JSON | -free | -retry | -fail) -by WHO
+//	        [-reason R] [-reference REF] [Temporal flags]
+//	                                             send the decision to the waiting workflow
 //	forget  -tenant T -yes                       erase every record of a tenant
 //	sweep   [-limit N]                           delete expired records
 //
@@ -42,14 +49,44 @@
 // workflow's pending query print it; anything else is a usage error that
 // says so, rather than a record reported missing.
 //
+// schema prepares the store, and is safe to run again and while workers
+// run. With PostgreSQL it creates the schema, table and indexes when
+// missing and adds the columns of newer versions (pgstore's EnsureSchema).
+// With Redis it indexes for list the records written by versions before
+// the listing index (redisstore's BackfillListIndex): until then those
+// records are not listed; run it once after upgrading.
+//
+// list prints a tenant's live records as a table: tenant, key, state
+// ("pending (stale)" for a pending record whose lease has run out), age
+// since the claim, activity, workflow ID, reason (of an indeterminate
+// record, or of the decision that completed one) and who decided. With
+// neither -state nor -stale it lists what waits for a person: indeterminate
+// records and stale pending ones. -state takes pending, indeterminate,
+// completed or all, separated by commas; -stale keeps, of the pending
+// records, those whose holder's lease ran out by the store's clock;
+// -older-than keeps records claimed at least that long ago. Newest first,
+// or oldest first with -oldest. One page of -limit records (default 100,
+// at most 1000) is printed; when more remain, the last line gives the
+// -cursor that continues the listing (with the same -tenant and -oldest).
+// An empty listing says so, and exits 0. -all-tenants lists every tenant:
+// it reads across the tenant boundary, and is for operators only. With
+// -json it prints one object, {"records": [...], "next": "..."}, each
+// record as show -json prints it.
+//
 // show prints the record's tenant, key, state, holder, fencing token,
 // lease, expiry, creation and update times, the reason it is indeterminate,
-// and its outcome, decoded with the SDK's default data converter and
+// the execution whose claim stands in the record (workflow ID, run ID,
+// activity type, activity ID and attempt; "-" for a record written before
+// records kept them), who decided a record a person resolved (action,
+// by, when, reason, reference), and its outcome, decoded with the SDK's default data converter and
 // printed as JSON. An outcome written through a payload codec (encryption,
 // compression) cannot be decoded here; show gives its size and encoding
 // instead. With -json it prints one JSON object with the fields tenant,
 // key, state, holder, token, lease_until, expires_at, created_at,
-// updated_at (RFC 3339, UTC, or null), reason, outcome (the decoded value,
+// updated_at (RFC 3339, UTC, or null), reason, workflow_id, run_id,
+// activity_type, activity_id, attempt (empty strings and 0 when the record
+// does not name them), resolution (null, or an object with action, by,
+// reason, reference and at), outcome (the decoded value,
 // or null), outcome_decoded, outcome_bytes and outcome_encoding.
 //
 // resolve prints the record's state, then applies exactly one decision.
@@ -60,7 +97,60 @@
 // A bare word is not JSON: -outcome 14C is refused with the spelling that
 // works, -outcome '"14C"'.
 // -free frees the key. -dry-run shows what would be done and changes
-// nothing.
+// nothing. -by, -reason and -reference are kept in the record's
+// resolution (show and list print them); -by also names the holder of a
+// stale claim resolve settles ("idempotencyctl resolve by WHO"). The
+// decision applies only to the indeterminate record shown: a key claimed
+// and marked again meanwhile is refused, to be looked at again.
+//
+// resolve also settles a stale pending record: one whose holder let its
+// lease run out by the store's clock, such as a worker that died with the
+// store down after its effect landed. It prints the holder and its
+// origin, takes the claim over under the token it saw (as a waiting
+// duplicate would), marks it indeterminate and resolves it as above, trail
+// included;
+// the old holder, should it come back, is fenced off (its writes fail). A
+// pending record within its holder's lease is refused: the holder may
+// still be running.
+//
+// resolve changes the store only. A workflow waiting on the key (with
+// AwaitDecision) is woken by decide, which also records the outcome; after
+// a resolve, decide -retry lets it answer from the record.
+//
+// decide hands the decision to the workflow that waits on the key (one
+// whose worker runs with interceptor.Options.AwaitDecision). It reads the
+// record, takes the workflow ID and run ID from the record's origin (or
+// from -workflow-id and -run-id, for a record that does not name them),
+// and sends the decision as the idempotency.decide Workflow Update, with
+// -by (required), -reason and -reference for the workflow's log. The
+// workflow validates the decision before applying it: -outcome must decode
+// into what the activity returns. -outcome, -free, -retry and -fail are
+// the actions complete, free, retry and fail; -retry suits a record
+// already settled with resolve. decide prints the record's state, the
+// decision it sends, and what the workflow answered (recorded, freed,
+// retried or failed). A decision the workflow rejects prints its reason
+// and exits 1, changing nothing. Where no workflow waits on the key — the
+// workflow ended, or it runs on without waiting (it does not use
+// AwaitDecision) — decide says so, exits 1 and points to resolve. A
+// completed record takes only -retry or -fail; a pending one is not
+// decided (its holder may be running).
+//
+// decide connects to Temporal with the temporal CLI's flags and
+// environment variables:
+//
+//	-address                        host:port of the frontend ($TEMPORAL_ADDRESS; default 127.0.0.1:7233)
+//	-namespace                      the workflow's namespace ($TEMPORAL_NAMESPACE; default "default")
+//	-api-key                        API key; implies TLS ($TEMPORAL_API_KEY)
+//	-tls                            use TLS; -tls=false refuses it ($TEMPORAL_TLS)
+//	-tls-cert-path, -tls-key-path   client certificate and key, for mTLS ($TEMPORAL_TLS_CERT, $TEMPORAL_TLS_KEY)
+//	-tls-ca-path                    CA of the server's certificate ($TEMPORAL_TLS_CA)
+//	-tls-server-name                name expected in the server's certificate ($TEMPORAL_TLS_SERVER_NAME)
+//	-tls-disable-host-verification  accept any server name ($TEMPORAL_TLS_DISABLE_HOST_VERIFICATION)
+//
+// Any -tls flag or an API key turns TLS on. A flag given wins over its
+// variable. -timeout bounds the whole command, the wait for the
+// workflow's answer included: a workflow whose worker is down does not
+// answer, and decide says so.
 //
 // forget erases every record of the tenant outright, indeterminate records
 // awaiting a decision included, and prints how many it erased. The records
@@ -78,19 +168,26 @@
 //
 //	0  done, or help was asked for
 //	1  refused or failed: no record, a record that is not indeterminate,
-//	   the store unreachable or timed out
+//	   a decision the workflow rejected, no workflow waiting, the store or
+//	   Temporal unreachable or timed out
 //	2  usage error: unknown command or flag, a required flag missing,
-//	   a -key that is not a key, both -free and -outcome, JSON that does
-//	   not parse, forget without -yes, schema with -store redis; nothing
-//	   was contacted
+//	   a -key that is not a key, two decisions at once, JSON that does
+//	   not parse, forget without -yes, a TLS
+//	   file that cannot be read; nothing was contacted
 //
 // Errors go to stderr, one line each.
 //
 // # Examples
 //
-// Create the table once per deployment:
+// Create the table once per deployment, and again after upgrading (it adds
+// the columns and indexes of newer versions); with Redis, schema indexes
+// for list the records written before the listing index:
 //
 //	idempotencyctl -store postgres -postgres-url "$DATABASE_URL" schema
+//
+// See what waits for a person, longest-waiting first:
+//
+//	idempotencyctl list -tenant acme -oldest
 //
 // Look at the key an IndeterminateOutcomeError named:
 //
@@ -105,6 +202,13 @@
 // The charge never reached the bank: free the key, so a retry may charge:
 //
 //	idempotencyctl resolve -tenant acme -key v1:9f86… -free
+//
+// Or, when the workflow waits on the key (AwaitDecision), hand it the
+// decision; it records the outcome and the call returns it:
+//
+//	export TEMPORAL_ADDRESS=temporal.internal:7233 TEMPORAL_NAMESPACE=bookings
+//	idempotencyctl decide -tenant acme -key v1:9f86… -outcome '{"seat":"12A"}' \
+//	    -by ops@acme -reason "airline confirmed by phone" -reference TICKET-7
 //
 // Erase a departed tenant, and reclaim expired records (Redis):
 //

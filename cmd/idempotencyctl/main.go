@@ -105,7 +105,7 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	if !ok {
 		return c.fail(usagef("unknown command %q: want one of %s (see %s -h)", rest[0], commandNames(), name))
 	}
-	act, err := cmd.parse(rest[1:])
+	act, err := cmd.parse(rest[1:], c.getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		cmd.usage(c.stdout)
 		return exitOK
@@ -115,9 +115,6 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	}
 	if err := c.completeConfig(&cfg); err != nil {
 		return c.fail(err)
-	}
-	if cmd.postgresOnly && cfg.store != storePostgres {
-		return c.fail(usagef("%s: only PostgreSQL has a schema to create; -store %s needs none", cmd.name, cfg.store))
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
@@ -159,7 +156,7 @@ func (c *cli) globalFlags(cfg *config) *flag.FlagSet {
 	fs.StringVar(&cfg.table, "table", pgstore.DefaultTable, "PostgreSQL table holding the records")
 	fs.StringVar(&cfg.redisAddr, "redis-addr", "", "Redis address host:port, for -store redis (or $"+envRedisAddr+")")
 	fs.StringVar(&cfg.prefix, "prefix", redisstore.DefaultPrefix, "Redis key prefix the workers use")
-	fs.DurationVar(&cfg.timeout, "timeout", defaultTimeout, "give up on the store after this long")
+	fs.DurationVar(&cfg.timeout, "timeout", defaultTimeout, "give up on the store, and on Temporal (decide), after this long")
 	return fs
 }
 

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/store"
+)
+
+// decideRequest is a parsed decide command.
+type decideRequest struct {
+	tenant, key string
+	decision    interceptor.Decision
+	// workflowID and runID, when set, name the workflow instead of the
+	// record's origin.
+	workflowID, runID string
+	temporal          temporalConfig
+}
+
+func decideFlags(fs *flag.FlagSet, env func(string) string) func() (action, error) {
+	tenant, key := scopeFlags(fs)
+	outcome := fs.String("outcome", "", "the effect happened: this JSON value is what the activity returned")
+	free := fs.Bool("free", false, "the effect did not happen: free the key; the activity runs again")
+	retry := fs.Bool("retry", false, "the record was settled already (resolve): run the activity again, it answers from the record")
+	fail := fs.Bool("fail", false, "give up: the waiting call fails with the indeterminate error")
+	by := fs.String("by", "", "who decides: a person or system, for the workflow's log (required)")
+	reason := fs.String("reason", "", "why: what established the outcome")
+	reference := fs.String("reference", "", "where the evidence is: a ticket, the downstream's confirmation")
+	workflowID := fs.String("workflow-id", "", "the workflow that waits, when the record does not name it (records written before they kept their origin)")
+	runID := fs.String("run-id", "", "the run of -workflow-id that waits (default: its latest run)")
+	tf := defineTemporalFlags(fs, env)
+	return func() (action, error) {
+		if err := checkScope(*tenant, *key); err != nil {
+			return nil, err
+		}
+		outcomeSet := false
+		fs.Visit(func(f *flag.Flag) { outcomeSet = outcomeSet || f.Name == "outcome" })
+		var chosen []string
+		for _, c := range []struct {
+			on   bool
+			name string
+		}{{outcomeSet, "-outcome"}, {*free, "-free"}, {*retry, "-retry"}, {*fail, "-fail"}} {
+			if c.on {
+				chosen = append(chosen, c.name)
+			}
+		}
+		switch {
+		case len(chosen) == 0:
+			return nil, errors.New("one of -outcome JSON (the effect happened), -free (it did not), -retry (settled already) or -fail (give up) is required")
+		case len(chosen) > 1:
+			return nil, fmt.Errorf("%s are exclusive: send one decision", strings.Join(chosen, " and "))
+		case strings.TrimSpace(*by) == "":
+			return nil, errors.New("-by is required: name who decides, for the workflow's log")
+		case *runID != "" && *workflowID == "":
+			return nil, errors.New("-run-id needs -workflow-id")
+		}
+		d := interceptor.Decision{Key: *key, Tenant: *tenant, By: *by, Reason: *reason, Reference: *reference}
+		switch {
+		case outcomeSet:
+			var v any
+			if err := decodeJSON([]byte(*outcome), &v); err != nil {
+				return nil, outcomeError(*outcome, err)
+			}
+			compact, err := json.Marshal(v)
+			if err != nil {
+				return nil, outcomeError(*outcome, err)
+			}
+			d.Action, d.Result = interceptor.ActionComplete, compact
+		case *free:
+			d.Action = interceptor.ActionFree
+		case *retry:
+			d.Action = interceptor.ActionRetry
+		default:
+			d.Action = interceptor.ActionFail
+		}
+		tc, err := tf.resolve()
+		if err != nil {
+			return nil, err
+		}
+		req := decideRequest{tenant: *tenant, key: *key, decision: d, workflowID: *workflowID, runID: *runID, temporal: tc}
+		return func(ctx context.Context, b *backend, out io.Writer) error {
+			return decide(ctx, b, out, req)
+		}, nil
+	}
+}
+
+// resolveHint says what an operator does when no workflow waits.
+const resolveHint = "settle the record in the store with '" + name + " resolve'"
+
+func decide(ctx context.Context, b *backend, out io.Writer, req decideRequest) error {
+	rec, err := b.Lookup(ctx, store.LookupParams{Tenant: req.tenant, Key: req.key})
+	switch {
+	case errors.Is(err, store.ErrNotFound) && req.workflowID != "":
+		// Gone (expired, swept): the workflow named may still wait, and
+		// a decision to complete records the outcome afresh.
+		fmt.Fprintf(out, "record: tenant %s has no live record under key %s\n", printable(req.tenant), printable(req.key))
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("%w; if a workflow still waits on the key, name it with -workflow-id", noRecord(req.tenant, req.key))
+	case err != nil:
+		return err
+	default:
+		fmt.Fprintf(out, "record: tenant %s key %s is %s%s\n", printable(rec.Tenant), printable(rec.Key), rec.State, reasonSuffix(rec))
+		switch {
+		case rec.State == store.StatePending:
+			return errors.New("the record is pending: its holder may still be running, and no workflow waits on a decision for it (a stale one is settled with '" + name + " resolve')")
+		case rec.State == store.StateCompleted && (req.decision.Action == interceptor.ActionComplete || req.decision.Action == interceptor.ActionFree):
+			return errors.New("the record is completed already; if its workflow still waits, send -retry: the call answers from the record")
+		}
+	}
+	wfID, runID := rec.Origin.WorkflowID, rec.Origin.RunID
+	if req.workflowID != "" {
+		wfID, runID = req.workflowID, req.runID
+	}
+	if wfID == "" {
+		return errors.New("the record does not name its workflow (it was written before records kept their origin): pass -workflow-id, or " + resolveHint)
+	}
+	where := "workflow " + printable(wfID)
+	if runID != "" {
+		where += " run " + printable(runID)
+	}
+
+	c, err := req.temporal.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	desc, err := c.DescribeWorkflowExecution(ctx, wfID, runID)
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return fmt.Errorf("%s is not in namespace %s (ended and past its retention, or another -namespace): no workflow waits on the key; %s",
+			where, printable(req.temporal.namespace), resolveHint)
+	case err != nil:
+		return fmt.Errorf("cannot describe %s: %w", where, err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if runID == "" {
+		runID = info.GetExecution().GetRunId()
+		where += " run " + printable(runID)
+	}
+	if s := info.GetStatus(); s != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return fmt.Errorf("%s has ended (%s): no workflow waits on the key; %s", where, statusName(s), resolveHint)
+	}
+	fmt.Fprintf(out, "sending: %s to %s (task queue %s)\n", describeDecision(req.decision), where, printable(info.GetTaskQueue()))
+
+	var res interceptor.DecisionResult
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   wfID,
+		RunID:        runID,
+		UpdateName:   interceptor.DecisionUpdate,
+		Args:         []any{req.decision},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(ctx, &res)
+	}
+	if err != nil {
+		return updateError(ctx, c, wfID, runID, where, req, info.GetTaskQueue(), err)
+	}
+	fmt.Fprintf(out, "decided: %s answered: %s; %s\n", where, res.Applied, appliedMeaning(res.Applied))
+	return nil
+}
+
+// updateError explains why the decision update did not succeed.
+func updateError(ctx context.Context, c client.Client, wfID, runID, where string, req decideRequest, queue string, err error) error {
+	var app *temporal.ApplicationError
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &app) && app.Type() == interceptor.DecisionRejectedErrorType:
+		reason := strings.TrimPrefix(app.Message(), "idempotency: ")
+		if !waitsOn(ctx, c, wfID, runID, req.key) {
+			return fmt.Errorf("%s rejected the decision: %s; since nothing in it waits on the key, %s", where, reason, resolveHint)
+		}
+		return fmt.Errorf("%s rejected the decision: %s", where, reason)
+	case errors.As(err, &app) && strings.HasPrefix(app.Message(), "unknown update"):
+		return fmt.Errorf("%s takes no %s update (it does not use AwaitDecision), so nothing waits on the key: %s",
+			where, interceptor.DecisionUpdate, resolveHint)
+	case errors.As(err, &notFound):
+		return fmt.Errorf("%s ended before it took the decision: no workflow waits on the key; %s", where, resolveHint)
+	case errors.Is(ctx.Err(), context.Canceled):
+		return fmt.Errorf("interrupted while waiting for %s to answer; the decision may still be applied: look at the record again: %w", where, ctx.Err())
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.As(err, new(*client.WorkflowUpdateServiceTimeoutOrCanceledError)):
+		return fmt.Errorf("%s did not answer the decision in time: is a worker polling task queue %s? It may still apply the decision once one does: look at the record before repeating it (%w)",
+			where, printable(queue), context.DeadlineExceeded)
+	}
+	return fmt.Errorf("%s did not apply the decision: %w", where, err)
+}
+
+// waitsOn asks the workflow whether a call waits on key. It answers true
+// when it cannot tell, so that only a known absence sends the operator to
+// resolve.
+func waitsOn(ctx context.Context, c client.Client, wfID, runID, key string) bool {
+	v, err := c.QueryWorkflow(ctx, wfID, runID, interceptor.PendingQuery)
+	if err != nil {
+		return true
+	}
+	var pending []interceptor.PendingDecision
+	if v.Get(&pending) != nil {
+		return true
+	}
+	for _, p := range pending {
+		if p.Rejected == nil && p.Outcome.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+func describeDecision(d interceptor.Decision) string {
+	if d.Action == interceptor.ActionComplete {
+		return "complete with " + string(d.Result)
+	}
+	return string(d.Action)
+}
+
+func appliedMeaning(applied string) string {
+	switch applied {
+	case interceptor.AppliedRecorded:
+		return "the result is recorded; the waiting call and every duplicate of the key receive it"
+	case interceptor.AppliedFreed:
+		return "the key is free; the activity runs again"
+	case interceptor.AppliedRetried:
+		return "the activity runs again and answers from the record as it stands"
+	case interceptor.AppliedFailed:
+		return "the waiting call fails with the indeterminate error"
+	}
+	return "the workflow applied it"
+}
+
+func statusName(s enumspb.WorkflowExecutionStatus) string {
+	return strings.ToLower(s.String())
+}
