@@ -495,3 +495,22 @@ func TestRecordNamesItsOrigin(t *testing.T) {
 	assert.EqualValues(t, 1, rec.Origin.Attempt)
 	assert.NotContains(t, rec.Origin.WorkflowID+rec.Origin.ActivityID, "secret-request", "never the arguments")
 }
+
+// An indeterminate key waits for a person however long that takes: a
+// duplicate long past the retention window still finds it indeterminate
+// and does not run the effect again.
+func TestIndeterminateKeyOutlivesTheWindow(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.acts.on("Book", func(context.Context, int, BookRequest) error { return errors.New("gateway timeout") })
+	env := h.activityEnv(t, "acme")
+	_, err := book(env, h.acts.Book, BookRequest{Flight: "BA117"})
+	requireIndeterminate(t, err, activity.ReasonBodyFailed, true)
+
+	h.clock.Advance(10 * store.DefaultTTL)
+	_, err = h.mem.Sweep(context.Background(), store.SweepParams{})
+	require.NoError(t, err)
+	_, err = book(env, h.acts.Book, BookRequest{Flight: "BA117"})
+	requireIndeterminate(t, err, activity.ReasonRecorded, false)
+	assert.Equal(t, 1, h.acts.ledger.count("Book"), "the effect ran once")
+}

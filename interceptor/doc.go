@@ -10,7 +10,8 @@
 // once: a call that fails without answering leaves the effect unknown, and
 // the dispatcher reports that rather than guessing. Not ever: a retry that
 // arrives after the store's retention window sees a free key. Not across
-// tenants: records are tenant-scoped.
+// tenants: records are tenant-scoped. (An indeterminate key is not subject
+// to the window: it waits for a person however long that takes.)
 //
 // # What it does for one execution
 //

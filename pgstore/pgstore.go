@@ -331,7 +331,8 @@ func (s *Store) MarkIndeterminate(ctx context.Context, p store.MarkIndeterminate
 		return err
 	}
 	return s.fenced(ctx, op, p.Tenant, p.Key, p.Token, func(now time.Time) (string, []any) {
-		return s.sql.markIndeterminate, []any{p.Tenant, p.Key, p.Token, now, now.Add(s.opts.TTL), p.Reason,
+		// An indeterminate record keeps until a person decides.
+		return s.sql.markIndeterminate, []any{p.Tenant, p.Key, p.Token, now, store.NeverExpires, p.Reason,
 			s.opts.NotifyChannel, payloadFor(p.Tenant, p.Key)}
 	})
 }

@@ -144,6 +144,7 @@ if not held then return 0 end
 redis.call('HSET', KEYS[1], 'state', 'indeterminate', 'reason', ARGV[5], 'exp', ARGV[3], 'updated', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 extend_index(KEYS[2], ARGV[4])
+extend_index(KEYS[3], ARGV[4])
 if waited then
   redis.call('PUBLISH', ARGV[6], KEYS[1])
 end

@@ -296,7 +296,9 @@ func (s *Store) MarkIndeterminate(ctx context.Context, p store.MarkIndeterminate
 		return err
 	}
 	now := s.now(ctx)
-	exp, ttl := s.expiry(now, now)
+	// An indeterminate record keeps until a person decides: its expiry, and
+	// its indexes', reach store.NeverExpires.
+	exp, ttl := s.expiry(now, stamp(store.NeverExpires.UnixMicro()))
 	return s.fenced(ctx, "mark indeterminate", p.Tenant, p.Key, p.Token, markScript,
 		now.arg(), strconv.FormatInt(p.Token, 10), exp.arg(), ttl, p.Reason, s.channel)
 }

@@ -79,8 +79,11 @@
 // # Retention
 //
 // A record expires [DefaultTTL] (or the store's configured TTL) after it was
-// last written: Claim, Complete, MarkIndeterminate and Resolve start the
-// window again. An expired record reads as free everywhere (Claim acquires
+// last written: Claim, Renew, Complete and Resolve start the window again.
+// An indeterminate record is the exception: it keeps until a person
+// resolves it or its tenant is forgotten (its ExpiresAt is [NeverExpires],
+// and Sweep leaves it), so a key whose effect may have landed never reads as
+// free while someone decides. An expired record reads as free everywhere (Claim acquires
 // the key with a new token, Lookup returns [ErrNotFound], fenced calls return
 // [ErrNotHolder]) whether or not it is still physically present;
 // [Store.Sweep] reclaims the space. The promise, at most one side effect per

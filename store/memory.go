@@ -192,7 +192,7 @@ func (m *Memory) MarkIndeterminate(ctx context.Context, params MarkIndeterminate
 	rec.State = StateIndeterminate
 	rec.Reason = params.Reason
 	rec.UpdatedAt = now
-	rec.ExpiresAt = now.Add(m.ttl)
+	rec.ExpiresAt = NeverExpires // until a person decides
 	m.notify(params.Tenant, params.Key)
 	return nil
 }

@@ -64,9 +64,10 @@ type Store interface {
 
 	// MarkIndeterminate keeps a pending claim held under params.Token and
 	// records that its outcome is unknown; every later claim on the key sees
-	// StatusIndeterminate until a person resolves it or the record expires.
-	// It returns ErrNotHolder when the token no longer holds a pending claim
-	// on the key.
+	// StatusIndeterminate until a person resolves it. The record does not
+	// expire meanwhile (its ExpiresAt is NeverExpires) and Sweep leaves it:
+	// only Resolve and Forget remove it. It returns ErrNotHolder when the
+	// token no longer holds a pending claim on the key.
 	MarkIndeterminate(ctx context.Context, params MarkIndeterminateParams) error
 
 	// Lookup returns the live record of a key, or ErrNotFound when there is
@@ -234,6 +235,13 @@ type Resolution struct {
 	// At is when the store applied the decision, by its clock.
 	At time.Time `json:"at,omitzero"`
 }
+
+// NeverExpires is the ExpiresAt of an indeterminate record: it keeps until a
+// person resolves it (or Forget erases its tenant), so a key whose effect
+// may have landed never reads as free while someone decides, however long
+// that takes. (The year 2200: within the range of microseconds the Redis
+// store keeps exactly.)
+var NeverExpires = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // MaxOriginLength bounds each identifier of an [Origin], in bytes.
 const MaxOriginLength = 1024

@@ -127,7 +127,7 @@ func fenceCases() []testCase {
 			want.State = store.StateIndeterminate
 			want.Reason = "connection reset after send"
 			want.UpdatedAt = now
-			want.ExpiresAt = now.Add(h.ttl)
+			want.ExpiresAt = store.NeverExpires // until a person decides
 			got := h.lookup(t, "k")
 			want.LeaseUntil = got.LeaseUntil // What a lease means once the claim ended is the store's business.
 			assertRecord(t, want, got)

@@ -369,7 +369,11 @@ func backlogCases() []testCase {
 			h.clock.Advance(h.ttl)
 			counts, err = h.s.CountBacklog(h.ctx)
 			require.NoError(t, err)
-			assert.Empty(t, counts, "expired records wait for nobody")
+			assert.Equal(t, []store.BacklogCount{
+				{ActivityType: "", Indeterminate: 1},
+				{ActivityType: "Book", Indeterminate: 2},
+				{ActivityType: "Charge", Indeterminate: 1},
+			}, counts, "expired pending records wait for nobody; indeterminate ones keep until decided")
 		}},
 	}
 }

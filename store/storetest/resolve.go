@@ -68,10 +68,18 @@ func resolveCases() []testCase {
 			require.ErrorIs(t, err, store.ErrNotFound)
 			h.requireMissing(t, h.tenant, "never")
 		}},
-		{"ExpiredNotFound", func(t *testing.T, h *harness) {
+		{"DecidedLongAfterTheWindow", func(t *testing.T, h *harness) {
 			h.indeterminate(t, "k", "unknown")
 			h.clock.Advance(h.ttl + time.Second)
-			err := h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionComplete, Outcome: []byte("x")})
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionComplete, Outcome: []byte("x")}),
+				"the record waited for the person")
+			assertOutcome(t, []byte("x"), h.lookup(t, "k").Outcome)
+		}},
+		{"ForgottenNotFound", func(t *testing.T, h *harness) {
+			h.indeterminate(t, "k", "unknown")
+			_, err := h.s.Forget(h.ctx, store.ForgetParams{Tenant: h.tenant})
+			require.NoError(t, err)
+			err = h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionComplete, Outcome: []byte("x")})
 			require.ErrorIs(t, err, store.ErrNotFound)
 			h.requireMissing(t, h.tenant, "k")
 		}},

@@ -40,11 +40,17 @@ func retentionCases() []testCase {
 			}
 			assertRecord(t, res.Record, h.lookup(t, "k"))
 		}},
-		{"IndeterminateRecordExpires", func(t *testing.T, h *harness) {
+		{"IndeterminateRecordKeepsUntilDecided", func(t *testing.T, h *harness) {
+			// A key whose effect may have landed never reads as free while a
+			// person decides, however long that takes; Sweep leaves it too.
 			h.indeterminate(t, "k", "r")
-			h.clock.Advance(h.ttl + time.Second)
+			h.clock.Advance(10*h.ttl + time.Second)
+			_, err := h.s.Sweep(h.ctx, store.SweepParams{})
+			require.NoError(t, err)
 			res := h.claim(t, "k", "worker-2")
-			assert.Equal(t, store.StatusAcquired, res.Status)
+			assert.Equal(t, store.StatusIndeterminate, res.Status)
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionFree}))
+			assert.Equal(t, store.StatusAcquired, h.claim(t, "k", "worker-2").Status, "decided, the key is free")
 		}},
 		{"RenewingClaimNeverExpires", func(t *testing.T, h *harness) {
 			// A holder that keeps renewing is alive: its record must outlive
@@ -86,12 +92,11 @@ func retentionCases() []testCase {
 			require.Equal(t, store.StatusCompleted, res.Status)
 			assertOutcome(t, []byte("x"), res.Record.Outcome)
 		}},
-		{"MarkRestartsWindow", func(t *testing.T, h *harness) {
+		{"MarkKeepsTheRecord", func(t *testing.T, h *harness) {
 			rec := h.acquire(t, "k")
 			h.clock.Advance(h.ttl / 2)
-			now := h.clock.Now()
 			require.NoError(t, h.s.MarkIndeterminate(h.ctx, store.MarkIndeterminateParams{Tenant: h.tenant, Key: "k", Token: rec.Token, Reason: "r"}))
-			assertTime(t, now.Add(h.ttl), h.lookup(t, "k").ExpiresAt, "ExpiresAt")
+			assertTime(t, store.NeverExpires, h.lookup(t, "k").ExpiresAt, "ExpiresAt")
 			h.clock.Advance(h.ttl/2 + time.Minute)
 			assert.Equal(t, store.StatusIndeterminate, h.claim(t, "k", "worker-2").Status)
 		}},
@@ -124,12 +129,13 @@ func retentionCases() []testCase {
 				}
 				total += n
 			}
-			assert.Equal(t, 3, total, "every expired record is swept, and nothing else")
+			assert.Equal(t, 2, total, "every expired record is swept, and nothing else: an indeterminate one waits for a person")
 			n, err := h.s.Sweep(h.ctx, store.SweepParams{})
 			require.NoError(t, err)
 			assert.Zero(t, n, "nothing left to sweep")
 			assert.Equal(t, store.StatePending, h.lookupIn(t, "A", live[0]).State)
 			assert.Equal(t, store.StateCompleted, h.lookupIn(t, "B", live[1]).State)
+			assert.Equal(t, store.StateIndeterminate, h.lookupIn(t, "A", "old-marked").State)
 		}},
 		{"SweepDefaultLimit", func(t *testing.T, h *harness) {
 			for _, key := range []string{"k1", "k2", "k3"} {
