@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/workflow"
@@ -65,15 +67,8 @@ func TestNoArgumentsAtRestAndHostileNames(t *testing.T) {
 	const hostileTenant = `acme'; DELETE FROM t; -- {x} ]]`
 	ctx := context.Background()
 
-	pool, schema := testenv.Postgres(t)
-	pg, err := pgstore.New(pool, pgstore.Options{Schema: schema})
-	require.NoError(t, err)
-	require.NoError(t, pg.EnsureSchema(ctx))
-	t.Cleanup(pg.Close)
-	rc, prefix := testenv.Redis(t)
-	rs, err := redisstore.New(rc, redisstore.Options{Prefix: prefix})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rs.Close() })
+	d := openDurableStores(t)
+	pool, schema, pg, rc, prefix, rs := d.pool, d.schema, d.pg, d.rc, d.prefix, d.rs
 
 	for name, st := range map[string]store.Store{"postgres": pg, "redis": rs} {
 		e := newEnv(t, st, interceptor.Options{})
@@ -137,4 +132,32 @@ func TestNoArgumentsAtRestAndHostileNames(t *testing.T) {
 		assert.NotContains(t, joined, passengerName, "key %s", k)
 		assert.NotContains(t, joined, cardNumber, "key %s", k)
 	}
+}
+
+// durableStores are a pgstore in a schema of the test's own and a Redis
+// store under a prefix of its own, with what they run on, for tests that
+// look at the stored rows and keys themselves.
+type durableStores struct {
+	pool   *pgxpool.Pool
+	schema string
+	pg     *pgstore.Store
+	rc     redis.UniversalClient
+	prefix string
+	rs     *redisstore.Store
+}
+
+func openDurableStores(t *testing.T) durableStores {
+	t.Helper()
+	d := durableStores{}
+	d.pool, d.schema = testenv.Postgres(t)
+	var err error
+	d.pg, err = pgstore.New(d.pool, pgstore.Options{Schema: d.schema})
+	require.NoError(t, err)
+	require.NoError(t, d.pg.EnsureSchema(context.Background()))
+	t.Cleanup(d.pg.Close)
+	d.rc, d.prefix = testenv.Redis(t)
+	d.rs, err = redisstore.New(d.rc, redisstore.Options{Prefix: d.prefix})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.rs.Close() })
+	return d
 }

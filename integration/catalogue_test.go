@@ -15,7 +15,6 @@ import (
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/interceptor"
-	"github.com/tesserix/idempotency/internal/testenv"
 	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/pgstore"
 	"github.com/tesserix/idempotency/redisstore"
@@ -57,15 +56,8 @@ func TestBadInputCatalogue(t *testing.T) {
 	ctx := context.Background()
 	mem, err := store.NewMemory(store.MemoryOptions{})
 	require.NoError(t, err)
-	pool, schema := testenv.Postgres(t)
-	pg, err := pgstore.New(pool, pgstore.Options{Schema: schema})
-	require.NoError(t, err)
-	require.NoError(t, pg.EnsureSchema(ctx))
-	t.Cleanup(pg.Close)
-	rc, prefix := testenv.Redis(t)
-	rs, err := redisstore.New(rc, redisstore.Options{Prefix: prefix})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rs.Close() })
+	d := openDurableStores(t)
+	pool, schema, pg, rc, prefix, rs := d.pool, d.schema, d.pg, d.rc, d.prefix, d.rs
 	stores := map[string]store.Store{"memory": mem, "postgres": pg, "redis": rs}
 
 	cycle := map[string]any{}
