@@ -1,6 +1,7 @@
 package faultrun_test
 
 import (
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"go.temporal.io/server/temporaltest"
 
 	"github.com/tesserix/idempotency/integration/faultrun"
+	"github.com/tesserix/idempotency/internal/testenv"
 )
 
 // workerEnv makes this test binary a worker process: the run starts it
@@ -57,6 +59,9 @@ func TestFaultRun(t *testing.T) {
 		cfg := base
 		cfg.Store = st
 		sum, err := faultrun.Run(t.Context(), cfg)
+		if errors.Is(err, faultrun.ErrMissingTool) {
+			testenv.Unreachable(t, st+" (private instance)", err)
+		}
 		if err != nil {
 			t.Fatalf("%s round: %v", st, err)
 		}

@@ -2,6 +2,7 @@ package faultrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -15,6 +16,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 )
+
+// ErrMissingTool matches the error Run returns when a program it needs to
+// start a private store (initdb, pg_ctl, redis-server) is not installed.
+var ErrMissingTool = errors.New("faultrun: a program the run needs is not installed")
 
 // proc is a child process in a process group of its own, killed with its
 // group, and killed by the kernel if the run's thread that started it dies
@@ -92,7 +97,7 @@ func findPostgresBinary(name string) (string, error) {
 	if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/" + name); len(m) > 0 {
 		return m[len(m)-1], nil
 	}
-	return "", fmt.Errorf("faultrun: %s not found on PATH nor in /usr/lib/postgresql/*/bin", name)
+	return "", fmt.Errorf("%w: %s not found on PATH nor in /usr/lib/postgresql/*/bin", ErrMissingTool, name)
 }
 
 func newPrivatePostgres() (*privatePostgres, error) {
@@ -214,7 +219,7 @@ func (r *privateRedis) addr() string { return "127.0.0.1:" + strconv.Itoa(r.port
 func (r *privateRedis) start() error {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		return fmt.Errorf("faultrun: %w", err)
+		return fmt.Errorf("%w: %w", ErrMissingTool, err)
 	}
 	aof := "no"
 	if r.persist {

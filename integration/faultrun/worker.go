@@ -72,9 +72,9 @@ func WorkerMain(args []string) error {
 			WorkerStopTimeout:                  time.Second,
 		},
 		Idempotency: interceptor.Options{
-			Store:     st,
-			Lease:     *lease,
-			Identity:  fmt.Sprintf("faultrun@%d", os.Getpid()),
+			Store:    st,
+			Lease:    *lease,
+			Identity: fmt.Sprintf("faultrun@%d", os.Getpid()),
 		},
 		Logger: logger,
 	})

@@ -77,7 +77,9 @@ func drive(args []string) int {
 	defer srv.Stop()
 	logf := func(string, ...any) {}
 	if *verbose {
-		logf = func(format string, a ...any) { fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", a...) }
+		logf = func(format string, a ...any) {
+			fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", a...)
+		}
 	}
 	code := 0
 	var sums []*faultrun.Summary
