@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/interceptor"
@@ -316,7 +317,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 			case err == nil:
 				results[i] = res
 				sum.Completed++
-			case errors.Is(err, context.DeadlineExceeded):
+			case isHung(err):
 				sum.Hung++
 				sum.Samples = append(sum.Samples, fmt.Sprintf("%s hung: %v", in.Order, err))
 			default:
@@ -376,8 +377,18 @@ func ensureSchema(ctx context.Context, url string) error {
 	return s.EnsureSchema(ctx)
 }
 
+// isHung reports whether a workflow ran past its bound: the server timed
+// it out (the execution timeout is the bound), or the driver stopped
+// waiting for it.
+func isHung(err error) bool {
+	var te *temporal.TimeoutError
+	return errors.As(err, &te) || errors.Is(err, context.DeadlineExceeded)
+}
+
 func runWorkflow(ctx context.Context, c client.Client, queue string, bound time.Duration, in WorkflowInput) (*WorkflowResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, bound)
+	// The server ends the workflow at the bound; the driver waits a little
+	// longer, so a server that does not is caught too.
+	ctx, cancel := context.WithTimeout(ctx, bound+30*time.Second)
 	defer cancel()
 	ctx = interceptor.WithTenant(ctx, "faultrun")
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
