@@ -59,6 +59,8 @@ func TestAnalyse(t *testing.T) {
 	check("Indeterminate[holder_lost]", s.Indeterminate["holder_lost"], 1)
 	check("Landed[holder_lost]", s.Landed["holder_lost"], 0)
 	check("Untyped", s.Untyped, 1)
+	check("AskedKeys", s.AskedKeys, 2)
+	check("AskedLanded", s.AskedLanded, 1)
 	if p := s.Problems(); len(p) != 3 {
 		t.Errorf("Problems() = %q, want the duplicate, the unbacked result and the untyped error", p)
 	}

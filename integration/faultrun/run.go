@@ -150,6 +150,10 @@ type Summary struct {
 	// order's effect is in the ledger.
 	Indeterminate map[string]int
 	Landed        map[string]int
+	// AskedKeys counts the orders with at least one indeterminate call —
+	// the decisions a person would be asked for — and AskedLanded those
+	// among them whose effect is in the ledger.
+	AskedKeys, AskedLanded int
 	// Errors counts the other call outcomes by class (timeout,
 	// application:<type>, other); Untyped the ones of class other.
 	Errors  map[string]int
@@ -435,6 +439,7 @@ func (s *Summary) analyse(results []*WorkflowResult, entries []Entry) {
 		if r == nil {
 			continue
 		}
+		asked := false
 		for _, c := range r.Calls {
 			s.Calls++
 			switch c.Class {
@@ -445,6 +450,7 @@ func (s *Summary) analyse(results []*WorkflowResult, entries []Entry) {
 					s.Samples = append(s.Samples, fmt.Sprintf("%s %s answered effect %q not in the ledger", r.Order, c.Request, c.Effect))
 				}
 			case ClassIndeterminate:
+				asked = true
 				s.Indeterminate[c.Reason]++
 				if effects[r.Order] > 0 {
 					s.Landed[c.Reason]++
@@ -457,6 +463,12 @@ func (s *Summary) analyse(results []*WorkflowResult, entries []Entry) {
 				if len(s.Samples) < 20 {
 					s.Samples = append(s.Samples, fmt.Sprintf("%s %s %s: %s", r.Order, c.Activity, c.Request, c.Err))
 				}
+			}
+		}
+		if asked {
+			s.AskedKeys++
+			if effects[r.Order] > 0 {
+				s.AskedLanded++
 			}
 		}
 	}
@@ -509,6 +521,7 @@ func (s *Summary) Rows() [][2]string {
 	for _, r := range reasons {
 		rows = append(rows, [2]string{"  " + r, fmt.Sprintf("%d (%d)", s.Indeterminate[r], s.Landed[r])})
 	}
+	rows = append(rows, [2]string{"keys left indeterminate (effect landed)", fmt.Sprintf("%d (%d)", s.AskedKeys, s.AskedLanded)})
 	classes := []string{ClassTimeout, ClassOther}
 	for c := range s.Errors {
 		if !slices.Contains(classes, c) {
