@@ -31,7 +31,8 @@ func TestMain(m *testing.M) {
 // three worker processes, one worker SIGKILLed and replaced, the store
 // stopped hard and restarted once, against PostgreSQL and Redis with AOF
 // (no key may have two effects, every answer must be in the ledger,
-// nothing may hang or fail untyped), then the control round — Redis
+// nothing may hang or fail untyped) and against Redis again with the
+// EFFECTFUL activity's probe declared, then the control round — Redis
 // without persistence across the restart — which must find duplicates.
 func TestFaultRun(t *testing.T) {
 	if testing.Short() {
@@ -55,9 +56,18 @@ func TestFaultRun(t *testing.T) {
 		Logf:          t.Logf,
 	}
 	var sums []*faultrun.Summary
-	for _, st := range []string{faultrun.StorePostgres, faultrun.StoreRedis, faultrun.StoreRedisVolatile} {
+	for _, r := range []struct {
+		store string
+		probe bool
+	}{
+		{faultrun.StorePostgres, false},
+		{faultrun.StoreRedis, false},
+		{faultrun.StoreRedis, true},
+		{faultrun.StoreRedisVolatile, false},
+	} {
+		st := r.store
 		cfg := base
-		cfg.Store = st
+		cfg.Store, cfg.Probe = st, r.probe
 		sum, err := faultrun.Run(t.Context(), cfg)
 		if errors.Is(err, faultrun.ErrMissingTool) {
 			testenv.Unreachable(t, st+" (private instance)", err)

@@ -18,8 +18,10 @@ const (
 
 // Entry is one effect a downstream applied.
 type Entry struct {
-	Kind    string `json:"kind"`
-	Key     string `json:"key"`
+	Kind string `json:"kind"`
+	Key  string `json:"key"`
+	// IKey is the idempotency key the body ran under, which a probe asks by.
+	IKey    string `json:"ikey,omitempty"`
 	Effect  string `json:"effect"`
 	Request string `json:"request"`
 	PID     int    `json:"pid"`
@@ -59,6 +61,22 @@ func (l *Ledger) Append(e Entry) error {
 		return err
 	}
 	return l.f.Sync()
+}
+
+// Lookup reads every ledger file in dir for a charge made under the
+// idempotency key ikey, as a downstream answers "what happened to
+// Idempotency-Key K?", and returns its effect ID.
+func Lookup(dir, ikey string) (effect string, found bool, err error) {
+	entries, _, err := MergeLedgers(dir)
+	if err != nil {
+		return "", false, err
+	}
+	for _, e := range entries {
+		if e.Kind == KindCharge && e.IKey == ikey {
+			return e.Effect, true, nil
+		}
+	}
+	return "", false, nil
 }
 
 // Close closes the file.

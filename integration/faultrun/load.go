@@ -50,14 +50,18 @@ type ReserveRequest struct {
 // ledger before the body answers.
 type Activities struct {
 	Ledger *Ledger
-	seq    atomic.Int64
+	// LedgerDir, when set, declares Charge with a probe that looks the key
+	// up in every process's ledger there.
+	LedgerDir string
+	seq       atomic.Int64
 }
 
 // Charge is the EFFECTFUL activity: one effect per order.
 func (a *Activities) Charge(ctx context.Context, req ChargeRequest) (string, error) {
 	apply := func() (string, error) {
 		id := fmt.Sprintf("%s/%d/%d", req.Order, os.Getpid(), a.seq.Add(1))
-		if err := a.Ledger.Append(Entry{Kind: KindCharge, Key: req.Order, Effect: id, Request: req.RequestID}); err != nil {
+		key, _ := activity.Key(ctx)
+		if err := a.Ledger.Append(Entry{Kind: KindCharge, Key: req.Order, IKey: string(key), Effect: id, Request: req.RequestID}); err != nil {
 			// The downstream could not be told: nothing was applied.
 			return "", activity.NoEffect(fmt.Errorf("ledger: %w", err))
 		}
@@ -98,10 +102,30 @@ func (a *Activities) Reserve(_ context.Context, req ReserveRequest) (string, err
 }
 
 // Declarations returns the policies of a's activities.
-func (a *Activities) Declarations() []*activity.Declaration {
-	return []*activity.Declaration{
-		activity.Effectful(a.Charge, "order"),
-		activity.Idempotent(a.Reserve, "seat"),
+func (a *Activities) Declarations() ([]*activity.Declaration, error) {
+	charge := activity.Effectful(a.Charge, "order")
+	if a.LedgerDir != "" {
+		var err error
+		if charge, err = charge.WithProbe(a.probe); err != nil {
+			return nil, err
+		}
+	}
+	return []*activity.Declaration{charge, activity.Idempotent(a.Reserve, "seat")}, nil
+}
+
+// probe asks the downstream (the ledger) whether a charge under the key
+// landed. A body of this downstream writes the ledger before it answers and
+// never after it failed, and a killed worker writes nothing more, so a key
+// absent from the ledger is one whose effect will not land: NotLanded.
+func (a *Activities) probe(_ context.Context, req activity.ProbeRequest) (activity.ProbeAnswer, error) {
+	effect, found, err := Lookup(a.LedgerDir, string(req.Key))
+	switch {
+	case err != nil:
+		return activity.AnswerCannotTell(), err
+	case found:
+		return activity.AnswerLanded(effect), nil
+	default:
+		return activity.AnswerNotLanded(), nil
 	}
 }
 

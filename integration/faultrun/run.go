@@ -41,6 +41,9 @@ type Config struct {
 	Namespace string
 	// Store is StorePostgres, StoreRedis or StoreRedisVolatile.
 	Store string
+	// Probe declares the EFFECTFUL activity with a probe that asks the
+	// ledger whether the effect under a key landed.
+	Probe bool
 	// WorkerCommand is the argv prefix that starts a worker process; the
 	// worker's flags are appended. WorkerEnv is added to its environment.
 	WorkerCommand []string
@@ -201,7 +204,8 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return append(append([]string(nil), cfg.WorkerCommand...),
 			"-frontend", cfg.Frontend, "-namespace", cfg.Namespace, "-queue", queue,
 			"-store", kind, "-store-addr", inst.addr(), "-ledger", ledgerDir,
-			"-lease", cfg.Lease.String(), "-parent", fmt.Sprint(os.Getpid()))
+			"-lease", cfg.Lease.String(), "-parent", fmt.Sprint(os.Getpid()),
+			fmt.Sprintf("-probe=%t", cfg.Probe))
 	}
 	pool := &workerPool{argv: workerArgs, env: cfg.WorkerEnv, logDir: dir}
 	defer pool.killAll()
@@ -217,7 +221,11 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	defer c.Close()
 
-	sum := &Summary{Store: cfg.Store, Workflows: cfg.Workflows,
+	label := cfg.Store
+	if cfg.Probe {
+		label += "+probe"
+	}
+	sum := &Summary{Store: label, Workflows: cfg.Workflows,
 		Indeterminate: map[string]int{}, Landed: map[string]int{}, Errors: map[string]int{}}
 
 	// Faults.

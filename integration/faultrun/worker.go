@@ -34,6 +34,7 @@ func WorkerMain(args []string) error {
 	kind := fs.String("store", "", "postgres or redis (required)")
 	addr := fs.String("store-addr", "", "PostgreSQL URL or Redis host:port (required)")
 	ledgerDir := fs.String("ledger", "", "directory of the ledger files (required)")
+	probe := fs.Bool("probe", false, "declare Charge with a probe that asks the ledger")
 	lease := fs.Duration("lease", 3*time.Second, "claim lease")
 	parent := fs.Int("parent", 0, "PID of the run; the worker exits when its parent is no longer it")
 	maxLife := fs.Duration("max-life", 30*time.Minute, "the worker exits after this long whatever happens")
@@ -82,7 +83,14 @@ func WorkerMain(args []string) error {
 		return err
 	}
 	acts := &Activities{Ledger: ledger}
-	if err := w.Register(acts.Declarations()...); err != nil {
+	if *probe {
+		acts.LedgerDir = *ledgerDir
+	}
+	decls, err := acts.Declarations()
+	if err != nil {
+		return err
+	}
+	if err := w.Register(decls...); err != nil {
 		return err
 	}
 	w.RegisterWorkflow(Workflow)

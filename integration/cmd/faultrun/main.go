@@ -11,6 +11,7 @@
 // The soak documented in docs/RELIABILITY.md:
 //
 //	cd integration && GOTOOLCHAIN=go1.27.3 go run ./cmd/faultrun -workflows 2000 -workers 4 -kill-every 5s -restarts 4
+//	cd integration && GOTOOLCHAIN=go1.27.3 go run ./cmd/faultrun -workflows 2000 -workers 4 -kill-every 5s -restarts 4 -stores postgres,redis -probe on
 //
 // It exits 1 when a round under the promise (postgres, redis) breaks it —
 // a key with two effects, an answer not in the ledger, a hung workflow, an
@@ -61,6 +62,7 @@ func drive(args []string) int {
 	pause := fs.Duration("pause", 1500*time.Millisecond, "pause between a workflow's pair of calls and its retry-like third")
 	seed := fs.Uint64("seed", 1, "seed of the behaviour mix and the kills")
 	keep := fs.String("dir", "", "keep ledgers and worker logs under this directory (default: a temporary one, removed)")
+	probe := fs.String("probe", "off", "declare the EFFECTFUL activity with a probe that asks the ledger: off, on, or both (each round twice)")
 	verbose := fs.Bool("v", false, "log progress")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -81,13 +83,36 @@ func drive(args []string) int {
 			fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", a...)
 		}
 	}
+	var probes []bool
+	switch *probe {
+	case "off":
+		probes = []bool{false}
+	case "on":
+		probes = []bool{true}
+	case "both":
+		probes = []bool{false, true}
+	default:
+		fmt.Fprintf(os.Stderr, "faultrun: -probe %q: want off, on or both\n", *probe)
+		return 2
+	}
+	type round struct {
+		store string
+		probe bool
+	}
+	var rounds []round
+	for _, st := range strings.Split(*stores, ",") {
+		for _, p := range probes {
+			rounds = append(rounds, round{strings.TrimSpace(st), p})
+		}
+	}
 	code := 0
 	var sums []*faultrun.Summary
-	for _, st := range strings.Split(*stores, ",") {
+	for _, r := range rounds {
 		cfg := faultrun.Config{
 			Frontend:      srv.GetFrontendHostPort(),
 			Namespace:     srv.GetDefaultNamespace(),
-			Store:         strings.TrimSpace(st),
+			Store:         r.store,
+			Probe:         r.probe,
 			WorkerCommand: []string{exe, "worker"},
 			Workers:       *workers,
 			Workflows:     *workflows,
@@ -105,7 +130,7 @@ func drive(args []string) int {
 			Logf:          logf,
 		}
 		if *keep != "" {
-			cfg.Dir = *keep + "/" + cfg.Store
+			cfg.Dir = fmt.Sprintf("%s/%s-probe-%t", *keep, cfg.Store, cfg.Probe)
 			if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 				fmt.Fprintln(os.Stderr, "faultrun:", err)
 				return 2
