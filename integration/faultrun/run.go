@@ -306,6 +306,12 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	for i := range cfg.Workflows {
 		sem <- struct{}{}
 		<-pace.C
+		if ctx.Err() != nil {
+			// Interrupted: start no more; the summary says how many ran.
+			<-sem
+			sum.Workflows = i
+			break
+		}
 		rngMu.Lock()
 		b := behaviours[rng.IntN(len(behaviours))]
 		rngMu.Unlock()
