@@ -1,0 +1,165 @@
+// Command faultrun is the fault run: a Temporal server in-process, worker
+// processes on one task queue sharing one store, faults while the load
+// runs, and a ledger outside the store that says how many effects each key
+// had. It prints a summary table, one column per round.
+//
+// Usage:
+//
+//	faultrun [flags]            run the rounds (the driver)
+//	faultrun worker [flags]     one worker process (the driver starts these)
+//
+// The soak documented in docs/RELIABILITY.md:
+//
+//	cd integration && GOTOOLCHAIN=go1.27.3 go run ./cmd/faultrun -workflows 2000 -workers 4 -kill-every 5s -restarts 4
+//	cd integration && GOTOOLCHAIN=go1.27.3 go run ./cmd/faultrun -workflows 2000 -workers 4 -kill-every 5s -restarts 4 -stores postgres,redis -probe on
+//
+// It exits 1 when a round under the promise (postgres, redis) breaks it —
+// a key with two effects, an answer not in the ledger, a hung workflow, an
+// untyped error — or when the control round (redis-volatile) finds no
+// duplicate; 2 when a round could not be run.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.temporal.io/server/temporaltest"
+
+	"github.com/tesserix/idempotency/integration/faultrun"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "worker" {
+		if err := faultrun.WorkerMain(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "faultrun worker:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	os.Exit(drive(os.Args[1:]))
+}
+
+func drive(args []string) int {
+	fs := flag.NewFlagSet("faultrun", flag.ContinueOnError)
+	stores := fs.String("stores", "postgres,redis,redis-volatile", "rounds to run, comma-separated: postgres, redis, redis-volatile (the control)")
+	workflows := fs.Int("workflows", 200, "workflows per round")
+	workers := fs.Int("workers", 3, "worker processes (at least 3)")
+	concurrency := fs.Int("concurrency", 32, "workflows running at once")
+	startEvery := fs.Duration("start-every", 50*time.Millisecond, "pause between two workflow starts")
+	killEvery := fs.Duration("kill-every", 4*time.Second, "SIGKILL a random worker and start a replacement this often (0: never)")
+	maxKills := fs.Int("max-kills", 0, "stop killing after this many (0: no bound)")
+	restarts := fs.Int("restarts", 2, "hard store restarts per round, spread over the round")
+	storeDown := fs.Duration("store-down", time.Second, "how long the store stays down at each restart")
+	bound := fs.Duration("bound", 3*time.Minute, "a workflow running longer than this is hung")
+	lease := fs.Duration("lease", 3*time.Second, "the dispatcher's claim lease in the workers")
+	startToClose := fs.Duration("start-to-close", 2*time.Second, "the activities' start-to-close timeout (slow bodies take 1.5 times that)")
+	pause := fs.Duration("pause", 1500*time.Millisecond, "pause between a workflow's pair of calls and its retry-like third")
+	seed := fs.Uint64("seed", 1, "seed of the behaviour mix and the kills")
+	keep := fs.String("dir", "", "keep ledgers and worker logs under this directory (default: a temporary one, removed)")
+	probe := fs.String("probe", "off", "declare the EFFECTFUL activity with a probe that asks the ledger: off, on, or both (each round twice)")
+	verbose := fs.Bool("v", false, "log progress")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "faultrun:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	srv := temporaltest.NewServer()
+	defer srv.Stop()
+	logf := func(string, ...any) {}
+	if *verbose {
+		logf = func(format string, a ...any) {
+			fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", a...)
+		}
+	}
+	var probes []bool
+	switch *probe {
+	case "off":
+		probes = []bool{false}
+	case "on":
+		probes = []bool{true}
+	case "both":
+		probes = []bool{false, true}
+	default:
+		fmt.Fprintf(os.Stderr, "faultrun: -probe %q: want off, on or both\n", *probe)
+		return 2
+	}
+	type round struct {
+		store string
+		probe bool
+	}
+	var rounds []round
+	for _, st := range strings.Split(*stores, ",") {
+		for _, p := range probes {
+			rounds = append(rounds, round{strings.TrimSpace(st), p})
+		}
+	}
+	code := 0
+	var sums []*faultrun.Summary
+	for _, r := range rounds {
+		cfg := faultrun.Config{
+			Frontend:      srv.GetFrontendHostPort(),
+			Namespace:     srv.GetDefaultNamespace(),
+			Store:         r.store,
+			Probe:         r.probe,
+			WorkerCommand: []string{exe, "worker"},
+			Workers:       *workers,
+			Workflows:     *workflows,
+			Concurrency:   *concurrency,
+			StartEvery:    *startEvery,
+			KillEvery:     *killEvery,
+			MaxKills:      *maxKills,
+			Restarts:      *restarts,
+			StoreDown:     *storeDown,
+			Bound:         *bound,
+			Lease:         *lease,
+			StartToClose:  *startToClose,
+			Pause:         *pause,
+			Seed:          *seed,
+			Logf:          logf,
+		}
+		if *keep != "" {
+			cfg.Dir = fmt.Sprintf("%s/%s-probe-%t", *keep, cfg.Store, cfg.Probe)
+			if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+				fmt.Fprintln(os.Stderr, "faultrun:", err)
+				return 2
+			}
+		}
+		sum, err := faultrun.Run(ctx, cfg)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "faultrun: %s round: %v\n", cfg.Store, err)
+			return 2
+		}
+		sums = append(sums, sum)
+		if cfg.Store == faultrun.StoreRedisVolatile {
+			if sum.Duplicates == 0 {
+				fmt.Fprintln(os.Stderr, "faultrun: the control round found no duplicate")
+				code = 1
+			}
+		} else {
+			for _, p := range sum.Problems() {
+				fmt.Fprintf(os.Stderr, "faultrun: %s round: %s\n", cfg.Store, p)
+				code = 1
+			}
+		}
+		for _, s := range sum.Samples {
+			fmt.Fprintf(os.Stderr, "faultrun: %s: %s\n", cfg.Store, s)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	fmt.Print(faultrun.Table(sums...))
+	return code
+}

@@ -1,0 +1,595 @@
+package faultrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/pgstore"
+	"github.com/tesserix/idempotency/worker"
+)
+
+// Store kinds a round runs against.
+const (
+	StorePostgres = "postgres"
+	StoreRedis    = "redis"
+	// StoreRedisVolatile is the control round: Redis without persistence,
+	// so a restart loses every record, which is outside the promise. The
+	// run must find duplicates there.
+	StoreRedisVolatile = "redis-volatile"
+)
+
+// Config is one round.
+type Config struct {
+	// Frontend is the Temporal frontend's host:port. Required.
+	Frontend string
+	// Namespace defaults to "default".
+	Namespace string
+	// Store is StorePostgres, StoreRedis or StoreRedisVolatile.
+	Store string
+	// Probe declares the EFFECTFUL activity with a probe that asks the
+	// ledger whether the effect under a key landed.
+	Probe bool
+	// WorkerCommand is the argv prefix that starts a worker process; the
+	// worker's flags are appended. WorkerEnv is added to its environment.
+	WorkerCommand []string
+	WorkerEnv     []string
+	// Workers is how many worker processes run at once (at least 3).
+	Workers int
+	// Workflows is how many workflows the round starts; Concurrency bounds
+	// how many run at once.
+	Workflows   int
+	Concurrency int
+	// KillEvery is how often a random worker is SIGKILLed and replaced;
+	// zero kills none. MaxKills bounds the kills (zero: no bound).
+	KillEvery time.Duration
+	MaxKills  int
+	// Restarts is how many times the store is stopped hard and started
+	// again, spread over the round; StoreDown is how long it stays down.
+	Restarts  int
+	StoreDown time.Duration
+	// Bound is how long a workflow may take before it counts as hung.
+	Bound time.Duration
+	// Lease is the dispatcher's claim lease in the workers.
+	Lease time.Duration
+	// StartToClose is the activities' start-to-close timeout; slow bodies
+	// take 1.5 times as long.
+	StartToClose time.Duration
+	// Pause separates a workflow's pair of calls from its third.
+	Pause time.Duration
+	// StartEvery paces the workflow starts, so that at any moment some
+	// workflows are in each phase (the pair, the pause, the third call).
+	StartEvery time.Duration
+	// Seed makes the behaviour mix reproducible.
+	Seed uint64
+	// Dir keeps the ledger and the worker logs; a temporary directory
+	// (removed at the end) when empty.
+	Dir string
+	// Logf reports progress; nil is silent.
+	Logf func(format string, args ...any)
+}
+
+func (c *Config) defaults() error {
+	if c.Frontend == "" || len(c.WorkerCommand) == 0 {
+		return errors.New("faultrun: Frontend and WorkerCommand are required")
+	}
+	switch c.Store {
+	case StorePostgres, StoreRedis, StoreRedisVolatile:
+	default:
+		return fmt.Errorf("faultrun: store %q: want %s, %s or %s", c.Store, StorePostgres, StoreRedis, StoreRedisVolatile)
+	}
+	if c.Namespace == "" {
+		c.Namespace = "default"
+	}
+	if c.Workers < 3 {
+		c.Workers = 3
+	}
+	if c.Workflows <= 0 {
+		c.Workflows = 30
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 16
+	}
+	if c.StoreDown <= 0 {
+		c.StoreDown = time.Second
+	}
+	if c.Bound <= 0 {
+		c.Bound = 2 * time.Minute
+	}
+	if c.Lease <= 0 {
+		c.Lease = 3 * time.Second
+	}
+	if c.StartToClose <= 0 {
+		c.StartToClose = 2 * time.Second
+	}
+	if c.Pause <= 0 {
+		c.Pause = 1500 * time.Millisecond
+	}
+	if c.StartEvery <= 0 {
+		c.StartEvery = 100 * time.Millisecond
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+	return nil
+}
+
+// Summary is what a round found.
+type Summary struct {
+	Store     string
+	Workflows int
+	// Completed workflows returned a result; Hung did not within Bound;
+	// Failed ended with an error of their own.
+	Completed, Hung, Failed int
+	// Calls counts activity calls by the workflows, Charge and Reserve.
+	Calls int
+	// Effects counts Charge effects in the ledger; Keys the orders with at
+	// least one.
+	Effects, Keys int
+	// Duplicates is the number of orders with more than one effect;
+	// ExtraEffects the effects beyond the first.
+	Duplicates, ExtraEffects int
+	// ReserveRepeats counts IDEMPOTENT effects beyond the first per seat
+	// (allowed by the kind, reported for information).
+	ReserveRepeats int
+	// Results counts calls that answered with an effect; Unbacked those
+	// whose effect is not in the ledger.
+	Results, Unbacked int
+	// Indeterminate counts calls by reason; Landed those among them whose
+	// order's effect is in the ledger.
+	Indeterminate map[string]int
+	Landed        map[string]int
+	// AskedKeys counts the orders with at least one indeterminate call —
+	// the decisions a person would be asked for — and AskedLanded those
+	// among them whose effect is in the ledger.
+	AskedKeys, AskedLanded int
+	// Errors counts the other call outcomes by class (timeout,
+	// application:<type>, other); Untyped the ones of class other.
+	Errors  map[string]int
+	Untyped int
+	// TornLines are ledger lines cut short by a kill (no body answered).
+	TornLines int
+	// Kills and Restarts are the faults injected.
+	Kills, Restarts int
+	Elapsed         time.Duration
+	// Samples keep a few messages of unexpected errors.
+	Samples []string
+}
+
+// Run runs one round and returns its summary. It returns an error only when
+// the round could not be run (a server that would not start); what the
+// round found is in the summary, judged by Summary.Problems.
+func Run(ctx context.Context, cfg Config) (*Summary, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "faultrun-")
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = os.RemoveAll(d) }()
+		dir = d
+	}
+	ledgerDir := filepath.Join(dir, "ledger")
+	if err := os.MkdirAll(ledgerDir, 0o755); err != nil {
+		return nil, err
+	}
+
+	inst, kind, err := startInstance(ctx, cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	defer inst.close()
+	cfg.Logf("%s: private store at %s", cfg.Store, inst.addr())
+
+	queue := fmt.Sprintf("faultrun-%s-%d", cfg.Store, time.Now().UnixNano())
+	workerArgs := func() []string {
+		return append(append([]string(nil), cfg.WorkerCommand...),
+			"-frontend", cfg.Frontend, "-namespace", cfg.Namespace, "-queue", queue,
+			"-store", kind, "-store-addr", inst.addr(), "-ledger", ledgerDir,
+			"-lease", cfg.Lease.String(), "-parent", fmt.Sprint(os.Getpid()),
+			fmt.Sprintf("-probe=%t", cfg.Probe))
+	}
+	pool := &workerPool{argv: workerArgs, env: cfg.WorkerEnv, logDir: dir}
+	defer pool.killAll()
+	for range cfg.Workers {
+		if err := pool.add(); err != nil {
+			return nil, err
+		}
+	}
+
+	c, err := client.Dial(worker.ClientOptions(client.Options{HostPort: cfg.Frontend, Namespace: cfg.Namespace}, nil))
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+
+	label := cfg.Store
+	if cfg.Probe {
+		label += "+probe"
+	}
+	sum := &Summary{Store: label, Workflows: cfg.Workflows,
+		Indeterminate: map[string]int{}, Landed: map[string]int{}, Errors: map[string]int{}}
+
+	// Faults.
+	faultCtx, stopFaults := context.WithCancel(ctx)
+	var faults sync.WaitGroup
+	var kills, restarts atomic.Int64
+	var started atomic.Int64
+	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
+	var rngMu sync.Mutex
+	if cfg.KillEvery > 0 {
+		faults.Add(1)
+		go func() {
+			defer faults.Done()
+			t := time.NewTicker(cfg.KillEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-faultCtx.Done():
+					return
+				case <-t.C:
+				}
+				if cfg.MaxKills > 0 && int(kills.Load()) >= cfg.MaxKills {
+					return
+				}
+				rngMu.Lock()
+				i := rng.IntN(cfg.Workers)
+				rngMu.Unlock()
+				pool.killAt(i)
+				kills.Add(1)
+				cfg.Logf("%s: killed worker %d (%d kills)", cfg.Store, i, kills.Load())
+				if err := pool.replace(i); err != nil {
+					cfg.Logf("%s: replacing worker %d: %v", cfg.Store, i, err)
+				}
+			}
+		}()
+	}
+	if cfg.Restarts > 0 {
+		faults.Add(1)
+		go func() {
+			defer faults.Done()
+			for r := 1; r <= cfg.Restarts; r++ {
+				// Restart r when r/(Restarts+1) of the workflows have started.
+				threshold := int64(cfg.Workflows * r / (cfg.Restarts + 1))
+				for started.Load() < threshold {
+					select {
+					case <-faultCtx.Done():
+						return
+					case <-time.After(20 * time.Millisecond):
+					}
+				}
+				if err := inst.kill(); err != nil {
+					cfg.Logf("%s: %v", cfg.Store, err)
+					continue
+				}
+				select {
+				case <-faultCtx.Done():
+				case <-time.After(cfg.StoreDown):
+				}
+				if err := inst.start(); err != nil {
+					cfg.Logf("%s: restart: %v", cfg.Store, err)
+					return
+				}
+				restarts.Add(1)
+				cfg.Logf("%s: store restarted (%d)", cfg.Store, restarts.Load())
+			}
+		}()
+	}
+
+	// Load.
+	behaviours := []string{BehaviourOK, BehaviourOK, BehaviourOK, BehaviourOK, BehaviourOK, BehaviourOK,
+		BehaviourSlowIgnore, BehaviourSlowIgnore, BehaviourSlowRespect, BehaviourSlowRespect, BehaviourDrop}
+	results := make([]*WorkflowResult, cfg.Workflows)
+	var mu sync.Mutex
+	sem := make(chan struct{}, cfg.Concurrency)
+	var load sync.WaitGroup
+	pace := time.NewTicker(cfg.StartEvery)
+	defer pace.Stop()
+	for i := range cfg.Workflows {
+		sem <- struct{}{}
+		<-pace.C
+		if ctx.Err() != nil {
+			// Interrupted: start no more; the summary says how many ran.
+			<-sem
+			sum.Workflows = i
+			break
+		}
+		rngMu.Lock()
+		b := behaviours[rng.IntN(len(behaviours))]
+		rngMu.Unlock()
+		in := WorkflowInput{
+			Order:        fmt.Sprintf("order-%d", i),
+			Seat:         fmt.Sprintf("seat-%d", i),
+			Behaviour:    b,
+			Slow:         cfg.StartToClose * 3 / 2,
+			StartToClose: cfg.StartToClose,
+			Pause:        cfg.Pause,
+		}
+		started.Add(1)
+		load.Add(1)
+		go func() {
+			defer load.Done()
+			defer func() { <-sem }()
+			res, err := runWorkflow(ctx, c, queue, cfg.Bound, in)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				results[i] = res
+				sum.Completed++
+			case isHung(err):
+				sum.Hung++
+				sum.Samples = append(sum.Samples, fmt.Sprintf("%s hung: %v", in.Order, err))
+			default:
+				sum.Failed++
+				sum.Samples = append(sum.Samples, fmt.Sprintf("%s failed: %v", in.Order, err))
+			}
+		}()
+	}
+	load.Wait()
+	stopFaults()
+	faults.Wait()
+	pool.killAll()
+	sum.Kills, sum.Restarts = int(kills.Load()), int(restarts.Load())
+
+	entries, torn, err := MergeLedgers(ledgerDir)
+	if err != nil {
+		return nil, err
+	}
+	sum.TornLines = torn
+	sum.analyse(results, entries)
+	sum.Elapsed = time.Since(began)
+	return sum, nil
+}
+
+func startInstance(ctx context.Context, kind string) (instance, string, error) {
+	switch kind {
+	case StorePostgres:
+		p, err := newPrivatePostgres()
+		if err != nil {
+			return nil, "", err
+		}
+		if err := ensureSchema(ctx, p.addr()); err != nil {
+			p.close()
+			return nil, "", err
+		}
+		return p, "postgres", nil
+	case StoreRedis:
+		r, err := newPrivateRedis(true)
+		return r, "redis", err
+	default:
+		r, err := newPrivateRedis(false)
+		return r, "redis", err
+	}
+}
+
+func ensureSchema(ctx context.Context, url string) error {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	s, err := pgstore.New(pool, pgstore.Options{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return s.EnsureSchema(ctx)
+}
+
+// isHung reports whether a workflow ran past its bound: the server timed
+// it out (the execution timeout is the bound), or the driver stopped
+// waiting for it.
+func isHung(err error) bool {
+	var te *temporal.TimeoutError
+	return errors.As(err, &te) || errors.Is(err, context.DeadlineExceeded)
+}
+
+func runWorkflow(ctx context.Context, c client.Client, queue string, bound time.Duration, in WorkflowInput) (*WorkflowResult, error) {
+	// The server ends the workflow at the bound; the driver waits a little
+	// longer, so a server that does not is caught too.
+	ctx, cancel := context.WithTimeout(ctx, bound+30*time.Second)
+	defer cancel()
+	ctx = interceptor.WithTenant(ctx, "faultrun")
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       "faultrun-" + in.Order + "-" + queue,
+		TaskQueue:                queue,
+		WorkflowExecutionTimeout: bound,
+	}, Workflow, in)
+	if err != nil {
+		return nil, err
+	}
+	var res WorkflowResult
+	if err := run.Get(ctx, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (s *Summary) analyse(results []*WorkflowResult, entries []Entry) {
+	effects := map[string]int{}
+	ids := map[string]bool{}
+	seats := map[string]int{}
+	for _, e := range entries {
+		switch e.Kind {
+		case KindCharge:
+			effects[e.Key]++
+			ids[e.Effect] = true
+		case KindReserve:
+			seats[e.Key]++
+			ids[e.Effect] = true
+		}
+	}
+	for _, n := range effects {
+		s.Effects += n
+		s.Keys++
+		if n > 1 {
+			s.Duplicates++
+			s.ExtraEffects += n - 1
+		}
+	}
+	for _, n := range seats {
+		s.ReserveRepeats += n - 1
+	}
+	for _, r := range results {
+		if r == nil {
+			continue
+		}
+		asked := false
+		for _, c := range r.Calls {
+			s.Calls++
+			switch c.Class {
+			case ClassOK:
+				s.Results++
+				if !ids[c.Effect] {
+					s.Unbacked++
+					s.Samples = append(s.Samples, fmt.Sprintf("%s %s answered effect %q not in the ledger", r.Order, c.Request, c.Effect))
+				}
+			case ClassIndeterminate:
+				asked = true
+				s.Indeterminate[c.Reason]++
+				if effects[r.Order] > 0 {
+					s.Landed[c.Reason]++
+				}
+			default:
+				s.Errors[c.Class]++
+				if c.Class == ClassOther {
+					s.Untyped++
+				}
+				if len(s.Samples) < 20 {
+					s.Samples = append(s.Samples, fmt.Sprintf("%s %s %s: %s", r.Order, c.Activity, c.Request, c.Err))
+				}
+			}
+		}
+		if asked {
+			s.AskedKeys++
+			if effects[r.Order] > 0 {
+				s.AskedLanded++
+			}
+		}
+	}
+}
+
+// Problems lists what breaks the promise or the run's own bounds: a key
+// with more than one effect, a result not backed by the ledger, a hung or
+// failed workflow, an untyped error.
+func (s *Summary) Problems() []string {
+	var p []string
+	if s.Duplicates > 0 {
+		p = append(p, fmt.Sprintf("%d keys with more than one effect (%d extra effects)", s.Duplicates, s.ExtraEffects))
+	}
+	if s.Unbacked > 0 {
+		p = append(p, fmt.Sprintf("%d results whose effect is not in the ledger", s.Unbacked))
+	}
+	if s.Hung > 0 {
+		p = append(p, fmt.Sprintf("%d workflows hung past the bound", s.Hung))
+	}
+	if s.Failed > 0 {
+		p = append(p, fmt.Sprintf("%d workflows failed", s.Failed))
+	}
+	if s.Untyped > 0 {
+		p = append(p, fmt.Sprintf("%d untyped errors", s.Untyped))
+	}
+	return p
+}
+
+// Rows returns the summary as label/value rows, in a fixed order.
+func (s *Summary) Rows() [][2]string {
+	rows := [][2]string{
+		{"store", s.Store},
+		{"workflows (completed/hung/failed)", fmt.Sprintf("%d (%d/%d/%d)", s.Workflows, s.Completed, s.Hung, s.Failed)},
+		{"activity calls", fmt.Sprint(s.Calls)},
+		{"effects (keys)", fmt.Sprintf("%d (%d)", s.Effects, s.Keys)},
+		{"duplicate keys (extra effects)", fmt.Sprintf("%d (%d)", s.Duplicates, s.ExtraEffects)},
+		{"results (not in ledger)", fmt.Sprintf("%d (%d)", s.Results, s.Unbacked)},
+	}
+	reasons := []string{string(activity.ReasonStoreUnavailable), string(activity.ReasonHolderLost),
+		string(activity.ReasonBodyFailed), string(activity.ReasonRecorded), string(activity.ReasonKeyNotDerivable)}
+	total, landed := 0, 0
+	for r, n := range s.Indeterminate {
+		if !slices.Contains(reasons, r) {
+			reasons = append(reasons, r)
+		}
+		total += n
+		landed += s.Landed[r]
+	}
+	rows = append(rows, [2]string{"indeterminate (effect landed)", fmt.Sprintf("%d (%d)", total, landed)})
+	for _, r := range reasons {
+		rows = append(rows, [2]string{"  " + r, fmt.Sprintf("%d (%d)", s.Indeterminate[r], s.Landed[r])})
+	}
+	rows = append(rows, [2]string{"keys left indeterminate (effect landed)", fmt.Sprintf("%d (%d)", s.AskedKeys, s.AskedLanded)})
+	classes := []string{ClassTimeout, ClassOther}
+	for c := range s.Errors {
+		if !slices.Contains(classes, c) {
+			classes = append(classes, c)
+		}
+	}
+	sort.Strings(classes[2:])
+	for _, c := range classes {
+		rows = append(rows, [2]string{"error " + c, fmt.Sprint(s.Errors[c])})
+	}
+	rows = append(rows,
+		[2]string{"idempotent repeats", fmt.Sprint(s.ReserveRepeats)},
+		[2]string{"worker kills", fmt.Sprint(s.Kills)},
+		[2]string{"store restarts", fmt.Sprint(s.Restarts)},
+		[2]string{"torn ledger lines", fmt.Sprint(s.TornLines)},
+		[2]string{"elapsed", s.Elapsed.Round(time.Second).String()},
+	)
+	return rows
+}
+
+// Table formats summaries side by side, one column per round.
+func Table(sums ...*Summary) string {
+	if len(sums) == 0 {
+		return ""
+	}
+	// Union of labels, in first-seen order.
+	var labels []string
+	seen := map[string]bool{}
+	values := make([]map[string]string, len(sums))
+	for i, s := range sums {
+		values[i] = map[string]string{}
+		for _, r := range s.Rows() {
+			if !seen[r[0]] {
+				seen[r[0]] = true
+				labels = append(labels, r[0])
+			}
+			values[i][r[0]] = r[1]
+		}
+	}
+	width := 0
+	for _, l := range labels {
+		width = max(width, len(l))
+	}
+	out := ""
+	for _, l := range labels {
+		out += fmt.Sprintf("%-*s", width, l)
+		for i := range sums {
+			v := values[i][l]
+			if v == "" {
+				v = "-"
+			}
+			out += fmt.Sprintf(" | %-16s", v)
+		}
+		out += "\n"
+	}
+	return out
+}
