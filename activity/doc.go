@@ -81,7 +81,10 @@
 // The probe only reads: it must never apply the effect or resend the request
 // that applies it. Its context carries the key ([Key]) and ends a little
 // before the activity's deadline, so the answer still reaches Temporal; an
-// answer that comes later is ignored. Answer NotLanded only when no request
+// answer that comes later is ignored. A body that outlived the activity
+// (its start-to-close passed while it ran) cannot answer Temporal any more:
+// its probe is then asked within the dispatcher's StoreTimeout, and what it
+// says settles the record for the retry waiting on the key. Answer NotLanded only when no request
 // under the key can still land: a request may still be in flight (the body
 // gave up waiting; the lost holder is a stalled worker, not a dead one), so
 // NotLanded is safe where the downstream itself deduplicates by the key the

@@ -154,3 +154,23 @@ func TestProbeHolderLostAgainstServer(t *testing.T) {
 		})
 	}
 }
+
+// The booking lands but the body outlives its start-to-close before it
+// fails (the answer was lost after a slow booking): its answer cannot reach
+// Temporal any more, yet the probe is still asked, within the store's
+// timeout, and what it says is recorded. The retry, waiting on the key,
+// gets the seat; nobody is asked and nothing is booked twice.
+func TestProbeAfterTheDeadlineSettlesTheRecord(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		a := &airline{hold: 3 * time.Second, lostAnswers: 1, probe: true}
+		e := newAirlineEnv(t, st, activity.KindEffectful, a)
+		var seat string
+		require.NoError(t, e.execute("acme", OneBooking, &seat, "BA117", 2*time.Second, 200*time.Millisecond))
+		assert.True(t, strings.HasPrefix(seat, "seat 1 on BA117"), seat)
+		assert.Equal(t, 1, e.ledger.Effects("BA117"), "one booking")
+		assert.Equal(t, 1, e.ledger.Calls("BA117"), "the retry did not run the body")
+		assert.Equal(t, 1, e.events.count(interceptor.EventProbeLanded))
+		assert.Zero(t, e.events.count(interceptor.EventIndeterminate))
+	})
+}

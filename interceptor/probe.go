@@ -40,7 +40,18 @@ func (x *execution) unknownOutcome(actx, sctx context.Context, reason activity.R
 	// The claim stays this execution's while the probe runs: its lease is
 	// renewed as while the body ran, so a duplicate waits for the answer
 	// instead of finding the holder lost.
-	pctx, cancelProbe := context.WithCancelCause(actx)
+	//
+	// A body that outlived the activity (its start-to-close passed, or the
+	// activity was cancelled) can no longer answer Temporal, but what the
+	// probe says can still settle the record for the retry waiting on the
+	// key: the probe then runs within StoreTimeout instead.
+	base := actx
+	if actx.Err() != nil {
+		late, cancelLate := context.WithTimeout(context.WithoutCancel(actx), x.opts.StoreTimeout)
+		defer cancelLate()
+		base = late
+	}
+	pctx, cancelProbe := context.WithCancelCause(base)
 	defer cancelProbe(nil)
 	var superseded atomic.Bool
 	stop := x.renew(actx, func(err error) {
