@@ -26,9 +26,15 @@ func Sweep(ctx context.Context, s Store, limit int) (int, error) {
 
 // SweepEvery calls [Sweep] on s every interval until ctx ends, handing each
 // error to onError (which may be nil). Expired records already read as free;
-// sweeping only reclaims their space. Run it in a goroutine of its own; the
-// worker package does when its SweepInterval is set.
+// sweeping only reclaims their space. Run it in a goroutine of its own.
 func SweepEvery(ctx context.Context, s Store, interval time.Duration, limit int, onError func(error)) {
+	SweepEveryThen(ctx, s, interval, limit, onError, nil)
+}
+
+// SweepEveryThen is [SweepEvery] that calls then (when not nil) after each
+// sweep, on the same schedule: the worker package counts the backlog there
+// when its SweepInterval is set.
+func SweepEveryThen(ctx context.Context, s Store, interval time.Duration, limit int, onError func(error), then func(context.Context)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -39,6 +45,9 @@ func SweepEvery(ctx context.Context, s Store, interval time.Duration, limit int,
 		}
 		if _, err := Sweep(ctx, s, limit); err != nil && ctx.Err() == nil && onError != nil {
 			onError(err)
+		}
+		if then != nil && ctx.Err() == nil {
+			then(ctx)
 		}
 	}
 }

@@ -156,19 +156,9 @@ func (w *Worker) startSweeper() {
 		st := w.interceptor.Store()
 		backlog := newBacklogGauges(w.metrics)
 		backlog.report(ctx, st, w.logger)
-		t := time.NewTicker(w.sweepEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if _, err := store.Sweep(ctx, st, 0); err != nil && ctx.Err() == nil {
-				w.logger.Warn("idempotency: sweeping expired records", zap.Error(err))
-			}
-			backlog.report(ctx, st, w.logger)
-		}
+		store.SweepEveryThen(ctx, st, w.sweepEvery, 0, func(err error) {
+			w.logger.Warn("idempotency: sweeping expired records", zap.Error(err))
+		}, func(ctx context.Context) { backlog.report(ctx, st, w.logger) })
 	}()
 	w.stopSweep = func() { cancel(); <-done }
 }
