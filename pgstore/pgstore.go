@@ -171,18 +171,23 @@ WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`, s.tabl
 	return nil
 }
 
-// Claim implements [store.Store.Claim] in one server-side statement (see
-// the claim statement in sql.go).
+// Claim implements [store.Store.Claim] in one round trip in the common
+// cases: a fresh key is inserted, or the row that stands is read (see
+// claimFast). A standing row that must be replaced (expired, or pending
+// under the superseded token) is taken by the full claim statement, which
+// judges and replaces it in one server-side statement (see sql.go).
 //
-// Under READ COMMITTED, the statement's read of the existing row uses the
-// snapshot the statement started with, while ON CONFLICT decides against
-// the latest committed row. A row committed by a concurrent claim after
-// that snapshot therefore blocks the insert yet is invisible to the read,
-// and the statement returns nothing; likewise the read may show an older
-// version of the row (one that had expired, or was pending under the
-// superseded token) that the conflict arm has just judged differently.
-// Both are detected and the statement is run again, with a new snapshot,
-// a bounded number of times. No decision is ever made from a stale read.
+// Under READ COMMITTED, the full statement's read of the existing row uses
+// the snapshot the statement started with, while ON CONFLICT decides
+// against the latest committed row. A row committed by a concurrent claim
+// after that snapshot therefore blocks the insert yet is invisible to the
+// read, and the statement returns nothing; likewise the read may show an
+// older version of the row (one that had expired, or was pending under
+// the superseded token) that the conflict arm has just judged differently.
+// The fast claim can find no row when one was deleted between its two
+// statements. All are detected and the claim is run again at once, with a
+// new snapshot, a bounded number of times. No decision is ever made from a
+// stale read.
 //
 // When the caller's context ends while the statement is in flight, the
 // claim may have committed without the caller learning its token; Claim
@@ -199,34 +204,34 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 		token = store.NewToken()
 	}
 	payload := payloadFor(p.Tenant, p.Key)
-	// The fast statement first: it inserts a fresh key or reads the one
+	// The fast claim first: it inserts a fresh key or reads the one
 	// standing. Only a standing row that must be replaced (expired, or
 	// pending under the superseded token) takes the full statement.
 	fast := true
 	for attempt := 1; ; attempt++ {
-		now := s.now(ctx)
+		// PostgreSQL keeps microseconds; the fast claim builds the record
+		// it inserted from these values, so they are what a read returns.
+		now := s.now(ctx).Truncate(time.Microsecond)
 		var (
 			acquired bool
 			rec      store.Record
-			notified int64
-			row      pgx.Row
+			err      error
 		)
-		o := p.Origin
 		if fast {
-			row = s.pool.QueryRow(ctx, s.sql.claimFast, p.Tenant, p.Key, p.Holder, token,
-				now.Add(p.Lease), now.Add(s.opts.TTL), now,
-				o.WorkflowID, o.RunID, o.ActivityType, o.ActivityID, o.Attempt)
+			rec, acquired, err = s.claimFast(ctx, p, token, now)
+			if err == nil && !acquired && stale(rec, now, p.Supersede) {
+				// A row to replace: the full statement judges and takes it.
+				fast = false
+				attempt--
+				continue
+			}
 		} else {
-			row = s.pool.QueryRow(ctx, s.sql.claim, p.Tenant, p.Key, p.Holder, token,
+			var notified int64
+			o := p.Origin
+			row := s.pool.QueryRow(ctx, s.sql.claim, p.Tenant, p.Key, p.Holder, token,
 				now.Add(p.Lease), now.Add(s.opts.TTL), now, p.Supersede, s.opts.NotifyChannel, payload,
 				o.WorkflowID, o.RunID, o.ActivityType, o.ActivityID, o.Attempt)
-		}
-		err := scanRecord(row, &rec, &acquired, &notified)
-		if fast && err == nil && !acquired && stale(rec, now, p.Supersede) {
-			// A row to replace: the full statement judges and takes it.
-			fast = false
-			attempt--
-			continue
+			err = scanRecord(row, &rec, &acquired, &notified)
 		}
 		switch {
 		case err == nil && acquired:
@@ -240,8 +245,18 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 			default:
 				return store.Result{Status: store.StatusHeld, Record: rec, LeaseExpired: !now.Before(rec.LeaseUntil)}, nil
 			}
-		case err == nil, errors.Is(err, pgx.ErrNoRows), retryable(err):
-			// A stale snapshot or a transient conflict: run it again.
+		case err == nil, errors.Is(err, pgx.ErrNoRows):
+			// A stale snapshot, or a row deleted under the fast claim:
+			// the change has committed by now, so a new statement, with a
+			// new snapshot, sees it. Run it again at once: nothing is
+			// waited for that a pause would let finish.
+			if attempt == maxAttempts {
+				return store.Result{}, store.Unavailable("pgstore: claim",
+					fmt.Errorf("key %q in tenant %q kept changing under %d attempts", p.Key, p.Tenant, maxAttempts))
+			}
+			continue
+		case retryable(err):
+			// A transient conflict: run it again after a pause.
 		default:
 			if ctx.Err() != nil {
 				s.cancelClaim(ctx, p.Tenant, p.Key, token, payload)
@@ -256,6 +271,49 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 			return store.Result{}, fmt.Errorf("pgstore: %s: %w", op, err)
 		}
 	}
+}
+
+// claimFast is the claim of the common cases, in one round trip: a batch
+// of two statements that PostgreSQL runs as one implicit transaction. The
+// first inserts the key unless a row stands (ON CONFLICT DO NOTHING); the
+// second reads the row that stands, unless it is the one just inserted.
+// Under READ COMMITTED each statement of a transaction takes its own
+// snapshot, so when the insert had to wait for a concurrent claim of the
+// same key to commit, the read, which starts after that wait, sees the row
+// that claim committed. (Read in the same statement, through a CTE, it
+// would not: the snapshot predates the wait.) A key that stands is read,
+// not locked, so a duplicate's claim writes nothing and commits without a
+// WAL flush. A claim that inserts learns nothing from the read: the record
+// is the one it wrote, built here from the values it sent.
+//
+// It reports acquired when the insert took the key; otherwise rec is the
+// row that stands, and pgx.ErrNoRows says none stands any more (it was
+// deleted between the two statements), for the caller to run it again.
+func (s *Store) claimFast(ctx context.Context, p store.ClaimParams, token int64, now time.Time) (rec store.Record, acquired bool, err error) {
+	o := p.Origin
+	lease, expires := now.Add(p.Lease), now.Add(s.opts.TTL)
+	b := &pgx.Batch{}
+	b.Queue(s.sql.claimInsert, p.Tenant, p.Key, p.Holder, token, lease, expires, now,
+		o.WorkflowID, o.RunID, o.ActivityType, o.ActivityID, o.Attempt)
+	b.Queue(s.sql.claimRead, p.Tenant, p.Key, token)
+	br := s.pool.SendBatch(ctx, b)
+	tag, err := br.Exec()
+	if err == nil {
+		acquired = tag.RowsAffected() == 1
+		if !acquired {
+			err = scanRecord(br.QueryRow(), &rec)
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || !acquired {
+		return rec, false, err
+	}
+	return store.Record{
+		Tenant: p.Tenant, Key: p.Key, State: store.StatePending, Holder: p.Holder, Token: token,
+		LeaseUntil: lease, ExpiresAt: expires, CreatedAt: now, UpdatedAt: now, Origin: o,
+	}, true, nil
 }
 
 // stale reports whether a row the claim statement read but did not take
@@ -308,8 +366,7 @@ func (s *Store) Complete(ctx context.Context, p store.CompleteParams) error {
 		outcome = []byte{} // nil and empty are the same: store '' rather than NULL
 	}
 	return s.fenced(ctx, op, p.Tenant, p.Key, p.Token, func(now time.Time) (string, []any) {
-		return s.sql.complete, []any{p.Tenant, p.Key, p.Token, now, now.Add(s.opts.TTL), outcome,
-			s.opts.NotifyChannel, payloadFor(p.Tenant, p.Key)}
+		return s.sql.complete, []any{p.Tenant, p.Key, p.Token, now, now.Add(s.opts.TTL), outcome}
 	})
 }
 
@@ -320,7 +377,7 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 		return err
 	}
 	return s.fenced(ctx, op, p.Tenant, p.Key, p.Token, func(now time.Time) (string, []any) {
-		return s.sql.release, []any{p.Tenant, p.Key, p.Token, now, s.opts.NotifyChannel, payloadFor(p.Tenant, p.Key)}
+		return s.sql.release, []any{p.Tenant, p.Key, p.Token, now}
 	})
 }
 
@@ -332,26 +389,40 @@ func (s *Store) MarkIndeterminate(ctx context.Context, p store.MarkIndeterminate
 	}
 	return s.fenced(ctx, op, p.Tenant, p.Key, p.Token, func(now time.Time) (string, []any) {
 		// An indeterminate record keeps until a person decides.
-		return s.sql.markIndeterminate, []any{p.Tenant, p.Key, p.Token, now, store.NeverExpires, p.Reason,
-			s.opts.NotifyChannel, payloadFor(p.Tenant, p.Key)}
+		return s.sql.markIndeterminate, []any{p.Tenant, p.Key, p.Token, now, store.NeverExpires, p.Reason}
 	})
 }
 
 // fenced runs a statement that changes a record only while token holds its
-// pending claim, and turns "no row changed" into ErrNotHolder.
+// pending claim, and turns "no row changed" into ErrNotHolder. When a
+// waiter marked the record watched, it then announces the change (see the
+// fenced statements in sql.go).
 func (s *Store) fenced(ctx context.Context, op, tenant, key string, token int64, stmt func(now time.Time) (string, []any)) error {
-	var n int64
+	var watched bool
 	err := s.retry(ctx, func(ctx context.Context) error {
 		sql, args := stmt(s.now(ctx))
-		return s.pool.QueryRow(ctx, sql, args...).Scan(&n)
+		return s.pool.QueryRow(ctx, sql, args...).Scan(&watched)
 	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s.notHolder(ctx, op, tenant, key, token)
+	}
 	if err != nil {
 		return s.interpret(ctx, op, err)
 	}
-	if n == 0 {
-		return s.notHolder(ctx, op, tenant, key, token)
+	if watched {
+		s.notify(ctx, tenant, key)
 	}
 	return nil
+}
+
+// notify announces a change of a key's record that has committed. It is
+// best effort: a waiter that misses the announcement (the statement
+// failed, or this process stopped before sending it) finds the change at
+// its next poll, within Options.MaxPollInterval.
+func (s *Store) notify(ctx context.Context, tenant, key string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	_, _ = s.pool.Exec(ctx, s.sql.notify, s.opts.NotifyChannel, payloadFor(tenant, key))
 }
 
 // notHolder builds the ErrNotHolder error for a fenced call that changed

@@ -45,11 +45,11 @@ type statements struct {
 	createListIndex                     string
 	watch                               string
 
-	claim, claimFast, lookup                    string
+	claim, claimInsert, claimRead, lookup       string
 	renew, complete, release, markIndeterminate string
 	resolveComplete, resolveFree, forget, sweep string
 	resolveGone                                 string
-	cancelClaim                                 string
+	cancelClaim, notify                         string
 }
 
 func buildStatements(table, index, listIndex string) statements {
@@ -131,27 +131,22 @@ SELECT false, {cols}, 0
 FROM {t}
 WHERE tenant = $1 AND key = $2 AND NOT EXISTS (SELECT 1 FROM ins)`),
 
-		// claimFast is the claim of the common cases: a fresh key is
-		// inserted, and a key that stands is read, not locked, so a
-		// duplicate's claim writes nothing (and commits without a WAL
-		// flush). Only when the standing row is expired, or pending under
-		// the superseded token, does Store.Claim go on to the claim
-		// statement above, which replaces it.
+		// claimInsert and claimRead are the claim of the common cases,
+		// sent together as one batch (see Store.claimFast): a fresh key is
+		// inserted; a key that stands is left alone and read. Only when the
+		// standing row is expired, or pending under the superseded token,
+		// does Store.Claim go on to the claim statement above, which
+		// replaces it.
 		//
 		// $1 tenant, $2 key, $3 holder, $4 token, $5 lease_until,
 		// $6 expires_at, $7 now, $8–$12 the origin.
-		claimFast: r.Replace(`WITH ins AS (
-	INSERT INTO {t} (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
-		origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt)
-	VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $7, NULL, '', $8, $9, $10, $11, $12)
-	ON CONFLICT (tenant, key) DO NOTHING
-	RETURNING {cols}
-)
-SELECT true AS acquired, {cols}, 0 AS notified FROM ins
-UNION ALL
-SELECT false, {cols}, 0
-FROM {t}
-WHERE tenant = $1 AND key = $2 AND NOT EXISTS (SELECT 1 FROM ins)`),
+		claimInsert: r.Replace(`INSERT INTO {t} (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
+	origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt)
+VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $7, NULL, '', $8, $9, $10, $11, $12)
+ON CONFLICT (tenant, key) DO NOTHING`),
+		// $1 tenant, $2 key, $3 the claim's own token: its own row, when it
+		// inserted one, is not read back.
+		claimRead: r.Replace(`SELECT {cols} FROM {t} WHERE tenant = $1 AND key = $2 AND token <> $3`),
 
 		// $1 tenant, $2 key, $3 now.
 		lookup: r.Replace(`SELECT {cols} FROM {t} WHERE tenant = $1 AND key = $2 AND expires_at > $3`),
@@ -165,11 +160,15 @@ WHERE tenant = $1 AND key = $2 AND NOT EXISTS (SELECT 1 FROM ins)`),
 RETURNING {cols}`),
 
 		// The fenced statements change the row only while it is live and
-		// pending under the caller's token, and report how many rows
-		// changed. Complete, Release and MarkIndeterminate announce the
-		// change in the same statement only when a waiter marked the record
-		// watched: a NOTIFY takes a database-wide lock at commit, which would
-		// serialise every settlement nobody waits for.
+		// pending under the caller's token, and return its watched flag (no
+		// row: the caller does not hold the claim). Complete, Release and
+		// MarkIndeterminate announce the change only when a waiter marked
+		// the record watched, and then in a statement of their own, after
+		// the change has committed (see Store.fenced): a NOTIFY takes a
+		// database-wide lock at commit, which would serialise every
+		// settlement nobody waits for, and folding the condition into the
+		// statement (a CTE that counts notifications) costs every
+		// settlement more server time than the rare second round trip.
 		//
 		// $1 tenant, $2 key, $3 token, $4 now, $5 lease_until, $6 now+TTL.
 		// A renewal restarts the retention window, so a live holder's
@@ -177,29 +176,22 @@ RETURNING {cols}`),
 		renew: r.Replace(`UPDATE {t} SET lease_until = $5, updated_at = $4, expires_at = greatest($6::timestamptz, $5::timestamptz)
 WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
 RETURNING lease_until`),
-		// $1 tenant, $2 key, $3 token, $4 now, $5 expires_at, $6 outcome,
-		// $7 channel, $8 payload.
-		complete: r.Replace(`WITH upd AS (
-	UPDATE {t} SET state = 2, outcome = $6, updated_at = $4, expires_at = $5
-	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
-	RETURNING watched
-)
-SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($7, $8) END) FROM upd`),
-		// $1 tenant, $2 key, $3 token, $4 now, $5 channel, $6 payload.
-		release: r.Replace(`WITH del AS (
-	DELETE FROM {t}
-	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
-	RETURNING watched
-)
-SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($5, $6) END) FROM del`),
-		// $1 tenant, $2 key, $3 token, $4 now, $5 expires_at, $6 reason,
-		// $7 channel, $8 payload.
-		markIndeterminate: r.Replace(`WITH upd AS (
-	UPDATE {t} SET state = 3, reason = $6, updated_at = $4, expires_at = $5
-	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
-	RETURNING watched
-)
-SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($7, $8) END) FROM upd`),
+		// $1 tenant, $2 key, $3 token, $4 now, $5 expires_at, $6 outcome.
+		complete: r.Replace(`UPDATE {t} SET state = 2, outcome = $6, updated_at = $4, expires_at = $5
+WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
+RETURNING watched`),
+		// $1 tenant, $2 key, $3 token, $4 now.
+		release: r.Replace(`DELETE FROM {t}
+WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
+RETURNING watched`),
+		// $1 tenant, $2 key, $3 token, $4 now, $5 expires_at, $6 reason.
+		markIndeterminate: r.Replace(`UPDATE {t} SET state = 3, reason = $6, updated_at = $4, expires_at = $5
+WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
+RETURNING watched`),
+		// notify announces a settled key to its waiters.
+		//
+		// $1 channel, $2 payload.
+		notify: `SELECT pg_notify($1, $2)`,
 		// The resolutions change the row only while it is live and
 		// indeterminate and, when the fence $token is not 0, claimed under
 		// exactly that token.
