@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
@@ -57,6 +58,42 @@ func redisPartsDesign(name string, rc *redis.Client, prefix string, index, publi
 			now := strconv.FormatInt(time.Now().UnixMicro(), 10)
 			return redisPartsComplete.Run(ctx, rc, []string{prefix + ":parts:{t}:r:" + key, idx, events},
 				strconv.FormatInt(token, 10), now, "ok", flag(publish)).Err()
+		},
+	}
+}
+
+// redisPackedComplete records the outcome on a packed record (a string
+// "p|token|…") while the token still holds it.
+var redisPackedComplete = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if not cur or string.sub(cur, 1, 2 + #ARGV[1]) ~= 'p|' .. ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1`)
+
+// redisPackedDesign is a record layout redisstore does not have: the
+// record packed into one string, claimed without a script by SET NX GET
+// (which answers a duplicate with the record that stands, in the same
+// command) and completed by a two-command script. It keeps no tenant index
+// and judges no lease or expiry on the claim, so it is what a future
+// layout could reach at best, not a design the library could ship as is.
+func redisPackedDesign(rc *redis.Client, prefix string) design {
+	return design{
+		name: "packed string, SET NX GET",
+		claim: func(ctx context.Context, key string) (bool, int64, error) {
+			tok := store.NewToken()
+			now := time.Now().UnixMicro()
+			rec := "p|" + strconv.FormatInt(tok, 10) + "|bench|" + strconv.FormatInt(now+benchLease.Microseconds(), 10) +
+				"|" + strconv.FormatInt(now+redisTTL.Microseconds(), 10) + "|" + strconv.FormatInt(now, 10)
+			_, err := rc.SetArgs(ctx, prefix+":packed:{t}:r:"+key, rec, redis.SetArgs{Mode: "NX", Get: true, TTL: redisTTL}).Result()
+			if errors.Is(err, redis.Nil) {
+				return true, tok, nil
+			}
+			return false, 0, err
+		},
+		complete: func(ctx context.Context, key string, token int64) error {
+			t := strconv.FormatInt(token, 10)
+			return redisPackedComplete.Run(ctx, rc, []string{prefix + ":packed:{t}:r:" + key}, t,
+				"c|"+t+"|bench|ok", strconv.FormatInt(redisTTL.Milliseconds(), 10)).Err()
 		},
 	}
 }

@@ -177,6 +177,44 @@ WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1`
 	}, nil
 }
 
+// answeringFloorDesign is the floor with what the contract adds to it:
+// a claim that finds the key taken must answer with the record that stands
+// (so that a duplicate gets the recorded outcome, or waits for the holder),
+// which the floor's loser never learns. Hand-written, that is the floor's
+// INSERT … ON CONFLICT DO NOTHING and, when it inserted nothing, a SELECT
+// of the row in a second round trip. It runs on pgstore's table.
+func answeringFloorDesign(ctx context.Context, e *benchEnv, table string) (design, error) {
+	d, err := floorDesign(ctx, e, table, false)
+	if err != nil {
+		return design{}, err
+	}
+	readSQL := `SELECT tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
+	origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt,
+	resolution_action, resolved_by, resolution_reason, resolution_reference, resolved_at
+FROM ` + e.table(table) + ` WHERE tenant = $1 AND key = $2`
+	claim := d.claim
+	d.name = "floor + the duplicate's read"
+	d.claim = func(ctx context.Context, key string) (bool, int64, error) {
+		won, tok, err := claim(ctx, key)
+		if err != nil || won {
+			return won, tok, err
+		}
+		rows, err := e.pool.Query(ctx, readSQL, benchTenant, key)
+		if err != nil {
+			return false, 0, err
+		}
+		for rows.Next() {
+			if _, err := rows.Values(); err != nil {
+				rows.Close()
+				return false, 0, err
+			}
+		}
+		rows.Close()
+		return false, 0, rows.Err()
+	}
+	return d, nil
+}
+
 // readThenWriteDesign is the design the library exists to avoid: read the
 // key, and when it is free write a claim with an upsert. Two callers that
 // both read "free" both win; the harness counts the keys won twice.
@@ -322,6 +360,10 @@ func benchThroughput(ctx context.Context, e *benchEnv, cfg config, out, progress
 	if err != nil {
 		return err
 	}
+	answering, err := answeringFloorDesign(ctx, e, "floor_read")
+	if err != nil {
+		return err
+	}
 	rtw, err := readThenWriteDesign(ctx, e, "rtw")
 	if err != nil {
 		return err
@@ -341,12 +383,13 @@ func benchThroughput(ctx context.Context, e *benchEnv, cfg config, out, progress
 		base    design
 		designs []design
 	}{
-		{"PostgreSQL", floor, []design{libraryDesign("pgstore", ps), bare, rtw, ser}},
+		{"PostgreSQL", floor, []design{libraryDesign("pgstore", ps), answering, bare, rtw, ser}},
 		{"Redis", redisFloorDesign(e.redis, e.prefix), []design{
 			libraryDesign("redisstore", rs),
 			redisPartsDesign("script: record hash", e.redis, e.prefix, false, false),
 			redisPartsDesign("script: + tenant index", e.redis, e.prefix, true, false),
 			redisPartsDesign("script: + index + PUBLISH", e.redis, e.prefix, true, true),
+			redisPackedDesign(e.redis, e.prefix),
 		}},
 	}
 	type key struct {
