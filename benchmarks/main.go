@@ -51,6 +51,8 @@ type config struct {
 	SweepRows  int           // expired records swept
 	SweepBatch int           // sweep batch size
 	ClaimN     int           // claims timed per table size and repetition
+	Backlog    int           // indeterminate records, and as many stale claims, in each growth table
+	ListN      int           // calls of each listing per table size and repetition
 	DeriveN    int           // Derive iterations per repetition
 	Only       string        // comma-separated sections to run; empty: all
 }
@@ -70,6 +72,8 @@ func defaultConfig() config {
 		SweepRows:  envInt("BENCH_SWEEP_ROWS", 1_000_000),
 		SweepBatch: 1000,
 		ClaimN:     1000,
+		Backlog:    1000,
+		ListN:      20,
 		DeriveN:    200_000,
 	}
 }
@@ -91,6 +95,8 @@ func smokeConfig() config {
 		SweepRows:  500,
 		SweepBatch: 100,
 		ClaimN:     20,
+		Backlog:    10,
+		ListN:      2,
 		DeriveN:    1000,
 	}
 }
@@ -130,6 +136,8 @@ func main() {
 	flag.IntVar(&cfg.SweepRows, "sweep-rows", cfg.SweepRows, "expired records to sweep (env BENCH_SWEEP_ROWS)")
 	flag.IntVar(&cfg.SweepBatch, "sweep-batch", cfg.SweepBatch, "records per sweep batch")
 	flag.IntVar(&cfg.ClaimN, "claims", cfg.ClaimN, "claims timed per table size and repetition")
+	flag.IntVar(&cfg.Backlog, "backlog", cfg.Backlog, "indeterminate records, and as many stale claims, in each growth table")
+	flag.IntVar(&cfg.ListN, "lists", cfg.ListN, "calls of each listing per table size and repetition")
 	flag.IntVar(&cfg.DeriveN, "derive", cfg.DeriveN, "Derive iterations per repetition")
 	flag.StringVar(&cfg.Only, "only", "", "comma-separated sections: throughput,wake,activity,growth,derive")
 	flag.StringVar(&doc, "doc", "", "also write the tables into this markdown file, between its bench markers")
