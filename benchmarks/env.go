@@ -113,18 +113,15 @@ func machine() string {
 	return fmt.Sprintf("%d CPUs, %s, %s/%s, %s", runtime.NumCPU(), model, runtime.GOOS, runtime.GOARCH, runtime.Version())
 }
 
-const (
-	docBegin = "<!-- bench:begin -->"
-	docEnd   = "<!-- bench:end -->"
-)
-
-// writeDoc replaces what stands between the bench markers of the markdown
-// file at path with body; the prose around them is kept.
-func writeDoc(path, body string) error {
+// writeDoc replaces what stands between the markers "<!-- marker:begin -->"
+// and "<!-- marker:end -->" of the markdown file at path with body; the
+// prose around them is kept.
+func writeDoc(path, marker, body string) error {
 	old, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
+	docBegin, docEnd := "<!-- "+marker+":begin -->", "<!-- "+marker+":end -->"
 	i, j := bytes.Index(old, []byte(docBegin)), bytes.Index(old, []byte(docEnd))
 	if i < 0 || j < i {
 		return fmt.Errorf("%s has no %s … %s markers", path, docBegin, docEnd)

@@ -122,7 +122,7 @@ func (c config) runs(section string) bool {
 
 func main() {
 	cfg := defaultConfig()
-	var callers, doc string
+	var callers, doc, marker string
 	var smoke bool
 	flag.IntVar(&cfg.Reps, "reps", cfg.Reps, "interleaved repetitions of every comparison")
 	flag.StringVar(&callers, "callers", "1,8,32", "caller counts of the throughput benchmark")
@@ -140,7 +140,8 @@ func main() {
 	flag.IntVar(&cfg.ListN, "lists", cfg.ListN, "calls of each listing per table size and repetition")
 	flag.IntVar(&cfg.DeriveN, "derive", cfg.DeriveN, "Derive iterations per repetition")
 	flag.StringVar(&cfg.Only, "only", "", "comma-separated sections: throughput,wake,activity,growth,derive")
-	flag.StringVar(&doc, "doc", "", "also write the tables into this markdown file, between its bench markers")
+	flag.StringVar(&doc, "doc", "", "also write the tables into this markdown file, between its markers (see -doc-marker)")
+	flag.StringVar(&marker, "doc-marker", "bench", "the markers -doc writes between: <!-- NAME:begin --> and <!-- NAME:end -->")
 	flag.BoolVar(&smoke, "smoke", false, "tiny sizes: check the harness runs")
 	flag.Parse()
 	if smoke {
@@ -171,7 +172,7 @@ func main() {
 		os.Exit(1)
 	}
 	if doc != "" {
-		if err := writeDoc(doc, out.String()); err != nil {
+		if err := writeDoc(doc, marker, out.String()); err != nil {
 			fmt.Fprintln(os.Stderr, "benchmarks:", err)
 			os.Exit(1)
 		}

@@ -34,10 +34,12 @@ func (s *Store) Delivered() int64 {
 // it before the store is used.
 func (s *Store) SetOnBlock(f func(store.WaitParams)) { s.onBlock = f }
 
-// ClaimSQL and CompleteSQL return the statements Claim and Complete run, so
-// the benchmarks' floor issues exactly the same SQL by hand.
-func (s *Store) ClaimSQL() string    { return s.sql.claim }
-func (s *Store) CompleteSQL() string { return s.sql.complete }
+// ClaimInsertSQL, ClaimReadSQL and CompleteSQL return the statements Claim
+// (of a fresh key) and Complete run, so the benchmarks' hand-rolled version
+// issues exactly the same SQL.
+func (s *Store) ClaimInsertSQL() string { return s.sql.claimInsert }
+func (s *Store) ClaimReadSQL() string   { return s.sql.claimRead }
+func (s *Store) CompleteSQL() string    { return s.sql.complete }
 
 // PayloadFor is payloadFor.
 var PayloadFor = payloadFor

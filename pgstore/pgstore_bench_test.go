@@ -2,12 +2,14 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tesserix/idempotency/internal/testenv"
@@ -68,36 +70,38 @@ func BenchmarkClaimComplete(b *testing.B) {
 }
 
 // handRolled is the floor: Claim's and Complete's statements with their
-// arguments, through the pool, with nothing else.
+// arguments, through the pool, with nothing else: the claim's batch of an
+// insert and a read, and the completion's update.
 func handRolled(pool *pgxpool.Pool, s *pgstore.Store, nextKey func() string) func(ctx context.Context) error {
-	claimSQL, completeSQL, o := s.ClaimSQL(), s.CompleteSQL(), s.Options()
+	insertSQL, readSQL, completeSQL, o := s.ClaimInsertSQL(), s.ClaimReadSQL(), s.CompleteSQL(), s.Options()
 	return func(ctx context.Context) error {
 		key := nextKey()
-		now := time.Now()
+		now := time.Now().Truncate(time.Microsecond)
 		token := store.NewToken()
-		payload := pgstore.PayloadFor("bench", key)
-		var (
-			acquired                        bool
-			tenant, k, holder, reason       string
-			state                           int16
-			tok, notified                   int64
-			lease, expires, created, update time.Time
-			outcome                         []byte
-			owf, orun, otype, oid           string
-			oattempt                        int32
-			raction                         int16
-			rby, rreason, rref              string
-			rat                             *time.Time
-		)
-		err := pool.QueryRow(ctx, claimSQL, "bench", key, "bench", token, now.Add(time.Minute), now.Add(o.TTL), now, int64(0), o.NotifyChannel, payload, "", "", "", "", int32(0)).
-			Scan(&acquired, &tenant, &k, &state, &holder, &tok, &lease, &expires, &created, &update, &outcome, &reason,
-				&owf, &orun, &otype, &oid, &oattempt, &raction, &rby, &rreason, &rref, &rat, &notified)
+		b := &pgx.Batch{}
+		b.Queue(insertSQL, "bench", key, "bench", token, now.Add(time.Minute), now.Add(o.TTL), now, "", "", "", "", int32(0))
+		b.Queue(readSQL, "bench", key, token)
+		br := pool.SendBatch(ctx, b)
+		tag, err := br.Exec()
+		if err == nil {
+			var rows pgx.Rows
+			if rows, err = br.Query(); err == nil {
+				rows.Close()
+				err = rows.Err()
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
 		if err != nil {
 			return err
 		}
-		var n int64
+		if tag.RowsAffected() != 1 {
+			return errors.New("a fresh key was not inserted")
+		}
+		var watched bool
 		now = time.Now()
-		return pool.QueryRow(ctx, completeSQL, "bench", key, tok, now, now.Add(o.TTL), []byte("ok"), o.NotifyChannel, payload).Scan(&n)
+		return pool.QueryRow(ctx, completeSQL, "bench", key, token, now, now.Add(o.TTL), []byte("ok")).Scan(&watched)
 	}
 }
 
