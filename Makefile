@@ -52,7 +52,7 @@ bench: ## Measure the library beside its baselines and peer designs; prints tabl
 	cd benchmarks && GOTOOLCHAIN=$(SERVER_TOOLCHAIN) go run . $(BENCH_ARGS)
 
 .PHONY: bench-growth
-bench-growth: ## The growth and sweep benchmark at full size: 10M records, 1M swept (takes long; BENCH_GROWTH_ROWS, BENCH_SWEEP_ROWS).
+bench-growth: ## The growth, listing and sweep benchmark at full size: 10M records, 1M swept (a few minutes; BENCH_GROWTH_ROWS, BENCH_SWEEP_ROWS; BENCH_ARGS="-doc ../docs/BENCHMARKS.md -doc-marker bench-growth" writes it).
 	cd benchmarks && BENCH_GROWTH_ROWS=$${BENCH_GROWTH_ROWS:-10000000} BENCH_SWEEP_ROWS=$${BENCH_SWEEP_ROWS:-1000000} \
 		GOTOOLCHAIN=$(SERVER_TOOLCHAIN) go run . -only growth $(BENCH_ARGS)
 

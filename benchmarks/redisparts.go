@@ -73,18 +73,41 @@ return 1`)
 // redisPackedDesign is a record layout redisstore does not have: the
 // record packed into one string, claimed without a script by SET NX GET
 // (which answers a duplicate with the record that stands, in the same
-// command) and completed by a two-command script. It keeps no tenant index
-// and judges no lease or expiry on the claim, so it is what a future
-// layout could reach at best, not a design the library could ship as is.
-func redisPackedDesign(rc *redis.Client, prefix string) design {
+// command) and completed by a two-command script. It judges no lease or
+// expiry on the claim, so it is what a future layout could reach at best,
+// not a design the library could ship as is. With index, the claim also
+// adds the key to the tenant's age index (ZADD NX, in the same MULTI), as
+// the operators' listings need.
+func redisPackedDesign(rc *redis.Client, prefix string, index bool) design {
+	name := "packed string, SET NX GET"
+	if index {
+		name += " + ZADD NX"
+	}
 	return design{
-		name: "packed string, SET NX GET",
+		name: name,
 		claim: func(ctx context.Context, key string) (bool, int64, error) {
 			tok := store.NewToken()
 			now := time.Now().UnixMicro()
 			rec := "p|" + strconv.FormatInt(tok, 10) + "|bench|" + strconv.FormatInt(now+benchLease.Microseconds(), 10) +
 				"|" + strconv.FormatInt(now+redisTTL.Microseconds(), 10) + "|" + strconv.FormatInt(now, 10)
-			_, err := rc.SetArgs(ctx, prefix+":packed:{t}:r:"+key, rec, redis.SetArgs{Mode: "NX", Get: true, TTL: redisTTL}).Result()
+			rkey := prefix + ":packed:{t}:r:" + key
+			var set *redis.StatusCmd
+			var err error
+			if index {
+				_, err = rc.TxPipelined(ctx, func(p redis.Pipeliner) error {
+					set = p.SetArgs(ctx, rkey, rec, redis.SetArgs{Mode: "NX", Get: true, TTL: redisTTL})
+					p.ZAddNX(ctx, prefix+":packed:{t}:age", redis.Z{Score: float64(now), Member: key})
+					return nil
+				})
+				if errors.Is(err, redis.Nil) {
+					err = nil
+				}
+				if err == nil {
+					err = set.Err()
+				}
+			} else {
+				err = rc.SetArgs(ctx, rkey, rec, redis.SetArgs{Mode: "NX", Get: true, TTL: redisTTL}).Err()
+			}
 			if errors.Is(err, redis.Nil) {
 				return true, tok, nil
 			}

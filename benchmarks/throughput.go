@@ -389,7 +389,8 @@ func benchThroughput(ctx context.Context, e *benchEnv, cfg config, out, progress
 			redisPartsDesign("script: record hash", e.redis, e.prefix, false, false),
 			redisPartsDesign("script: + tenant index", e.redis, e.prefix, true, false),
 			redisPartsDesign("script: + index + PUBLISH", e.redis, e.prefix, true, true),
-			redisPackedDesign(e.redis, e.prefix),
+			redisPackedDesign(e.redis, e.prefix, false),
+			redisPackedDesign(e.redis, e.prefix, true),
 		}},
 	}
 	type key struct {
