@@ -366,7 +366,8 @@ func (s *Store) Complete(ctx context.Context, p store.CompleteParams) error {
 		outcome = []byte{} // nil and empty are the same: store '' rather than NULL
 	}
 	return s.fenced(ctx, op, p.Tenant, p.Key, p.Token, func(now time.Time) (string, []any) {
-		return s.sql.complete, []any{p.Tenant, p.Key, p.Token, now, now.Add(s.opts.TTL), outcome}
+		return s.sql.complete, []any{p.Tenant, p.Key, p.Token, now, now.Add(s.opts.TTL), outcome,
+			s.opts.NotifyChannel, payloadFor(p.Tenant, p.Key)}
 	})
 }
 
@@ -377,7 +378,7 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 		return err
 	}
 	return s.fenced(ctx, op, p.Tenant, p.Key, p.Token, func(now time.Time) (string, []any) {
-		return s.sql.release, []any{p.Tenant, p.Key, p.Token, now}
+		return s.sql.release, []any{p.Tenant, p.Key, p.Token, now, s.opts.NotifyChannel, payloadFor(p.Tenant, p.Key)}
 	})
 }
 
@@ -389,40 +390,26 @@ func (s *Store) MarkIndeterminate(ctx context.Context, p store.MarkIndeterminate
 	}
 	return s.fenced(ctx, op, p.Tenant, p.Key, p.Token, func(now time.Time) (string, []any) {
 		// An indeterminate record keeps until a person decides.
-		return s.sql.markIndeterminate, []any{p.Tenant, p.Key, p.Token, now, store.NeverExpires, p.Reason}
+		return s.sql.markIndeterminate, []any{p.Tenant, p.Key, p.Token, now, store.NeverExpires, p.Reason,
+			s.opts.NotifyChannel, payloadFor(p.Tenant, p.Key)}
 	})
 }
 
 // fenced runs a statement that changes a record only while token holds its
-// pending claim, and turns "no row changed" into ErrNotHolder. When a
-// waiter marked the record watched, it then announces the change (see the
-// fenced statements in sql.go).
+// pending claim, and turns "no row changed" into ErrNotHolder.
 func (s *Store) fenced(ctx context.Context, op, tenant, key string, token int64, stmt func(now time.Time) (string, []any)) error {
-	var watched bool
+	var n int64
 	err := s.retry(ctx, func(ctx context.Context) error {
 		sql, args := stmt(s.now(ctx))
-		return s.pool.QueryRow(ctx, sql, args...).Scan(&watched)
+		return s.pool.QueryRow(ctx, sql, args...).Scan(&n)
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return s.notHolder(ctx, op, tenant, key, token)
-	}
 	if err != nil {
 		return s.interpret(ctx, op, err)
 	}
-	if watched {
-		s.notify(ctx, tenant, key)
+	if n == 0 {
+		return s.notHolder(ctx, op, tenant, key, token)
 	}
 	return nil
-}
-
-// notify announces a change of a key's record that has committed. It is
-// best effort: a waiter that misses the announcement (the statement
-// failed, or this process stopped before sending it) finds the change at
-// its next poll, within Options.MaxPollInterval.
-func (s *Store) notify(ctx context.Context, tenant, key string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	_, _ = s.pool.Exec(ctx, s.sql.notify, s.opts.NotifyChannel, payloadFor(tenant, key))
 }
 
 // notHolder builds the ErrNotHolder error for a fenced call that changed

@@ -99,9 +99,10 @@ func handRolled(pool *pgxpool.Pool, s *pgstore.Store, nextKey func() string) fun
 		if tag.RowsAffected() != 1 {
 			return errors.New("a fresh key was not inserted")
 		}
-		var watched bool
+		var n int64
 		now = time.Now()
-		return pool.QueryRow(ctx, completeSQL, "bench", key, token, now, now.Add(o.TTL), []byte("ok")).Scan(&watched)
+		return pool.QueryRow(ctx, completeSQL, "bench", key, token, now, now.Add(o.TTL), []byte("ok"),
+			o.NotifyChannel, pgstore.PayloadFor("bench", key)).Scan(&n)
 	}
 }
 

@@ -49,7 +49,7 @@ type statements struct {
 	renew, complete, release, markIndeterminate string
 	resolveComplete, resolveFree, forget, sweep string
 	resolveGone                                 string
-	cancelClaim, notify                         string
+	cancelClaim                                 string
 }
 
 func buildStatements(table, index, listIndex string) statements {
@@ -160,15 +160,12 @@ ON CONFLICT (tenant, key) DO NOTHING`),
 RETURNING {cols}`),
 
 		// The fenced statements change the row only while it is live and
-		// pending under the caller's token, and return its watched flag (no
-		// row: the caller does not hold the claim). Complete, Release and
-		// MarkIndeterminate announce the change only when a waiter marked
-		// the record watched, and then in a statement of their own, after
-		// the change has committed (see Store.fenced): a NOTIFY takes a
-		// database-wide lock at commit, which would serialise every
-		// settlement nobody waits for, and folding the condition into the
-		// statement (a CTE that counts notifications) costs every
-		// settlement more server time than the rare second round trip.
+		// pending under the caller's token, and report how many rows
+		// changed. Complete, Release and MarkIndeterminate announce the
+		// change in the same statement, so the announcement leaves at the
+		// change's commit, but only when a waiter marked the record
+		// watched: a NOTIFY takes a database-wide lock at commit, which
+		// would serialise every settlement nobody waits for.
 		//
 		// $1 tenant, $2 key, $3 token, $4 now, $5 lease_until, $6 now+TTL.
 		// A renewal restarts the retention window, so a live holder's
@@ -176,22 +173,29 @@ RETURNING {cols}`),
 		renew: r.Replace(`UPDATE {t} SET lease_until = $5, updated_at = $4, expires_at = greatest($6::timestamptz, $5::timestamptz)
 WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
 RETURNING lease_until`),
-		// $1 tenant, $2 key, $3 token, $4 now, $5 expires_at, $6 outcome.
-		complete: r.Replace(`UPDATE {t} SET state = 2, outcome = $6, updated_at = $4, expires_at = $5
-WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
-RETURNING watched`),
-		// $1 tenant, $2 key, $3 token, $4 now.
-		release: r.Replace(`DELETE FROM {t}
-WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
-RETURNING watched`),
-		// $1 tenant, $2 key, $3 token, $4 now, $5 expires_at, $6 reason.
-		markIndeterminate: r.Replace(`UPDATE {t} SET state = 3, reason = $6, updated_at = $4, expires_at = $5
-WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
-RETURNING watched`),
-		// notify announces a settled key to its waiters.
-		//
-		// $1 channel, $2 payload.
-		notify: `SELECT pg_notify($1, $2)`,
+		// $1 tenant, $2 key, $3 token, $4 now, $5 expires_at, $6 outcome,
+		// $7 channel, $8 payload.
+		complete: r.Replace(`WITH upd AS (
+	UPDATE {t} SET state = 2, outcome = $6, updated_at = $4, expires_at = $5
+	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
+	RETURNING watched
+)
+SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($7, $8) END) FROM upd`),
+		// $1 tenant, $2 key, $3 token, $4 now, $5 channel, $6 payload.
+		release: r.Replace(`WITH del AS (
+	DELETE FROM {t}
+	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
+	RETURNING watched
+)
+SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($5, $6) END) FROM del`),
+		// $1 tenant, $2 key, $3 token, $4 now, $5 expires_at, $6 reason,
+		// $7 channel, $8 payload.
+		markIndeterminate: r.Replace(`WITH upd AS (
+	UPDATE {t} SET state = 3, reason = $6, updated_at = $4, expires_at = $5
+	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
+	RETURNING watched
+)
+SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($7, $8) END) FROM upd`),
 		// The resolutions change the row only while it is live and
 		// indeterminate and, when the fence $token is not 0, claimed under
 		// exactly that token.
