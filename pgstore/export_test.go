@@ -55,6 +55,12 @@ func (s *Store) ListSQL(p store.ListParams, across bool, now time.Time) (string,
 	return s.listQuery(p, across, now)
 }
 
+// CountBacklogSQL returns the statement and arguments CountBacklog runs at
+// now.
+func (s *Store) CountBacklogSQL(now time.Time) (string, []any) {
+	return s.countBacklogQuery(), []any{now}
+}
+
 // ListIndexName is the unquoted name of the listings' partial index.
 func (s *Store) ListIndexName() string { return listIndexName(s.opts.Table) }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -25,8 +27,12 @@ func (s *Store) List(ctx context.Context, p store.ListParams) (store.Page, error
 }
 
 // ListAcrossTenants implements [store.Store.ListAcrossTenants]. It is for
-// operators: no index serves it, so each page reads the table's live rows
-// that pass the filters and sorts them.
+// operators, and no index gives its order (claim time across tenants): a
+// listing of what waits (pending and indeterminate records) reads the whole
+// of the partial index of the records that are not completed for each page
+// and sorts what passes the filters, so its cost follows the backlog of
+// every tenant, not the table, as CountBacklog's does; a listing that keeps
+// completed records reads the table's live rows.
 func (s *Store) ListAcrossTenants(ctx context.Context, p store.ListParams) (store.Page, error) {
 	const op = "list across tenants"
 	if err := ctx.Err(); err != nil {
@@ -47,7 +53,7 @@ func (s *Store) list(ctx context.Context, op string, p store.ListParams, across 
 		if err != nil {
 			return err
 		}
-		rows, err := s.pool.Query(ctx, sql, args...)
+		rows, err := s.pool.Query(ctx, sql, s.planned(args)...)
 		if err != nil {
 			return err
 		}
@@ -133,9 +139,31 @@ func (s *Store) listQuery(p store.ListParams, across bool, now time.Time) (strin
 	return sql, args, nil
 }
 
+// planned returns the arguments of a listing's statement (or the backlog
+// count's) with, first, the query mode that has PostgreSQL plan it for
+// these arguments on every call, when the pool would otherwise run it as a
+// cached prepared statement (pgx's default). After five executions
+// PostgreSQL may settle a prepared statement on its generic plan, which
+// cannot see the clock: it prices "expires_at > $1" at a third of the
+// table, where it is nearly all of it, and where many records wait it reads
+// a listing across tenants, or the count, through the expiry index, every
+// live row, instead of the partial index of what waits (TestListPlans
+// shows both plans, TestListingsPlanWithTheirArguments the switch). A
+// listing is rare and its planning cheap beside a page; the count runs once
+// per sweep. QueryExecModeCacheDescribe still sends the statement in one
+// round trip, in the binary format, but as the unnamed statement, planned
+// at each Bind. The other modes use the unnamed statement or the simple
+// protocol already, and are left as the deployment chose them.
+func (s *Store) planned(args []any) []any {
+	if s.pool.Config().ConnConfig.DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
+		return args
+	}
+	return append([]any{pgx.QueryExecModeCacheDescribe}, args...)
+}
+
 // CountBacklog implements [store.Store.CountBacklog] in one query over the
-// records that are not completed, which the planner can read through the
-// listings' partial index.
+// records that are not completed, which the planner reads through the
+// listings' partial index: its cost follows the backlog, not the table.
 func (s *Store) CountBacklog(ctx context.Context) ([]store.BacklogCount, error) {
 	const op = "count backlog"
 	if err := ctx.Err(); err != nil {
@@ -144,13 +172,7 @@ func (s *Store) CountBacklog(ctx context.Context) ([]store.BacklogCount, error) 
 	var out []store.BacklogCount
 	err := s.retry(ctx, func(ctx context.Context) error {
 		out = []store.BacklogCount{}
-		rows, err := s.pool.Query(ctx, `SELECT origin_activity_type,
-	count(*) FILTER (WHERE state = 3), count(*) FILTER (WHERE state = 1 AND lease_until <= $1)
-FROM `+s.tableName+`
-WHERE state IN (1, 3) AND expires_at > $1
-GROUP BY origin_activity_type
-HAVING count(*) FILTER (WHERE state = 3 OR lease_until <= $1) > 0
-ORDER BY origin_activity_type COLLATE "C"`, s.now(ctx))
+		rows, err := s.pool.Query(ctx, s.countBacklogQuery(), s.planned([]any{s.now(ctx)})...)
 		if err != nil {
 			return err
 		}
@@ -170,4 +192,15 @@ ORDER BY origin_activity_type COLLATE "C"`, s.now(ctx))
 		return nil, s.interpret(ctx, op, err)
 	}
 	return out, nil
+}
+
+// countBacklogQuery is CountBacklog's statement. $1 is now.
+func (s *Store) countBacklogQuery() string {
+	return `SELECT origin_activity_type,
+	count(*) FILTER (WHERE state = 3), count(*) FILTER (WHERE state = 1 AND lease_until <= $1)
+FROM ` + s.tableName + `
+WHERE state IN (1, 3) AND expires_at > $1
+GROUP BY origin_activity_type
+HAVING count(*) FILTER (WHERE state = 3 OR lease_until <= $1) > 0
+ORDER BY origin_activity_type COLLATE "C"`
 }

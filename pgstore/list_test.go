@@ -74,14 +74,116 @@ FROM generate_series(1, 20000) AS i`)
 			}
 		}
 	}
+
+	// Across tenants, what waits is read from the same index: the whole of
+	// it for the states it holds (no order serves a listing by claim time
+	// across tenants), never the table. These statements are planned with
+	// their arguments on every call (see TestListingsPlanWithTheirArguments):
+	// a generic plan, blind to the clock, reads them through the expiry
+	// index on this table.
+	page, err := s.ListAcrossTenants(ctx, store.ListParams{States: waiting, Stale: true, Limit: 2})
+	require.NoError(t, err)
+	require.NotEmpty(t, page.Next)
+	now := time.Now()
+	backlogSQL, backlogArgs := s.CountBacklogSQL(now)
+	for _, tc := range []struct {
+		name string
+		sql  func() (string, []any, error)
+	}{
+		{"across tenants, waiting", func() (string, []any, error) {
+			return s.ListSQL(store.ListParams{States: waiting, Stale: true}, true, now)
+		}},
+		{"across tenants, waiting, next page", func() (string, []any, error) {
+			return s.ListSQL(store.ListParams{States: waiting, Stale: true, Cursor: page.Next}, true, now)
+		}},
+		{"across tenants, indeterminate, oldest first", func() (string, []any, error) {
+			return s.ListSQL(store.ListParams{States: []store.State{store.StateIndeterminate}, Order: store.OldestFirst}, true, now)
+		}},
+		{"backlog count", func() (string, []any, error) { return backlogSQL, backlogArgs, nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sql, args, err := tc.sql()
+			require.NoError(t, err)
+			plan := explain(t, pool, "force_custom_plan", sql, args)
+			require.Contains(t, plan, s.ListIndexName(), plan)
+			require.NotContains(t, plan, "Seq Scan", plan)
+		})
+	}
 }
 
-// explain returns the plan of sql, planned under the plan_cache_mode given.
+// TestListingsPlanWithTheirArguments shows that the listings and the
+// backlog count never settle on a generic plan: on a connection that has
+// run each of them more than five times, none of the statements it keeps
+// prepared on the table was ever planned generically. (Run as cached
+// prepared statements, ListAcrossTenants and CountBacklog switched to their
+// generic plans on the sixth call here, reading every live row through the
+// expiry index instead of the records that wait.)
+func TestListingsPlanWithTheirArguments(t *testing.T) {
+	t.Parallel()
+	_, schema := testenv.Postgres(t)
+	pool := testenv.PostgresPool(t, 1) // one connection: every call's statements are on it
+	s := newStore(t, pool, schema, pgstore.Options{})
+	ctx := context.Background()
+	// 100,000 completed records over 20 tenants, and one tenant where
+	// 20,000 records wait, as in TestListPlans.
+	_, err := pool.Exec(ctx, `INSERT INTO `+s.TableName()+` (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome)
+SELECT 'tenant-' || (i % 20), 'key-' || i,
+	CASE WHEN i % 1000 < 5 THEN 3 WHEN i % 1000 < 10 THEN 1 ELSE 2 END,
+	'h', i + 1, now() - interval '1 minute', now() + interval '1 day',
+	now() - i * interval '1 second', now(), ''::bytea
+FROM generate_series(1, 100000) AS i
+UNION ALL
+SELECT 'busy', 'busy-' || i, CASE WHEN i % 2 = 0 THEN 3 ELSE 1 END,
+	'h', i + 1, now() - interval '1 minute', now() + interval '1 day', now() - i * interval '1 second', now(), ''
+FROM generate_series(1, 20000) AS i`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `ANALYZE `+s.TableName())
+	require.NoError(t, err)
+
+	waiting := []store.State{store.StateIndeterminate, store.StatePending}
+	for range 10 {
+		_, err := s.ListAcrossTenants(ctx, store.ListParams{States: waiting, Stale: true})
+		require.NoError(t, err)
+		_, err = s.List(ctx, store.ListParams{Tenant: "busy", States: waiting, Stale: true})
+		require.NoError(t, err)
+		_, err = s.CountBacklog(ctx)
+		require.NoError(t, err)
+	}
+	rows, err := pool.Query(ctx, `SELECT statement, generic_plans FROM pg_prepared_statements WHERE strpos(statement, $1) > 0`, s.TableName())
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var sql string
+		var generic int64
+		require.NoError(t, rows.Scan(&sql, &generic))
+		require.Zero(t, generic, "planned generically %d times: %s", generic, sql)
+	}
+	require.NoError(t, rows.Err())
+}
+
+// explain returns the plan of sql with args, planned under the
+// plan_cache_mode given. The statement is prepared and run by EXECUTE with
+// its arguments spelled as literals: EXPLAIN of a statement with bind
+// parameters plans it with their values, a custom plan whatever the mode,
+// and only a prepared statement's EXECUTE shows its generic plan.
 func explain(t *testing.T, pool interface {
 	Begin(context.Context) (pgx.Tx, error)
 }, mode, sql string, args []any) string {
 	t.Helper()
 	ctx := context.Background()
+	lits := make([]string, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			lits[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
+		case time.Time:
+			lits[i] = "'" + v.Format(time.RFC3339Nano) + "'"
+		case int:
+			lits[i] = strconv.Itoa(v)
+		default:
+			t.Fatalf("argument %d is a %T, which explain cannot spell as a literal", i+1, a)
+		}
+	}
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
@@ -89,7 +191,12 @@ func explain(t *testing.T, pool interface {
 	require.NoError(t, err)
 	_, err = tx.Exec(ctx, "SET LOCAL enable_seqscan = on")
 	require.NoError(t, err)
-	rows, err := tx.Query(ctx, "EXPLAIN "+sql, args...)
+	// A prepared statement outlives the transaction: each gets a name of
+	// its own, and is deallocated once explained.
+	name := "listing_" + strconv.FormatInt(explained.Add(1), 10)
+	_, err = tx.Exec(ctx, "PREPARE "+name+" AS "+sql)
+	require.NoError(t, err)
+	rows, err := tx.Query(ctx, "EXPLAIN EXECUTE "+name+"("+strings.Join(lits, ", ")+")")
 	require.NoError(t, err)
 	var lines []string
 	for rows.Next() {
@@ -98,8 +205,13 @@ func explain(t *testing.T, pool interface {
 		lines = append(lines, line)
 	}
 	require.NoError(t, rows.Err())
+	_, err = tx.Exec(ctx, "DEALLOCATE "+name)
+	require.NoError(t, err)
 	return strings.Join(lines, "\n")
 }
+
+// explained numbers the statements explain prepares.
+var explained atomic.Int64
 
 // TestEnsureSchemaMigratesEarlierTable brings a table made before records
 // kept their origin, their resolution or a listing index up to date: its
