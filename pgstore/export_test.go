@@ -34,6 +34,10 @@ func (s *Store) Delivered() int64 {
 // it before the store is used.
 func (s *Store) SetOnBlock(f func(store.WaitParams)) { s.onBlock = f }
 
+// SetOnRetry sets a function called each time a Claim runs its statement
+// again. Set it before the store is used.
+func (s *Store) SetOnRetry(f func(attempt int)) { s.onRetry = f }
+
 // ClaimInsertSQL, ClaimReadSQL and CompleteSQL return the statements Claim
 // (of a fresh key) and Complete run, so the benchmarks' hand-rolled version
 // issues exactly the same SQL.

@@ -43,6 +43,9 @@ type Store struct {
 	// onBlock, when set (by tests, before use), is called each time a Wait
 	// is about to block.
 	onBlock func(store.WaitParams)
+	// onRetry, when set (by tests, before use), is called each time a
+	// Claim runs its statement again.
+	onRetry func(attempt int)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -209,6 +212,9 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	// pending under the superseded token) takes the full statement.
 	fast := true
 	for attempt := 1; ; attempt++ {
+		if attempt > 1 && s.onRetry != nil {
+			s.onRetry(attempt)
+		}
 		// PostgreSQL keeps microseconds; the fast claim builds the record
 		// it inserted from these values, so they are what a read returns.
 		now := s.now(ctx).Truncate(time.Microsecond)
