@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tesserix/idempotency/internal/testenv"
@@ -26,23 +27,7 @@ func TestListPlans(t *testing.T) {
 	pool, schema := testenv.Postgres(t)
 	s := newStore(t, pool, schema, pgstore.Options{})
 	ctx := context.Background()
-	// 100,000 completed records over 20 tenants, and in each tenant 50
-	// indeterminate and 50 pending records.
-	_, err := pool.Exec(ctx, `INSERT INTO `+s.TableName()+` (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome)
-SELECT 'tenant-' || (i % 20), 'key-' || i,
-	CASE WHEN i % 1000 < 5 THEN 3 WHEN i % 1000 < 10 THEN 1 ELSE 2 END,
-	'h', i + 1, now() - interval '1 minute', now() + interval '1 day',
-	now() - i * interval '1 second', now(), ''
-FROM generate_series(1, 100000) AS i`)
-	require.NoError(t, err)
-	// A tenant where 20,000 records wait.
-	_, err = pool.Exec(ctx, `INSERT INTO `+s.TableName()+` (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome)
-SELECT 'busy', 'key-' || i, CASE WHEN i % 2 = 0 THEN 3 ELSE 1 END,
-	'h', i + 1, now() - interval '1 minute', now() + interval '1 day', now() - i * interval '1 second', now(), ''
-FROM generate_series(1, 20000) AS i`)
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `ANALYZE `+s.TableName())
-	require.NoError(t, err)
+	loadListingTable(t, pool, s.TableName())
 
 	waiting := []store.State{store.StateIndeterminate, store.StatePending}
 	for _, tenant := range []string{"tenant-3", "busy"} {
@@ -124,21 +109,7 @@ func TestListingsPlanWithTheirArguments(t *testing.T) {
 	pool := testenv.PostgresPool(t, 1) // one connection: every call's statements are on it
 	s := newStore(t, pool, schema, pgstore.Options{})
 	ctx := context.Background()
-	// 100,000 completed records over 20 tenants, and one tenant where
-	// 20,000 records wait, as in TestListPlans.
-	_, err := pool.Exec(ctx, `INSERT INTO `+s.TableName()+` (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome)
-SELECT 'tenant-' || (i % 20), 'key-' || i,
-	CASE WHEN i % 1000 < 5 THEN 3 WHEN i % 1000 < 10 THEN 1 ELSE 2 END,
-	'h', i + 1, now() - interval '1 minute', now() + interval '1 day',
-	now() - i * interval '1 second', now(), ''::bytea
-FROM generate_series(1, 100000) AS i
-UNION ALL
-SELECT 'busy', 'busy-' || i, CASE WHEN i % 2 = 0 THEN 3 ELSE 1 END,
-	'h', i + 1, now() - interval '1 minute', now() + interval '1 day', now() - i * interval '1 second', now(), ''
-FROM generate_series(1, 20000) AS i`)
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `ANALYZE `+s.TableName())
-	require.NoError(t, err)
+	loadListingTable(t, pool, s.TableName())
 
 	waiting := []store.State{store.StateIndeterminate, store.StatePending}
 	for range 10 {
@@ -315,4 +286,25 @@ func BenchmarkWaitingIndexCost(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed())/float64(b.N)/basePerOp, "x-without-index")
 		}
 	})
+}
+
+// loadListingTable fills table with 100,000 completed records over 20
+// tenants, 50 indeterminate and 50 pending records in each of them, and a
+// tenant, "busy", where 20,000 records wait; then analyzes it.
+func loadListingTable(t *testing.T, pool *pgxpool.Pool, table string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `INSERT INTO `+table+` (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome)
+SELECT 'tenant-' || (i % 20), 'key-' || i,
+	CASE WHEN i % 1000 < 5 THEN 3 WHEN i % 1000 < 10 THEN 1 ELSE 2 END,
+	'h', i + 1, now() - interval '1 minute', now() + interval '1 day',
+	now() - i * interval '1 second', now(), ''::bytea
+FROM generate_series(1, 100000) AS i
+UNION ALL
+SELECT 'busy', 'key-' || i, CASE WHEN i % 2 = 0 THEN 3 ELSE 1 END,
+	'h', i + 1, now() - interval '1 minute', now() + interval '1 day', now() - i * interval '1 second', now(), ''
+FROM generate_series(1, 20000) AS i`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `ANALYZE `+table)
+	require.NoError(t, err)
 }
