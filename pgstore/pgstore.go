@@ -206,7 +206,6 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	for token == p.Supersede {
 		token = store.NewToken()
 	}
-	payload := payloadFor(p.Tenant, p.Key)
 	// The fast claim first: it inserts a fresh key or reads the one
 	// standing. Only a standing row that must be replaced (expired, or
 	// pending under the superseded token) takes the full statement.
@@ -235,7 +234,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 			var notified int64
 			o := p.Origin
 			row := s.pool.QueryRow(ctx, s.sql.claim, p.Tenant, p.Key, p.Holder, token,
-				now.Add(p.Lease), now.Add(s.opts.TTL), now, p.Supersede, s.opts.NotifyChannel, payload,
+				now.Add(p.Lease), now.Add(s.opts.TTL), now, p.Supersede, s.opts.NotifyChannel, payloadFor(p.Tenant, p.Key),
 				o.WorkflowID, o.RunID, o.ActivityType, o.ActivityID, o.Attempt)
 			err = scanRecord(row, &rec, &acquired, &notified)
 		}
@@ -265,7 +264,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 			// A transient conflict: run it again after a pause.
 		default:
 			if ctx.Err() != nil {
-				s.cancelClaim(ctx, p.Tenant, p.Key, token, payload)
+				s.cancelClaim(ctx, p.Tenant, p.Key, token)
 			}
 			return store.Result{}, s.interpret(ctx, op, err)
 		}
@@ -334,11 +333,11 @@ func stale(rec store.Record, now time.Time, supersede int64) bool {
 // cancelClaim deletes the claim made under token, if it was made, after the
 // caller's context ended. It is best effort: when it fails too, the claim
 // stays until its lease runs out and a waiter supersedes it.
-func (s *Store) cancelClaim(ctx context.Context, tenant, key string, token int64, payload string) {
+func (s *Store) cancelClaim(ctx context.Context, tenant, key string, token int64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	var n int64
-	_ = s.pool.QueryRow(ctx, s.sql.cancelClaim, tenant, key, token, s.opts.NotifyChannel, payload).Scan(&n)
+	_ = s.pool.QueryRow(ctx, s.sql.cancelClaim, tenant, key, token, s.opts.NotifyChannel, payloadFor(tenant, key)).Scan(&n)
 }
 
 // Renew implements [store.Store.Renew].
