@@ -22,13 +22,15 @@
 //
 // # Claims
 //
-// [Store.Claim] decides in one statement executed by the server: an
-// INSERT … ON CONFLICT DO UPDATE that takes the key only when it is free,
-// its record has expired, or it is pending under the token the caller
-// supersedes, and that returns the record standing there otherwise. No
-// replica ever reads and then writes, so there is no window for another to
-// slip through. Every later change — renew, complete, release, mark
-// indeterminate — is a single statement fenced by the claim's token.
+// [Store.Claim] lets the server decide, in one round trip: an INSERT … ON
+// CONFLICT DO NOTHING takes a free key, and a read in the same batch (and
+// implicit transaction) returns the record standing there otherwise. Only
+// when that record has expired, or is pending under the token the caller
+// supersedes, does a second statement, an INSERT … ON CONFLICT DO UPDATE,
+// take it over. The server's unique index decides every race: no replica
+// ever reads and then writes on what it read, so there is no window for
+// another to slip through. Every later change — renew, complete, release,
+// mark indeterminate — is a single statement fenced by the claim's token.
 //
 // # Time
 //
