@@ -27,12 +27,17 @@ services: ## Start PostgreSQL and Redis on 127.0.0.1 if they do not answer (inst
 	scripts/services.sh
 
 .PHONY: test
-test: ## Run every test: the library, then the real-server modules.
+test: ## Run every test: the library (on the SDK go.mod names and on the newest), then the real-server modules.
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	TEST_TIMEOUT=$(TEST_TIMEOUT) scripts/newest-sdk.sh
 	@for m in $(dir $(SERVER_MODULES)); do \
 		echo "== $$m (GOTOOLCHAIN=$(SERVER_TOOLCHAIN))"; \
 		(cd $$m && GOTOOLCHAIN=$(SERVER_TOOLCHAIN) go test -count=1 -timeout $(TEST_TIMEOUT) ./...) || exit 1; \
 	done
+
+.PHONY: test-newest-sdk
+test-newest-sdk: ## Build, vet and test the library on the newest Temporal Go SDK (SDK_VERSION=v1.x.y for another), in a copy.
+	TEST_TIMEOUT=$(TEST_TIMEOUT) scripts/newest-sdk.sh
 
 .PHONY: test-race
 test-race: ## Run the library's tests under the race detector.

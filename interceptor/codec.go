@@ -29,15 +29,20 @@ func WithDataConverter(ctx context.Context, dc converter.DataConverter) context.
 // dataConverter returns the converter outcomes are recorded with for an
 // activity running under ctx: Options.DataConverter, else the client's one
 // ctx carries ([WithDataConverter]), else the SDK's default. Like the SDK
-// with the client's converter, it makes it transfer-aware and hands a
-// context-aware one the activity's context. It sets no serialization
-// context: a record is read back by duplicates, whose activity IDs differ.
+// with the client's converter, it hands a context-aware one the activity's
+// context. It sets no serialization context: a record is read back by
+// duplicates, whose activity IDs differ.
+//
+// It does not wrap the converter for the SDK's transfer types (marked
+// experimental, and moved to an internal package in SDK v1.51): the SDK's
+// default converter, and a codec converter built on it, handle them
+// already; a converter of the user's own encodes the recorded outcome as it
+// would any value.
 func (o *Options) dataConverter(ctx context.Context) converter.DataConverter {
 	dc := o.DataConverter
 	if dc == nil {
 		dc = contextDataConverter(ctx)
 	}
-	dc = converter.MakeTransferAware(dc)
 	if aware, ok := dc.(converter.ContextAware); ok {
 		dc = aware.WithContext(ctx)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/tesserix/idempotency/activity"
 )
@@ -39,7 +40,10 @@ func (c *contextAware) WithContext(ctx context.Context) converter.DataConverter 
 	return c
 }
 
-func (c *contextAware) WithWorkflowContext(converter.WorkflowContext) converter.DataConverter {
+// WithWorkflowContext takes a workflow.Context: the SDK's converter package
+// named that type converter.WorkflowContext until v1.51, which dropped the
+// name.
+func (c *contextAware) WithWorkflowContext(workflow.Context) converter.DataConverter {
 	return c
 }
 
