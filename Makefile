@@ -69,6 +69,11 @@ bench-micro: ## Run the packages' Go benchmarks, each beside the baseline it is 
 fuzz: ## Fuzz the key encoding for FUZZTIME (default 30s).
 	go test ./keyspace -run '^$$' -fuzz FuzzDerive -fuzztime $(FUZZTIME)
 
+.PHONY: compat-fixtures
+compat-fixtures: ## Freeze what this release writes as a new compatibility fixture set (SET=r<N>-<commit>, on a clean checkout of that commit).
+	@test -n "$(SET)" || { echo "SET=r<N>-<commit> is required: N after the newest set's, commit $$(git rev-parse --short HEAD)"; exit 2; }
+	IDEMPOTENCY_WRITE_COMPAT=$(SET) go test -count=1 -run '^TestCompatWrite$$' ./pgstore/ ./redisstore/ ./keyspace/ ./interceptor/
+
 .PHONY: tidy-check
 tidy-check: ## Fail if any go.mod or go.sum is not tidy.
 	go mod tidy -diff
