@@ -78,8 +78,12 @@ var commands = []command{
 			"  -fail          give up: the waiting call fails with the indeterminate error\n" +
 			"Exits 1 when the workflow rejects the decision (with its reason) or no\n" +
 			"workflow waits on the key (it ended, or does not use AwaitDecision): then\n" +
-			"settle the record with resolve. The Temporal flags and their environment\n" +
-			"variables are the temporal CLI's.",
+			"settle the record with resolve.\n" +
+			"Temporal is reached as the temporal CLI reaches it: a profile of its\n" +
+			"configuration file (-profile, -config-file), then its environment\n" +
+			"variables, then the flags, each over the one before. The older\n" +
+			"$TEMPORAL_TLS_CERT, $TEMPORAL_TLS_KEY and $TEMPORAL_TLS_CA are still read\n" +
+			"where the CLI's names for those files are unset.",
 		flags: decideFlags,
 	},
 	{

@@ -48,11 +48,19 @@ type result struct {
 func invoke(t *testing.T, env map[string]string, open func(context.Context, config) (*backend, error), args ...string) result {
 	t.Helper()
 	var out, errOut bytes.Buffer
+	// No developer's own temporal.toml: a configuration file that does
+	// not exist, unless env names one.
+	absent := filepath.Join(t.TempDir(), "absent.toml")
 	c := &cli{
 		stdout: &out,
 		stderr: &errOut,
-		getenv: func(k string) string { return env[k] },
-		open:   open,
+		getenv: func(k string) string {
+			if v, ok := env[k]; ok || k != envTemporalConfigFile {
+				return v
+			}
+			return absent
+		},
+		open: open,
 	}
 	code := c.run(context.Background(), args)
 	return result{code: code, stdout: out.String(), stderr: errOut.String()}
@@ -121,9 +129,9 @@ func TestUsageErrors(t *testing.T) {
 		{"decide with a bare word", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops", "-outcome", "14C"), `a JSON string needs quotes: -outcome '"14C"'`},
 		{"decide with a key that is not a key", with("decide", "-tenant", "a", "-key", "k", "-by", "ops", "-free"), "is not an idempotency key"},
 		{"decide -run-id without -workflow-id", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops", "-free", "-run-id", "r"), "-run-id needs -workflow-id"},
-		{"decide with a certificate and no key", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops", "-free", "-tls-cert-path", "/nonexistent.pem"), "-tls-cert-path and -tls-key-path go together"},
-		{"decide with a missing certificate", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops", "-free", "-tls-cert-path", "/nonexistent.pem", "-tls-key-path", "/nonexistent.key"), "-tls-cert-path/-tls-key-path: open /nonexistent.pem"},
-		{"decide with a missing CA", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops", "-free", "-tls-ca-path", "/nonexistent-ca.pem"), "-tls-ca-path: open /nonexistent-ca.pem"},
+		{"decide with a certificate and no key", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops", "-free", "-tls-cert-path", "/nonexistent.pem"), "the client certificate and its key go together"},
+		{"decide with a missing certificate", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops", "-free", "-tls-cert-path", "/nonexistent.pem", "-tls-key-path", "/nonexistent.key"), "failed loading client cert/key path: open /nonexistent.pem"},
+		{"decide with a missing CA", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops", "-free", "-tls-ca-path", "/nonexistent-ca.pem"), "the server CA certificate: open /nonexistent-ca.pem"},
 		{"decide with -tls=false and an API key", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops", "-free", "-tls=false", "-api-key", "k"), "-tls=false contradicts"},
 		{"decide with an empty namespace", with("decide", "-tenant", "a", "-key", testKey, "-by", "ops", "-free", "-namespace", ""), "-namespace is empty"},
 		{"list without a tenant", with("list"), "list: -tenant is required (or -all-tenants, to list every tenant)"},
@@ -171,7 +179,8 @@ func TestHelp(t *testing.T) {
 		{"resolve", []string{"-store", "redis", "resolve", "-help"}, []string{"(-outcome JSON | -free)", "-dry-run", `{"seat":"12A"}`, "-by", "-reason", "-reference", "stale"}},
 		{"list", []string{"list", "-h"}, []string{"(-tenant T | -all-tenants)", "-stale", "-older-than", "-oldest", "-cursor", "-all-tenants", "(default 100)"}},
 		{"decide", []string{"decide", "-h"}, []string{"(-outcome JSON | -free | -retry | -fail) -by WHO", "$TEMPORAL_ADDRESS", "$TEMPORAL_NAMESPACE", "$TEMPORAL_API_KEY",
-			"$TEMPORAL_TLS)", "$TEMPORAL_TLS_CERT", "$TEMPORAL_TLS_KEY", "$TEMPORAL_TLS_CA", "$TEMPORAL_TLS_SERVER_NAME", "-workflow-id", "-reference"}},
+			"$TEMPORAL_TLS)", "$TEMPORAL_TLS_CLIENT_CERT_PATH", "$TEMPORAL_TLS_CLIENT_KEY_PATH", "$TEMPORAL_TLS_SERVER_CA_CERT_PATH", "$TEMPORAL_TLS_SERVER_NAME",
+			"-profile", "$TEMPORAL_PROFILE", "-config-file", "$TEMPORAL_CONFIG_FILE", "$TEMPORAL_TLS_CERT, $TEMPORAL_TLS_KEY and $TEMPORAL_TLS_CA", "-workflow-id", "-reference"}},
 		{"forget", []string{"forget", "-h"}, []string{"forget -tenant T -yes", "cannot be undone"}},
 		{"sweep", []string{"sweep", "-h"}, []string{"sweep [-limit N]", "(default 1000)"}},
 	}
