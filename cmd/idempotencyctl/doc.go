@@ -135,22 +135,50 @@
 // completed record takes only -retry or -fail; a pending one is not
 // decided (its holder may be running).
 //
-// decide connects to Temporal with the temporal CLI's flags and
-// environment variables:
+// decide connects to Temporal as the temporal CLI does, through the SDK's
+// own loader (go.temporal.io/sdk/contrib/envconfig): a profile of the CLI's
+// TOML configuration file, then the CLI's environment variables, then the
+// flags, each over the one before; what none of them gives takes the
+// default. An operator whose temporal CLI reaches the cluster reaches it
+// with decide, with no flag.
 //
+//	-config-file                    the configuration file ($TEMPORAL_CONFIG_FILE; default temporalio/temporal.toml in os.UserConfigDir)
+//	-profile                        its profile ($TEMPORAL_PROFILE; default "default")
 //	-address                        host:port of the frontend ($TEMPORAL_ADDRESS; default 127.0.0.1:7233)
 //	-namespace                      the workflow's namespace ($TEMPORAL_NAMESPACE; default "default")
 //	-api-key                        API key; implies TLS ($TEMPORAL_API_KEY)
 //	-tls                            use TLS; -tls=false refuses it ($TEMPORAL_TLS)
-//	-tls-cert-path, -tls-key-path   client certificate and key, for mTLS ($TEMPORAL_TLS_CERT, $TEMPORAL_TLS_KEY)
-//	-tls-ca-path                    CA of the server's certificate ($TEMPORAL_TLS_CA)
+//	-tls-cert-path, -tls-key-path   client certificate and key, for mTLS ($TEMPORAL_TLS_CLIENT_CERT_PATH, $TEMPORAL_TLS_CLIENT_KEY_PATH)
+//	-tls-ca-path                    CA of the server's certificate ($TEMPORAL_TLS_SERVER_CA_CERT_PATH)
 //	-tls-server-name                name expected in the server's certificate ($TEMPORAL_TLS_SERVER_NAME)
 //	-tls-disable-host-verification  accept any server name ($TEMPORAL_TLS_DISABLE_HOST_VERIFICATION)
 //
-// Any -tls flag or an API key turns TLS on. A flag given wins over its
-// variable. -timeout bounds the whole command, the wait for the
-// workflow's answer included: a workflow whose worker is down does not
-// answer, and decide says so.
+// A profile holds the same settings (address, namespace, api_key, and under
+// tls: client_cert_path, client_key_path, server_ca_cert_path or the
+// certificates inline, server_name, disable_host_verification, disabled),
+// and may add gRPC metadata (grpc_meta) and an authority; the CLI's
+// variables for those apply too ($TEMPORAL_TLS_CLIENT_CERT_DATA and the
+// other _DATA names, $TEMPORAL_GRPC_META_*, $TEMPORAL_CLIENT_AUTHORITY). A
+// profile named with -profile or $TEMPORAL_PROFILE must be in the file: a
+// missing one, or a file that cannot be read or parsed, is a usage error
+// naming the profile and the file. When none is named, the default profile
+// applies if the file has one, and nothing if there is no file. A variable
+// set to the empty string counts as unset. A profile's codec is not used:
+// decide sends the decision with the default data converter.
+//
+// The variables idempotencyctl read before it followed the temporal CLI,
+// $TEMPORAL_TLS_CERT, $TEMPORAL_TLS_KEY and $TEMPORAL_TLS_CA, are still
+// read as a fallback: each applies where the CLI's variables for the same
+// file (path or data) are unset, over the profile and under the flags. New
+// setups should use the CLI's names.
+//
+// Any TLS setting or an API key turns TLS on; -tls=false, $TEMPORAL_TLS=false
+// or the profile's tls.disabled turns it off (-tls=false beside another -tls
+// flag or -api-key is refused). A flag that names a certificate file
+// replaces what the profile gave inline for it. -timeout bounds the whole
+// command, the wait for the workflow's answer included: a workflow whose
+// worker is down does not answer, and decide says so. Errors name the
+// profile and file the settings came from.
 //
 // forget erases every record of the tenant outright, indeterminate records
 // awaiting a decision included, and prints how many it erased. The records
@@ -173,7 +201,8 @@
 //	2  usage error: unknown command or flag, a required flag missing,
 //	   a -key that is not a key, two decisions at once, JSON that does
 //	   not parse, forget without -yes, a TLS
-//	   file that cannot be read; nothing was contacted
+//	   file, a Temporal configuration file or a profile that cannot be
+//	   read; nothing was contacted
 //
 // Errors go to stderr, one line each.
 //
@@ -206,7 +235,7 @@
 // Or, when the workflow waits on the key (AwaitDecision), hand it the
 // decision; it records the outcome and the call returns it:
 //
-//	export TEMPORAL_ADDRESS=temporal.internal:7233 TEMPORAL_NAMESPACE=bookings
+//	export TEMPORAL_PROFILE=prod   # the temporal CLI's profile; or TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE
 //	idempotencyctl decide -tenant acme -key v1:9f86… -outcome '{"seat":"12A"}' \
 //	    -by ops@acme -reason "airline confirmed by phone" -reference TICKET-7
 //
