@@ -161,8 +161,10 @@
 // other _DATA names, $TEMPORAL_GRPC_META_*, $TEMPORAL_CLIENT_AUTHORITY). A
 // profile named with -profile or $TEMPORAL_PROFILE must be in the file: a
 // missing one, or a file that cannot be read or parsed, is a usage error
-// naming the profile and the file. When none is named, the default profile
-// applies if the file has one, and nothing if there is no file. A variable
+// naming the profile and the file, and so is a -config-file that does not
+// exist. When none is named, the default profile applies if the file has
+// one, and nothing if there is no file ($TEMPORAL_CONFIG_FILE naming none
+// included, as with the temporal CLI). A variable
 // set to the empty string counts as unset. A profile's codec is not used:
 // decide sends the decision with the default data converter.
 //

@@ -266,6 +266,11 @@ func (f *temporalFlags) profileOf(env envLookup) (envconfig.ClientConfigProfile,
 		}
 		return envconfig.ClientConfigProfile{}, "", nil
 	}
+	if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) && fileFrom == "-config-file" {
+		// Typed on the command line: a slip, not a machine without a file.
+		// (A variable naming no file is ignored, as the temporal CLI does.)
+		return envconfig.ClientConfigProfile{}, "", fmt.Errorf("-config-file %s does not exist", file)
+	}
 	conf, err := envconfig.LoadClientConfig(envconfig.LoadClientConfigOptions{ConfigFilePath: file, EnvLookup: env})
 	if err != nil {
 		return envconfig.ClientConfigProfile{}, "", fmt.Errorf("the Temporal configuration file %s (%s): %v", file, fileFrom, err)

@@ -277,6 +277,16 @@ server_name = "file.example"
 	assert.Equal(t, "flag", clientCertName(t, cfg), "the flags' files, not the profile's bytes")
 }
 
+// $TEMPORAL_CONFIG_FILE naming no file is ignored, as the temporal CLI
+// ignores it: the variables and the defaults apply.
+func TestTemporalConfigFileVariableWithoutAFile(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseTemporal(t, map[string]string{envTemporalConfigFile: filepath.Join(t.TempDir(), "absent.toml"), envTemporalAddress: "env:7233"})
+	require.NoError(t, err)
+	assert.Equal(t, "env:7233", cfg.opts.HostPort)
+	assert.Empty(t, cfg.from)
+}
+
 // The profile comes from -profile, else $TEMPORAL_PROFILE, else "default";
 // the file from -config-file, else $TEMPORAL_CONFIG_FILE, else the
 // default location.
@@ -371,6 +381,7 @@ func TestTemporalBadConfiguration(t *testing.T) {
 			[]string{`profile "prod" (-profile) is not in the Temporal configuration file ` + conf}},
 		{"a profile, and no file", map[string]string{envTemporalConfigFile: absent, envTemporalProfile: "prod"}, nil,
 			[]string{`profile "prod" ($TEMPORAL_PROFILE) cannot be read: the Temporal configuration file ` + absent + ` ($TEMPORAL_CONFIG_FILE) does not exist`}},
+		{"a -config-file that does not exist", nil, []string{"-config-file", absent}, []string{"-config-file " + absent + " does not exist"}},
 		{"a file that cannot be read", map[string]string{envTemporalConfigFile: dir}, nil,
 			[]string{"the Temporal configuration file " + dir + " ($TEMPORAL_CONFIG_FILE)", "is a directory"}},
 		{"a file that is not TOML", nil, []string{"-config-file", notToml},
