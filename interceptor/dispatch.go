@@ -121,6 +121,11 @@ type execution struct {
 
 func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
 	tenant, ok := x.opts.Tenant(ctx, x.info)
+	if !ok && standalone(x.info) && x.opts.DefaultTenant != "" {
+		// No workflow carries the default to a standalone activity: it
+		// applies here.
+		tenant, ok = x.opts.DefaultTenant, true
+	}
 	if !ok {
 		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, errNoTenant)
 	}
@@ -131,7 +136,11 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 	}
 	x.tenant, x.event.Tenant = tenant, tenant
 	run := x.info.WorkflowExecution.RunID
-	if x.opts.Scope == ScopeWorkflow {
+	switch {
+	case standalone(x.info):
+		// Scoped by its activity ID, whatever the Scope: see StandaloneRun.
+		run = StandaloneRun(x.info.Namespace, x.info.ActivityID)
+	case x.opts.Scope == ScopeWorkflow:
 		run = x.info.WorkflowExecution.ID
 	}
 	if run == "" {
@@ -738,7 +747,7 @@ func (x *execution) emit(ctx context.Context, e Event) {
 // holderName identifies an execution attempt in a record:
 // "<execution digest>:<attempt>:<worker identity>". The digest stands for
 // the workflow ID, run ID and activity ID, which may hold any character,
-// and whether the activity is local.
+// whether the activity is local, and a standalone activity's run ID.
 func holderName(info sdkactivity.Info, identity string) string {
 	return executionID(info) + ":" + strconv.FormatInt(int64(info.Attempt), 10) + ":" + identity
 }
@@ -752,7 +761,13 @@ func executionID(info sdkactivity.Info) string {
 		// are still recognised.
 		h.Write([]byte("local\x00"))
 	}
-	for _, s := range []string{info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID} {
+	fields := []string{info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID}
+	if standalone(info) {
+		// Runs of one standalone activity ID share its key; the holder
+		// tells them apart.
+		fields = append(fields, info.ActivityRunID)
+	}
+	for _, s := range fields {
 		h.Write([]byte(strconv.Itoa(len(s))))
 		h.Write([]byte{':'})
 		h.Write([]byte(s))

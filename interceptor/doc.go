@@ -192,6 +192,34 @@
 // fails at once as key_not_derivable, AwaitDecision or not (there is no key
 // a person could decide on).
 //
+// # Standalone activities
+//
+// An activity started on its own with client.ExecuteActivity
+// (client.StartActivityOptions, no workflow) goes through the dispatcher
+// like any other:
+//
+//   - Its key is scoped by its namespace and activity ID ([StandaloneRun]),
+//     whatever [Scope] says: the activity ID is what the server admits a
+//     standalone activity by, so every attempt of it, and a later run of the
+//     same ID (which the server allows once a run has closed, under the
+//     start's ActivityIDReusePolicy), finds the same record, and a body that
+//     ran once is not run again by it. Another activity ID is another key.
+//     The run component never equals a workflow's run ID or workflow ID, so
+//     a standalone key never meets a workflow's.
+//   - Its tenant travels as a workflow's does: interceptor.WithTenant on the
+//     context given to ExecuteActivity, on a client with [TenantPropagator]
+//     (the SDK applies a client's propagators to the start). Without it,
+//     the tenant is Options.DefaultTenant; with neither, the call fails at
+//     once as key_not_derivable, no body entered.
+//   - No workflow can wait for a person: Options.AwaitDecision does not
+//     apply, and an indeterminate outcome fails the activity with the
+//     non-retryable typed error, which the caller of ActivityHandle.Get
+//     receives (activity.AsIndeterminate reads it). The record's Origin
+//     names the activity ID and no workflow, and its holder the activity's
+//     run; idempotencyctl list and show find it, decide says that no
+//     workflow waits on it, and resolve settles it. The same activity ID
+//     started again after that answers from the resolution.
+//
 // # Observing
 //
 // Every step is an [Event] handed to the [Observer], and a counter or timer

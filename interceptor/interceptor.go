@@ -81,13 +81,16 @@ type Options struct {
 	Tenant TenantFunc
 	// DefaultTenant is the tenant of a workflow that carries none: started
 	// from the temporal CLI, the Web UI, a schedule or another SDK, without
-	// the [TenantHeader] header and without the [TenantMemo] memo. Set it
-	// only where one worker serves one tenant; empty (the default) leaves
-	// such a workflow without a tenant, and every declared call in it fails
-	// at once as key_not_derivable.
+	// the [TenantHeader] header and without the [TenantMemo] memo. It is
+	// also the tenant of a standalone activity (client.ExecuteActivity)
+	// started without the header, when Tenant finds none. Set it only where
+	// one worker serves one tenant; empty (the default) leaves such a
+	// workflow or activity without a tenant, and every declared call in it
+	// fails at once as key_not_derivable.
 	DefaultTenant string
 	// Scope chooses the run ID or the workflow ID as the key's run. Defaults
-	// to ScopeRun.
+	// to ScopeRun. A standalone activity's key is scoped by its activity ID
+	// whatever the Scope (see [StandaloneRun]).
 	Scope Scope
 	// Lease is how long a claim holds before a waiting duplicate may presume
 	// its holder dead. The dispatcher renews it every third of its length

@@ -377,6 +377,15 @@ func formatTime(t time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
+// workflowIDText is the record's workflow ID, or a dash that says why
+// there is none.
+func workflowIDText(o store.Origin) string {
+	if o.WorkflowID == "" && o.ActivityID != "" {
+		return "- (a standalone activity: no workflow)"
+	}
+	return printableOrDash(o.WorkflowID)
+}
+
 func writeRecord(out io.Writer, rec store.Record) {
 	rows := []struct{ k, v string }{
 		{"tenant", printable(rec.Tenant)},
@@ -389,7 +398,7 @@ func writeRecord(out io.Writer, rec store.Record) {
 		{"created_at", formatTime(rec.CreatedAt)},
 		{"updated_at", formatTime(rec.UpdatedAt)},
 		{"reason", printableOrDash(rec.Reason)},
-		{"workflow_id", printableOrDash(rec.Origin.WorkflowID)},
+		{"workflow_id", workflowIDText(rec.Origin)},
 		{"run_id", printableOrDash(rec.Origin.RunID)},
 		{"activity", printableOrDash(rec.Origin.ActivityType)},
 		{"activity_id", printableOrDash(rec.Origin.ActivityID)},

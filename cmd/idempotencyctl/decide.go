@@ -122,6 +122,12 @@ func decide(ctx context.Context, b *backend, out io.Writer, req decideRequest) e
 	if req.workflowID != "" {
 		wfID, runID = req.workflowID, req.runID
 	}
+	if wfID == "" && rec.Origin.ActivityID != "" {
+		// Started with client.ExecuteActivity: nothing can wait for a
+		// decision but the caller of its handle, which has its error.
+		return fmt.Errorf("the record was made by standalone activity %s, which belongs to no workflow: no workflow waits on the key; %s",
+			printable(rec.Origin.ActivityID), resolveHint)
+	}
 	if wfID == "" {
 		return errors.New("the record does not name its workflow (it was written before records kept their origin): pass -workflow-id, or " + resolveHint)
 	}

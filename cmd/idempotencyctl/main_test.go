@@ -674,6 +674,25 @@ var storeCases = []struct {
 		assert.Contains(t, r.stdout, "is indeterminate (reason: timed out)\n")
 		requireOneErrorLine(t, r, "the record does not name its workflow (it was written before records kept their origin): pass -workflow-id, or settle the record in the store with 'idempotencyctl resolve'")
 	}},
+	{"decide a record a standalone activity made", func(t *testing.T, f fixture, tenant string) {
+		origin := store.Origin{ActivityType: "BookSeat", ActivityID: "book-ada-ba117", Attempt: 2}
+		res, err := f.st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: testKey, Holder: "h", Lease: time.Minute, Origin: origin})
+		require.NoError(t, err)
+		require.NoError(t, f.st.MarkIndeterminate(context.Background(), store.MarkIndeterminateParams{Tenant: tenant, Key: testKey, Token: res.Record.Token, Reason: "holder_lost"}))
+
+		r := f.run(t, "show", "-tenant", tenant, "-key", testKey)
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Contains(t, r.stdout, "workflow_id  - (a standalone activity: no workflow)\n")
+		assert.Contains(t, r.stdout, "activity_id  book-ada-ba117\n")
+
+		// Nothing waits: decide says so before reaching for Temporal.
+		r = f.run(t, "decide", "-tenant", tenant, "-key", testKey, "-free", "-by", "ops")
+		assert.Equal(t, exitFailed, r.code)
+		requireOneErrorLine(t, r, "the record was made by standalone activity book-ada-ba117, which belongs to no workflow: no workflow waits on the key; settle the record in the store with 'idempotencyctl resolve'")
+		state, err := lookupState(t, f.st, tenant, testKey)
+		require.NoError(t, err)
+		assert.Equal(t, store.StateIndeterminate, state)
+	}},
 	{"decide a pending record", func(t *testing.T, f fixture, tenant string) {
 		claim(t, f.st, tenant, testKey)
 		r := f.run(t, "decide", "-tenant", tenant, "-key", testKey, "-free", "-by", "ops")
