@@ -1,13 +1,11 @@
 package worker
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	sdkactivity "go.temporal.io/sdk/activity"
@@ -18,7 +16,6 @@ import (
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/interceptor"
-	"github.com/tesserix/idempotency/store"
 )
 
 // Options configure [New].
@@ -60,117 +57,60 @@ const MinSweepInterval = 10 * time.Millisecond
 // Worker is a Temporal worker with the idempotency interceptor installed.
 // The embedded worker's methods work as usual; an activity registered
 // through them, with no declaration, behaves exactly as without this library.
+// Start and Run also start the sweeper; Stop stops it, the Temporal
+// worker, and then the interceptor's background work (see
+// interceptor.Interceptor.Stop).
 type Worker struct {
 	sdkworker.Worker
 	interceptor *interceptor.Interceptor
-	logger      *zap.Logger
-	sweepEvery  time.Duration
-	metrics     client.MetricsHandler // nil: no backlog gauges
-
-	mu        sync.Mutex
-	stopSweep func() // set while the sweeper runs
 }
 
 // New creates a Temporal worker for taskQueue on c with the idempotency
-// interceptor installed. The client must carry the tenant propagator (see
-// [ClientOptions]) for the default tenant resolution to find a tenant.
+// interceptor installed: the SDK's worker.New with a [Plugin] made of opts
+// in its options. The client must carry the tenant propagator (see
+// [ClientOptions]) for the default tenant resolution to find a tenant. A
+// client that carries a [Plugin] already installs the library on every
+// worker built on it: build those with the SDK's worker.New; New refuses
+// them with [ErrInstalledTwice].
 func New(c client.Client, taskQueue string, opts Options) (*Worker, error) {
 	if c == nil {
 		return nil, &interceptor.OptionsError{Field: "client", Reason: "is required"}
 	}
-	logger := opts.Logger
-	if logger == nil {
-		logger = zap.NewNop()
-	}
-	if opts.SweepInterval > 0 && opts.SweepInterval < MinSweepInterval {
-		return nil, &interceptor.OptionsError{Field: "SweepInterval",
-			Reason: fmt.Sprintf("%v is below the minimum of %v (zero means the default, negative turns sweeping off)", opts.SweepInterval, MinSweepInterval)}
-	}
 	iopts := opts.Idempotency
-	iopts.Observer = Observers(ZapObserver(logger), iopts.Observer)
 	if iopts.Identity == "" {
 		iopts.Identity = opts.Worker.Identity
 	}
-	ic, err := interceptor.New(iopts)
+	p, err := NewPlugin(PluginOptions{
+		Idempotency:    iopts,
+		Logger:         opts.Logger,
+		MetricsHandler: opts.MetricsHandler,
+		SweepInterval:  opts.SweepInterval,
+	})
 	if err != nil {
 		return nil, err
 	}
-	sweepEvery := opts.SweepInterval
-	if sweepEvery == 0 {
-		sweepEvery = DefaultSweepInterval
-	}
 	wopts := opts.Worker
-	wopts.Interceptors = append(slices.Clone(wopts.Interceptors), ic)
-	sw := sdkworker.New(c, taskQueue, wopts)
-	// Registered whether or not AwaitDecision is on: workflows routed while
-	// it was on still apply their decisions through it after it is turned
-	// off, and would wait forever without it.
-	sw.RegisterActivityWithOptions(interceptor.ResolveActivity(iopts.Store, iopts.DataConverter),
-		sdkactivity.RegisterOptions{Name: interceptor.ResolveActivityName})
-	return &Worker{
-		Worker:      sw,
-		metrics:     opts.MetricsHandler,
-		interceptor: ic,
-		logger:      logger,
-		sweepEvery:  sweepEvery,
-	}, nil
-}
-
-// Start starts the Temporal worker and the sweeper; see the SDK's
-// worker.Worker.Start.
-func (w *Worker) Start() error {
-	if err := w.Worker.Start(); err != nil {
-		return err
+	wopts.Plugins = append(slices.Clone(wopts.Plugins), p)
+	sw, err := newSDKWorker(c, taskQueue, wopts)
+	if err != nil {
+		return nil, err
 	}
-	w.startSweeper()
-	return nil
+	return &Worker{Worker: sw, interceptor: p.interceptorFor()}, nil
 }
 
-// Run runs the Temporal worker and the sweeper until interruptCh delivers;
-// see the SDK's worker.Worker.Run.
-func (w *Worker) Run(interruptCh <-chan any) error {
-	w.startSweeper()
-	defer w.stopSweeper()
-	defer w.interceptor.Stop()
-	return w.Worker.Run(interruptCh)
-}
-
-// Stop stops the sweeper, the Temporal worker, and then the interceptor's
-// background work (see interceptor.Interceptor.Stop).
-func (w *Worker) Stop() {
-	w.stopSweeper()
-	w.Worker.Stop()
-	w.interceptor.Stop()
-}
-
-func (w *Worker) startSweeper() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.sweepEvery < 0 || w.stopSweep != nil {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		st := w.interceptor.Store()
-		backlog := newBacklogGauges(w.metrics)
-		backlog.report(ctx, st, w.logger)
-		store.SweepEveryThen(ctx, st, w.sweepEvery, 0, func(err error) {
-			w.logger.Warn("idempotency: sweeping expired records", zap.Error(err))
-		}, func(ctx context.Context) { backlog.report(ctx, st, w.logger) })
+// newSDKWorker is the SDK's worker.New, returning the error of a plugin of
+// this package's that it would panic with.
+func newSDKWorker(c client.Client, taskQueue string, opts sdkworker.Options) (w sdkworker.Worker, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			perr, ok := p.(error)
+			if !ok || !(errors.Is(perr, ErrInstalledTwice) || errors.Is(perr, interceptor.ErrInvalidOptions) || errors.Is(perr, interceptor.ErrAlreadyDeclared)) {
+				panic(p)
+			}
+			err = perr
+		}
 	}()
-	w.stopSweep = func() { cancel(); <-done }
-}
-
-func (w *Worker) stopSweeper() {
-	w.mu.Lock()
-	stop := w.stopSweep
-	w.stopSweep = nil
-	w.mu.Unlock()
-	if stop != nil {
-		stop()
-	}
+	return sdkworker.New(c, taskQueue, opts), nil
 }
 
 // Interceptor returns the worker's idempotency interceptor.
@@ -285,7 +225,7 @@ func (w *Worker) RegisterActivities(a any, prefix string, policies map[string]ac
 
 // registerActivity turns the SDK's panic on a bad or duplicate registration
 // into an error.
-func registerActivity(r sdkworker.ActivityRegistry, fn any, name string) (err error) {
+func registerActivity(r registry, fn any, name string) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: registering activity %q: %v", ErrRegistration, name, p)
@@ -296,25 +236,29 @@ func registerActivity(r sdkworker.ActivityRegistry, fn any, name string) (err er
 }
 
 // ClientOptions returns a copy of opts with the tenant propagator appended
-// (once), a plugin that hands the client's data converter to the dispatcher
-// of every worker built on the client (once; see the package
-// documentation), and, when opts.Logger is nil and logger is not, the SDK's
-// logger bridged to logger.
+// (once), [ClientPlugin] (once; see the package
+// documentation: it hands the client's data converter to the dispatcher of
+// every worker built on the client), and, when opts.Logger is nil and
+// logger is not, the SDK's logger bridged to logger. Options that carry a
+// [Plugin] already get no second one.
 func ClientOptions(opts client.Options, logger *zap.Logger) client.Options {
 	props := slices.Clone(opts.ContextPropagators)
 	if !slices.ContainsFunc(props, isTenantPropagator) {
 		props = append(props, interceptor.TenantPropagator())
 	}
 	opts.ContextPropagators = props
-	plugins := slices.Clone(opts.Plugins)
-	if !slices.ContainsFunc(plugins, isConverterPlugin) {
-		plugins = append(plugins, &converterPlugin{})
+	if !slices.ContainsFunc(opts.Plugins, isPlugin) {
+		opts.Plugins = append(slices.Clone(opts.Plugins), ClientPlugin())
 	}
-	opts.Plugins = plugins
 	if opts.Logger == nil && logger != nil {
 		opts.Logger = NewLogger(logger)
 	}
 	return opts
+}
+
+func isPlugin(p client.Plugin) bool {
+	_, ok := p.(*Plugin)
+	return ok
 }
 
 func isTenantPropagator(p workflow.ContextPropagator) bool {

@@ -1,0 +1,476 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	sdkactivity "go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	sdkinterceptor "go.temporal.io/sdk/interceptor"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+
+	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/store"
+)
+
+// PluginName is the name the plugin gives the SDK (client.Plugin.Name,
+// sdkworker.Plugin.Name), reported in the worker's heartbeats.
+const PluginName = "tesserix.idempotency"
+
+// PluginOptions configure [NewPlugin].
+type PluginOptions struct {
+	// Idempotency configure the dispatcher of every worker the plugin
+	// configures; Idempotency.Store is required. Leave
+	// Idempotency.DataConverter nil when the plugin is in the client's
+	// options: recorded outcomes then go through the client's own converter
+	// and codecs.
+	Idempotency interceptor.Options
+	// Declarations are applied to every worker the plugin configures, and
+	// their activities registered on it under their names when the worker
+	// starts — except a name the worker has registered already, which keeps
+	// its registration and takes the declaration's policy. Two declarations
+	// under one name are refused.
+	Declarations []*activity.Declaration
+	// Logger receives the library's events (as worker.Options.Logger does)
+	// and, on a client without a logger of its own, the SDK's logs. Defaults
+	// to zap.NewNop().
+	Logger *zap.Logger
+	// MetricsHandler, when set, receives the backlog gauges of every worker
+	// the plugin configures; see Options.MetricsHandler.
+	MetricsHandler client.MetricsHandler
+	// SweepInterval is how often every running worker the plugin configures
+	// deletes the store's expired records; see Options.SweepInterval.
+	// Defaults to DefaultSweepInterval; negative turns sweeping off.
+	SweepInterval time.Duration
+}
+
+// Plugin installs the library on a Temporal client and the workers built on
+// it, through the SDK's plugin API: give it to client.Options.Plugins (every
+// worker built on the client takes it from there) or to
+// sdkworker.Options.Plugins. It is a client.Plugin and an sdkworker.Plugin.
+//
+// On the client it adds the tenant propagator (once) and hands the client's
+// data converter to the dispatcher, so recorded outcomes go through the
+// client's codecs. On each worker it installs a dispatcher of its own (the
+// activity and workflow interceptor) with the declarations applied,
+// registers the declared activities and the [interceptor.ResolveActivityName]
+// activity when the worker starts (each unless the worker has a
+// registration under that name already), runs the sweeper while the worker
+// runs, and stops the dispatcher's background work once the worker has
+// stopped. On a workflow replayer it adds the propagator and the workflow
+// interceptor, so a replay sees what the worker saw.
+//
+// The propagator and the converter live on the client: a plugin given only
+// to a worker's options installs the dispatcher, the declarations and the
+// Resolve activity, but the worker's client must then carry the tenant
+// propagator itself (worker.Dial or worker.ClientOptions add it, with the
+// converter hand-off). One plugin in both the client's and the worker's
+// options configures the worker once; a second dispatcher on one worker
+// (another plugin, worker.New on a client that carries one, or an
+// interceptor.Interceptor in Options.Interceptors) is refused with
+// [ErrInstalledTwice].
+type Plugin struct {
+	//lint:ignore U1000 every method is overridden, but the SDK requires the embedding
+	clientPluginBase
+	workerPluginBase
+
+	// cfg is nil for the client part alone (ClientPlugin).
+	cfg *pluginConfig
+
+	mu      sync.Mutex
+	workers map[string]*pluginWorker // by the SDK's worker instance key
+	// noSearchAttribute is set once CheckSearchAttribute found the
+	// namespace without the attribute: dispatchers built afterwards set none.
+	noSearchAttribute bool
+}
+
+// Both SDK plugin bases are named PluginBase; aliases let one type embed
+// them both.
+type (
+	//lint:ignore U1000 see Plugin
+	clientPluginBase = client.PluginBase
+	workerPluginBase = sdkworker.PluginBase
+)
+
+var (
+	_ client.Plugin    = (*Plugin)(nil)
+	_ sdkworker.Plugin = (*Plugin)(nil)
+)
+
+type pluginConfig struct {
+	iopts      interceptor.Options // Observer includes the zap observer
+	decls      []*activity.Declaration
+	logger     *zap.Logger
+	sdkLogs    bool // bridge the SDK's logs of a client without a logger to logger
+	metrics    client.MetricsHandler
+	sweepEvery time.Duration
+}
+
+// pluginWorker is what the plugin keeps for one worker it configured.
+type pluginWorker struct {
+	ic         *interceptor.Interceptor
+	registered map[string]bool // activity names the worker registered
+	started    bool
+	stopSweep  func()
+}
+
+// ErrInstalledTwice is returned (by [New]) or panicked with (by the SDK's
+// worker.New, which turns a plugin's error into a panic) when a worker
+// would get a second idempotency dispatcher: two claims per call, and the
+// Resolve activity registered twice.
+var ErrInstalledTwice = errors.New("idempotency: the library is installed on this worker twice")
+
+// NewPlugin validates opts and returns the plugin. Errors name the option,
+// as [New]'s do (an *interceptor.OptionsError matching
+// interceptor.ErrInvalidOptions), or the declaration.
+func NewPlugin(opts PluginOptions) (*Plugin, error) {
+	if opts.SweepInterval > 0 && opts.SweepInterval < MinSweepInterval {
+		return nil, &interceptor.OptionsError{Field: "SweepInterval",
+			Reason: fmt.Sprintf("%v is below the minimum of %v (zero means the default, negative turns sweeping off)", opts.SweepInterval, MinSweepInterval)}
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	iopts := opts.Idempotency
+	iopts.Observer = Observers(ZapObserver(logger), iopts.Observer)
+	// Validated once here, so a worker is never refused later for them.
+	probe, err := interceptor.New(iopts)
+	if err != nil {
+		return nil, err
+	}
+	defer probe.Stop()
+	if err := probe.Declare(opts.Declarations...); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrRegistration, err)
+	}
+	sweepEvery := opts.SweepInterval
+	if sweepEvery == 0 {
+		sweepEvery = DefaultSweepInterval
+	}
+	return &Plugin{
+		cfg: &pluginConfig{
+			iopts:      iopts,
+			decls:      slices.Clone(opts.Declarations),
+			logger:     logger,
+			sdkLogs:    opts.Logger != nil,
+			metrics:    opts.MetricsHandler,
+			sweepEvery: sweepEvery,
+		},
+		workers: map[string]*pluginWorker{},
+	}, nil
+}
+
+// ClientPlugin returns the plugin's client part alone: the tenant
+// propagator and the hand-off of the client's data converter to the
+// dispatchers of the client's workers, with no store and nothing installed
+// on the workers. Give it to a client that only starts workflows and
+// activities (a starter), or whose workers install the library with [New].
+// [ClientOptions] adds it.
+func ClientPlugin() *Plugin { return &Plugin{workers: map[string]*pluginWorker{}} }
+
+// Name implements client.Plugin and sdkworker.Plugin: [PluginName].
+func (*Plugin) Name() string { return PluginName }
+
+// ConfigureClient implements client.Plugin: it adds the tenant propagator
+// unless the client has it, the interceptor that hands the client's
+// converter to the dispatchers of the client's workers, and, when the
+// client has no logger and the plugin has one, the SDK's logger bridged to
+// it.
+func (p *Plugin) ConfigureClient(_ context.Context, o client.PluginConfigureClientOptions) error {
+	opts := o.ClientOptions
+	if !slices.ContainsFunc(opts.ContextPropagators, isTenantPropagator) {
+		opts.ContextPropagators = append(slices.Clone(opts.ContextPropagators), interceptor.TenantPropagator())
+	}
+	if !slices.ContainsFunc(opts.Interceptors, isConverterCarrier) {
+		// One per client: NewClient binds it to this client's converter.
+		opts.Interceptors = append(slices.Clone(opts.Interceptors), &converterCarrier{})
+	}
+	if opts.Logger == nil && p.cfg != nil && p.cfg.sdkLogs {
+		opts.Logger = NewLogger(p.cfg.logger)
+	}
+	return nil
+}
+
+// NewClient implements client.Plugin: it binds the client's converter
+// carrier to the converter the client ends up with, after every plugin
+// configured it.
+func (p *Plugin) NewClient(
+	ctx context.Context,
+	o client.PluginNewClientOptions,
+	next func(context.Context, client.PluginNewClientOptions) error,
+) error {
+	for _, i := range o.ClientOptions.Interceptors {
+		if c, ok := i.(*converterCarrier); ok {
+			c.bind(o.ClientOptions.DataConverter)
+		}
+	}
+	return next(ctx, o)
+}
+
+// ConfigureWorker implements sdkworker.Plugin: it installs a dispatcher for
+// the worker, with the declarations applied, and notes what the worker
+// registers. The SDK's worker.New panics with the error it returns.
+func (p *Plugin) ConfigureWorker(_ context.Context, o sdkworker.PluginConfigureWorkerOptions) error {
+	if p.cfg == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.workers[o.WorkerInstanceKey]; ok {
+		return nil // the same plugin in the client's and the worker's options
+	}
+	wopts := o.WorkerOptions
+	if slices.ContainsFunc(wopts.Interceptors, isDispatcher) {
+		return fmt.Errorf("%w: the worker for task queue %q has an idempotency dispatcher already (another plugin, worker.New on a client that carries the plugin, or an interceptor.Interceptor in its Interceptors): install the library once",
+			ErrInstalledTwice, o.TaskQueue)
+	}
+	iopts := p.cfg.iopts
+	if iopts.Identity == "" {
+		iopts.Identity = wopts.Identity
+	}
+	if p.noSearchAttribute {
+		iopts.PendingSearchAttribute = ""
+	}
+	ic, err := interceptor.New(iopts)
+	if err != nil {
+		return err
+	}
+	if err := ic.Declare(p.cfg.decls...); err != nil {
+		ic.Stop()
+		return err
+	}
+	wopts.Interceptors = append(slices.Clone(wopts.Interceptors), ic)
+	pw := &pluginWorker{ic: ic, registered: map[string]bool{}}
+	reg := o.WorkerRegistryOptions
+	prev := reg.OnRegisterActivity
+	reg.OnRegisterActivity = func(a any, ro sdkactivity.RegisterOptions) {
+		names := activityNames(a, ro)
+		p.mu.Lock()
+		for _, n := range names {
+			pw.registered[n] = true
+		}
+		p.mu.Unlock()
+		if prev != nil {
+			prev(a, ro)
+		}
+	}
+	p.workers[o.WorkerInstanceKey] = pw
+	return nil
+}
+
+// StartWorker implements sdkworker.Plugin: it registers the declared
+// activities and the Resolve activity the worker has not registered
+// itself, and starts the sweeper.
+func (p *Plugin) StartWorker(
+	ctx context.Context,
+	o sdkworker.PluginStartWorkerOptions,
+	next func(context.Context, sdkworker.PluginStartWorkerOptions) error,
+) error {
+	p.mu.Lock()
+	pw := p.workers[o.WorkerInstanceKey]
+	first := pw != nil && !pw.started
+	if first {
+		pw.started = true
+	}
+	p.mu.Unlock()
+	if !first {
+		return next(ctx, o)
+	}
+	if err := p.register(pw, o.WorkerRegistry); err != nil {
+		return err
+	}
+	stop := p.startSweeper(pw.ic.Store())
+	p.mu.Lock()
+	pw.stopSweep = stop
+	p.mu.Unlock()
+	if err := next(ctx, o); err != nil {
+		p.stopSweeper(pw)
+		return err
+	}
+	return nil
+}
+
+// registry is what StartWorker registers activities through.
+type registry interface {
+	RegisterActivityWithOptions(any, sdkactivity.RegisterOptions)
+}
+
+func (p *Plugin) register(pw *pluginWorker, r registry) error {
+	type reg struct {
+		fn   any
+		name string
+	}
+	// Registered whether or not AwaitDecision is on: workflows routed while
+	// it was on still apply their decisions through it after it is turned
+	// off, and would wait forever without it.
+	regs := []reg{{interceptor.ResolveActivity(p.cfg.iopts.Store, p.cfg.iopts.DataConverter), interceptor.ResolveActivityName}}
+	for _, d := range p.cfg.decls {
+		regs = append(regs, reg{d.Func(), d.Name()})
+	}
+	for _, g := range regs {
+		p.mu.Lock()
+		taken := pw.registered[g.name]
+		p.mu.Unlock()
+		if taken {
+			continue
+		}
+		if err := registerActivity(r, g.fn, g.name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StopWorker implements sdkworker.Plugin: it stops the sweeper, lets the
+// worker stop, then ends the dispatcher's background work (see
+// interceptor.Interceptor.Stop), which must outlast the activities still
+// running while the worker stops.
+func (p *Plugin) StopWorker(
+	ctx context.Context,
+	o sdkworker.PluginStopWorkerOptions,
+	next func(context.Context, sdkworker.PluginStopWorkerOptions),
+) {
+	p.mu.Lock()
+	pw := p.workers[o.WorkerInstanceKey]
+	p.mu.Unlock()
+	if pw == nil {
+		next(ctx, o)
+		return
+	}
+	p.stopSweeper(pw)
+	next(ctx, o)
+	pw.ic.Stop()
+	p.mu.Lock()
+	delete(p.workers, o.WorkerInstanceKey)
+	p.mu.Unlock()
+}
+
+// ConfigureWorkflowReplayer implements sdkworker.Plugin: a replayer gets
+// the tenant propagator and a dispatcher, as a worker does, unless it has
+// them.
+func (p *Plugin) ConfigureWorkflowReplayer(_ context.Context, o sdkworker.PluginConfigureWorkflowReplayerOptions) error {
+	if p.cfg == nil {
+		return nil
+	}
+	ro := o.WorkflowReplayerOptions
+	if !slices.ContainsFunc(ro.ContextPropagators, isTenantPropagator) {
+		ro.ContextPropagators = append(slices.Clone(ro.ContextPropagators), interceptor.TenantPropagator())
+	}
+	if !slices.ContainsFunc(ro.Interceptors, isDispatcher) {
+		ic, err := interceptor.New(p.cfg.iopts)
+		if err != nil {
+			return err
+		}
+		if err := ic.Declare(p.cfg.decls...); err != nil {
+			return err
+		}
+		// A replayer runs no activity: the dispatcher starts no background
+		// work to stop.
+		ro.Interceptors = append(slices.Clone(ro.Interceptors), ic)
+	}
+	return nil
+}
+
+// CheckSearchAttribute asks the namespace whether it has the
+// PendingSearchAttribute option's attribute, as
+// interceptor.Interceptor.CheckSearchAttribute does, for the dispatchers of
+// every worker the plugin configured and will configure: where it is
+// missing they set none, and the returned error says how to create it. Call
+// it with the client before the workers start.
+func (p *Plugin) CheckSearchAttribute(ctx context.Context, c interceptor.OperatorClient, namespace string) error {
+	if p.cfg == nil {
+		return nil
+	}
+	probe, err := interceptor.New(p.cfg.iopts)
+	if err != nil {
+		return err
+	}
+	defer probe.Stop()
+	err = probe.CheckSearchAttribute(ctx, c, namespace)
+	p.mu.Lock()
+	p.noSearchAttribute = err != nil
+	live := make([]*interceptor.Interceptor, 0, len(p.workers))
+	for _, pw := range p.workers {
+		live = append(live, pw.ic)
+	}
+	p.mu.Unlock()
+	for _, ic := range live {
+		// Each dispatcher keeps its own answer: give it the same one.
+		_ = ic.CheckSearchAttribute(ctx, c, namespace)
+	}
+	return err
+}
+
+// interceptorFor returns the dispatcher the plugin installed on the one
+// worker it configured; New uses it.
+func (p *Plugin) interceptorFor() *interceptor.Interceptor {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pw := range p.workers {
+		return pw.ic
+	}
+	return nil
+}
+
+func (p *Plugin) startSweeper(st store.Store) func() {
+	if p.cfg.sweepEvery < 0 {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	logger := p.cfg.logger
+	go func() {
+		defer close(done)
+		backlog := newBacklogGauges(p.cfg.metrics)
+		backlog.report(ctx, st, logger)
+		store.SweepEveryThen(ctx, st, p.cfg.sweepEvery, 0, func(err error) {
+			logger.Warn("idempotency: sweeping expired records", zap.Error(err))
+		}, func(ctx context.Context) { backlog.report(ctx, st, logger) })
+	}()
+	return func() { cancel(); <-done }
+}
+
+func (p *Plugin) stopSweeper(pw *pluginWorker) {
+	p.mu.Lock()
+	stop := pw.stopSweep
+	pw.stopSweep = nil
+	p.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+func isDispatcher(i sdkinterceptor.WorkerInterceptor) bool {
+	_, ok := i.(*interceptor.Interceptor)
+	return ok
+}
+
+// activityNames returns the activity type names a registration of a with
+// ro makes, as the SDK names them: ro.Name for a function registered under
+// a name, the function's name otherwise, and ro.Name followed by each
+// exported method's name for a pointer to a struct.
+func activityNames(a any, ro sdkactivity.RegisterOptions) []string {
+	v := reflect.ValueOf(a)
+	switch {
+	case v.Kind() == reflect.Func && ro.Name != "":
+		return []string{ro.Name}
+	case v.Kind() == reflect.Func:
+		return []string{activity.FunctionName(a)}
+	case v.Kind() == reflect.Pointer && v.Elem().Kind() == reflect.Struct:
+		names := make([]string, 0, v.NumMethod())
+		for i := range v.NumMethod() {
+			names = append(names, ro.Name+v.Type().Method(i).Name)
+		}
+		return names
+	case ro.Name != "":
+		return []string{ro.Name}
+	}
+	return nil
+}
