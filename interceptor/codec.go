@@ -15,8 +15,9 @@ type dataConverterKey struct{}
 // of the client the activity runs on. When Options.DataConverter is unset,
 // the dispatcher records outcomes with it, so the client's payload codecs
 // (encryption, compression) apply to the store as they apply to Temporal's
-// history. The worker package sets it on every activity of a client built
-// with worker.Dial or worker.ClientOptions; set it yourself only from an
+// history. The worker package sets it on every activity of a client that
+// carries its plugin (worker.NewPlugin, worker.ClientPlugin, worker.Dial or
+// worker.ClientOptions); set it yourself only from an
 // activity interceptor of your own, with the converter of the client the
 // worker runs on.
 func WithDataConverter(ctx context.Context, dc converter.DataConverter) context.Context {

@@ -102,17 +102,18 @@
 //
 // What the store keeps is encoded with Options.DataConverter. Left nil, the
 // dispatcher uses the converter of the client the worker runs on when the
-// client was built with worker.Dial or worker.ClientOptions (they hand it
-// over through [WithDataConverter]), else the SDK's default converter,
-// which keeps results in the store in the clear: on such a client, set
-// Options.DataConverter to the client's converter when payloads must be
-// encrypted at rest. A context-aware converter (converter.ContextAware) gets
-// the activity's context. The store's converter should make the same
-// payloads as the client's apart from codecs (a duplicate's answer keeps the
-// store converter's payload encoding, under the client's codecs), and
-// changing it leaves earlier records readable only if its codecs still
-// decode them; a record that cannot be decoded fails the call with
-// ErrorTypeOutcomeUnreadable.
+// client carries the worker package's plugin (worker.NewPlugin, or its
+// client part, which worker.Dial and worker.ClientOptions add: it hands the
+// converter over through [WithDataConverter]), else the SDK's default
+// converter, which keeps results in the store in the clear: on another
+// client, set Options.DataConverter to the client's converter when payloads
+// must be encrypted at rest. A context-aware converter
+// (converter.ContextAware) gets the activity's context. The store's
+// converter should make the same payloads as the client's apart from codecs
+// (a duplicate's answer keeps the store converter's payload encoding, under
+// the client's codecs), and changing it leaves earlier records readable only
+// if its codecs still decode them; a record that cannot be decoded fails the
+// call with ErrorTypeOutcomeUnreadable.
 //
 // # Waiting for a person
 //
@@ -180,8 +181,8 @@
 // waited under the pre-release router, which recorded no marker and replay
 // as not routed. A routed workflow applies decisions through the
 // [ResolveActivityName] activity on its own task queue, so keep it
-// registered there (worker.New does with AwaitDecision) until the workflows
-// routed before turning AwaitDecision off have finished.
+// registered there (the worker package's plugin and worker.New do) until
+// the workflows routed before turning AwaitDecision off have finished.
 //
 // # Tenants of workflows started outside Go
 //

@@ -142,10 +142,11 @@ type Options struct {
 	// one answered from the store, goes back to the SDK to be encoded by the
 	// worker's own converter and codecs, exactly like an undeclared one's.
 	// Defaults to the client's converter when the worker's client was built
-	// with worker.Dial or worker.ClientOptions (see [WithDataConverter]),
-	// else to converter.GetDefaultDataConverter(), which stores results in
-	// the clear: set it to the client's when payloads must be encrypted at
-	// rest in the store too.
+	// with the worker package's plugin in its options (worker.NewPlugin,
+	// worker.ClientPlugin, worker.Dial, worker.ClientOptions; see
+	// [WithDataConverter]), else to converter.GetDefaultDataConverter(),
+	// which stores results in the clear: set it to the client's when
+	// payloads must be encrypted at rest in the store too.
 	DataConverter converter.DataConverter
 	// Observer receives every event. Defaults to none; the worker package
 	// installs one that logs through zap.
@@ -158,7 +159,8 @@ type Options struct {
 	// [PendingQuery] lists what is pending, and a [Decision] sent as the
 	// [DecisionUpdate] (or on [DecisionSignal]) settles it — record the
 	// result, free the key, retry, or fail. The decision is recorded through
-	// the [ResolveActivityName] activity, which worker.New registers. Off
+	// the [ResolveActivityName] activity, which the worker package's plugin
+	// (and so worker.New) registers. Off
 	// by default: the workflow receives the typed error and handles it
 	// itself. A workflow records at its first activity call whether it is
 	// routed (see [RouterChangeID]), so turning this on or off applies to

@@ -44,7 +44,8 @@ func WithWorkflowTenant(ctx workflow.Context, tenant string) workflow.Context {
 // TenantPropagator returns the context propagator that carries the tenant in
 // the [TenantHeader] header: from a client context to the workflow, from the
 // workflow to its activities and child workflows. Install it in
-// client.Options.ContextPropagators; the worker package's Dial does.
+// client.Options.ContextPropagators; the worker package's plugin and Dial
+// do.
 func TenantPropagator() workflow.ContextPropagator { return tenantPropagator{} }
 
 type tenantPropagator struct{}

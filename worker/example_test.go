@@ -2,11 +2,13 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
 	"github.com/tesserix/idempotency/activity"
@@ -73,6 +75,38 @@ func ExampleWorker_RegisterActivities() {
 	// flights.LookupFare READ_ONLY
 	// flights.Ping undeclared
 	// true
+}
+
+// The library as one plugin: a client built with it installs the
+// dispatcher, the declarations and the Resolve activity on every worker
+// built on it with the SDK's worker.New. Building a second one on that
+// worker (worker.New) is refused.
+func ExampleNewPlugin() {
+	mem, _ := store.NewMemory(store.MemoryOptions{})
+	p, err := worker.NewPlugin(worker.PluginOptions{
+		Idempotency:  interceptor.Options{Store: mem},
+		Declarations: []*activity.Declaration{activity.Effectful((&FlightActivities{}).Book, "flight")},
+	})
+	if err != nil {
+		panic(err)
+	}
+	// In production: client.Dial(client.Options{HostPort: addr, Plugins: ...})
+	c, err := client.NewLazyClient(client.Options{
+		HostPort: "127.0.0.1:7233",
+		Logger:   log.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		Plugins:  []client.Plugin{p},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	w := sdkworker.New(c, "bookings", sdkworker.Options{})
+	_ = w // w.RegisterWorkflow(BookTrip); w.Run(sdkworker.InterruptCh())
+
+	_, err = worker.New(c, "bookings", worker.Options{Idempotency: interceptor.Options{Store: mem}})
+	fmt.Println(p.Name(), errors.Is(err, worker.ErrInstalledTwice))
+	// Output:
+	// tesserix.idempotency true
 }
 
 // The client options a worker's client needs: the tenant propagator, once.

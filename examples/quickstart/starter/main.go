@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	"go.uber.org/zap"
 
 	"github.com/tesserix/idempotency/examples/quickstart"
 	"github.com/tesserix/idempotency/interceptor"
@@ -29,8 +28,9 @@ func main() {
 	flight := flag.String("flight", "BA117", "the flight to book")
 	flag.Parse()
 
-	// worker.Dial adds the propagator that carries the tenant to the activities.
-	c, err := worker.Dial(client.Options{HostPort: *address, Namespace: *namespace}, zap.NewNop())
+	// The plugin's client part carries the tenant to the workflow and its activities.
+	c, err := client.Dial(client.Options{HostPort: *address, Namespace: *namespace,
+		Plugins: []client.Plugin{worker.ClientPlugin()}})
 	if err != nil {
 		log.Fatalln("starter:", err)
 	}

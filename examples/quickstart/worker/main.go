@@ -46,7 +46,19 @@ func main() {
 		log.Fatalln("worker:", err)
 	}
 
-	opts := client.Options{HostPort: *address, Namespace: *namespace}
+	// One plugin installs the library on the client and every worker built
+	// on it: the dispatcher, the declarations, the tenant propagator, the
+	// client's converter for the records, the Resolve activity.
+	airline := &quickstart.Airline{Ledger: *ledger}
+	idempotency, err := worker.NewPlugin(worker.PluginOptions{
+		Idempotency:  interceptor.Options{Store: st},
+		Declarations: quickstart.Declarations(airline),
+		Logger:       logger,
+	})
+	if err != nil {
+		log.Fatalln("worker:", err)
+	}
+	opts := client.Options{HostPort: *address, Namespace: *namespace, Plugins: []client.Plugin{idempotency}}
 	if *metrics != "" {
 		// The library's metrics go through the worker's Temporal metrics handler.
 		exporter, err := prometheus.New()
@@ -64,23 +76,13 @@ func main() {
 		})
 		go func() { log.Println(http.ListenAndServe(*metrics, promhttp.Handler())) }()
 	}
-	c, err := worker.Dial(opts, logger) // adds the tenant propagator
+	c, err := client.Dial(opts)
 	if err != nil {
 		log.Fatalln("worker:", err)
 	}
 	defer c.Close()
 
-	w, err := worker.New(c, quickstart.TaskQueue, worker.Options{
-		Idempotency: interceptor.Options{Store: st},
-		Logger:      logger,
-	})
-	if err != nil {
-		log.Fatalln("worker:", err)
-	}
-	airline := &quickstart.Airline{Ledger: *ledger}
-	if err := w.Register(quickstart.Declarations(airline)...); err != nil {
-		log.Fatalln("worker:", err)
-	}
+	w := sdkworker.New(c, quickstart.TaskQueue, sdkworker.Options{}) // takes the plugin from the client
 	w.RegisterWorkflow(quickstart.BookTrip)
 	if err := w.Run(sdkworker.InterruptCh()); err != nil {
 		log.Fatalln("worker:", err)
