@@ -30,7 +30,8 @@ type PluginOptions struct {
 	// configures; Idempotency.Store is required. Leave
 	// Idempotency.DataConverter nil when the plugin is in the client's
 	// options: recorded outcomes then go through the client's own converter
-	// and codecs.
+	// and codecs. Idempotency.Identity defaults to each worker's
+	// sdkworker.Options.Identity, then to hostname@pid.
 	Idempotency interceptor.Options
 	// Declarations are applied to every worker the plugin configures, and
 	// their activities registered on it under their names when the worker

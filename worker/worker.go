@@ -25,8 +25,8 @@ type Options struct {
 	Worker sdkworker.Options
 	// Idempotency configure the dispatcher; Idempotency.Store is required.
 	// Leave Idempotency.DataConverter nil on a client built with [Dial] or
-	// [ClientOptions]: recorded outcomes then go through the client's own
-	// converter and codecs. On a client built otherwise, set it to the
+	// [ClientOptions] (or with [ClientPlugin] in its options): recorded
+	// outcomes then go through the client's own converter and codecs. On a client built otherwise, set it to the
 	// client's converter, or the store keeps results as the SDK's default
 	// converter makes them (in the clear). Temporal's history always gets
 	// the client's encoding. When Observer is nil, events are logged
