@@ -71,11 +71,11 @@ type PluginOptions struct {
 // The propagator and the converter live on the client: a plugin given only
 // to a worker's options installs the dispatcher, the declarations and the
 // Resolve activity, but the worker's client must then carry the tenant
-// propagator itself (worker.Dial or worker.ClientOptions add it, with the
-// converter hand-off). One plugin in both the client's and the worker's
+// propagator itself ([ClientPlugin], [Dial] and [ClientOptions] add it,
+// with the converter hand-off). One plugin in both the client's and the worker's
 // options configures the worker once; a second dispatcher on one worker
-// (another plugin, worker.New on a client that carries one, or an
-// interceptor.Interceptor in Options.Interceptors) is refused with
+// (another plugin, [New] on a client that carries one, or an
+// interceptor.Interceptor in sdkworker.Options.Interceptors) is refused with
 // [ErrInstalledTwice].
 type Plugin struct {
 	//lint:ignore U1000 every method is overridden, but the SDK requires the embedding
