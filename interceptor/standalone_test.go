@@ -161,3 +161,20 @@ func TestStandaloneRunNeverCollides(t *testing.T) {
 		}
 	}
 }
+
+// The run component of a standalone key is a compatibility promise, like
+// the key encoding: records written under it must keep matching.
+func TestStandaloneRunIsPinned(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, "\xffactivity:7:default:book-ada-ba117", interceptor.StandaloneRun("default", "book-ada-ba117"))
+	assert.Equal(t, "\xffactivity:0::x", interceptor.StandaloneRun("", "x"))
+	d := activity.Effectful((&acts{}).Book, "flight")
+	key, err := d.Key("acme", interceptor.StandaloneRun("default", "book-ada-ba117"), []any{BookRequest{Flight: "BA117", RequestID: "a"}})
+	require.NoError(t, err)
+	assert.Equal(t, pinnedStandaloneKey, string(key))
+}
+
+// pinnedStandaloneKey is keyspace.Derive's key for tenant "acme", the
+// standalone run of activity ID "book-ada-ba117" in namespace "default",
+// activity "Book" and flight "BA117", computed once and frozen.
+const pinnedStandaloneKey = "v1:5d71d4f3b9a7f8c73d34d4cbbbf9f3e6b831b28e008984f4247bc39311deb03c"
