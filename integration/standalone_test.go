@@ -160,9 +160,16 @@ func TestStandaloneTenant(t *testing.T) {
 		t.Parallel()
 		e := newAirlineEnv(t, mem, activity.KindEffectful, &airline{})
 		id := testenv.UniqueName("book")
-		_, err := e.bookStandalone("tenant-from-header", id, BookRequest{Flight: "BA117"})
+		req := BookRequest{Flight: "BA117"}
+		_, err := e.bookStandalone("tenant-from-header", id, req)
 		require.NoError(t, err)
-		requireStandaloneRecord(t, mem, e.events, "tenant-from-header", id, store.StateCompleted)
+		rec := requireStandaloneRecord(t, mem, e.events, "tenant-from-header", id, store.StateCompleted)
+		// The server hands the worker the activity's namespace and ID: the
+		// key is scoped by them.
+		want, err := activity.Effectful((&airline{}).Book, "flight").Key("tenant-from-header",
+			interceptor.StandaloneRun(server.GetDefaultNamespace(), id), []any{req})
+		require.NoError(t, err)
+		assert.Equal(t, string(want), rec.Key)
 	})
 	t.Run("default", func(t *testing.T) {
 		t.Parallel()
