@@ -38,6 +38,11 @@ func (s *Store) SetOnBlock(f func(store.WaitParams)) { s.onBlock = f }
 // again. Set it before the store is used.
 func (s *Store) SetOnRetry(f func(attempt int)) { s.onRetry = f }
 
+// SetOnReplace sets a function called each time a Claim is about to send
+// the statement that replaces a standing row (a takeover, or an expired
+// row). Set it before the store is used.
+func (s *Store) SetOnReplace(f func()) { s.onReplace = f }
+
 // ClaimInsertSQL, ClaimReadSQL and CompleteSQL return the statements Claim
 // (of a fresh key) and Complete run, so the benchmarks' hand-rolled version
 // issues exactly the same SQL.

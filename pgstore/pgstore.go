@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tesserix/idempotency/store"
@@ -46,6 +47,9 @@ type Store struct {
 	// onRetry, when set (by tests, before use), is called each time a
 	// Claim runs its statement again.
 	onRetry func(attempt int)
+	// onReplace, when set (by tests, before use), is called each time a
+	// Claim is about to send the statement that replaces a standing row.
+	onReplace func()
 }
 
 var _ store.Store = (*Store)(nil)
@@ -192,11 +196,11 @@ WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`, s.tabl
 // new snapshot, a bounded number of times. No decision is ever made from a
 // stale read.
 //
-// When the caller's context ends while the statement is in flight, the
-// claim may have committed without the caller learning its token; Claim
-// then deletes the claim it may have made (by that token, which only it
-// knows) before returning the context's error, so it leaves no claim
-// behind.
+// When the caller's context ends, or the connection breaks, while the
+// statement is in flight, the claim may have committed without the caller
+// learning its token; Claim then undoes the claim it may have made (by
+// that token, which only it knows) before returning the error, and the
+// undo removes only what that claim created (see undoClaim).
 func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, error) {
 	const op = "claim"
 	if err := begin(ctx, op, p); err != nil {
@@ -231,6 +235,9 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 				continue
 			}
 		} else {
+			if s.onReplace != nil {
+				s.onReplace()
+			}
 			var notified int64
 			o := p.Origin
 			row := s.pool.QueryRow(ctx, s.sql.claim, p.Tenant, p.Key, p.Holder, token,
@@ -263,8 +270,11 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 		case retryable(err):
 			// A transient conflict: run it again after a pause.
 		default:
-			if ctx.Err() != nil {
-				s.cancelClaim(ctx, p.Tenant, p.Key, token)
+			if uncertain(ctx, err) {
+				// Only the statement that replaces a standing row can
+				// have taken a key over; the fast claim inserts into a
+				// free key or changes nothing.
+				s.undoClaim(ctx, p.Tenant, p.Key, token, !fast && p.Supersede != 0)
 			}
 			return store.Result{}, s.interpret(ctx, op, err)
 		}
@@ -330,13 +340,49 @@ func stale(rec store.Record, now time.Time, supersede int64) bool {
 	return supersede != 0 && rec.State == store.StatePending && rec.Token == supersede
 }
 
-// cancelClaim deletes the claim made under token, if it was made, after the
-// caller's context ended. It is best effort: when it fails too, the claim
-// stays until its lease runs out and a waiter supersedes it.
-func (s *Store) cancelClaim(ctx context.Context, tenant, key string, token int64) {
+// uncertain reports whether a failed statement may have committed without
+// its answer reaching the caller: the caller's context ended while it was
+// in flight, or the connection failed after it was sent. A server error
+// means the implicit transaction was rolled back; an error pgx marks safe
+// to retry means nothing was sent.
+func uncertain(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	return !errors.As(err, &pgErr) && !pgconn.SafeToRetry(err)
+}
+
+// undoClaim undoes the claim made under token, if it was made, after its
+// answer was lost. The token is the one this call generated, so the undo
+// can only touch the claim this call made, and it removes only what that
+// claim created (the rule of store.Store.Claim):
+//
+//   - a claim of a free key (or of an expired row) is deleted;
+//   - a takeover, which may have replaced a lost holder's pending record,
+//     is left standing, pending, with its lease ended now by the store's
+//     clock, so the next claimer finds the key held by a holder presumed
+//     gone, as it would have found the record it replaced. Deleting it
+//     would free a key whose effect may have landed.
+//
+// takeover is set when the statement in flight was the one that replaces
+// rows and the claim superseded a token. It is conservative: that
+// statement may instead have replaced an expired row (the key was free),
+// and then the next EFFECTFUL claimer ends indeterminate where the key was
+// free — a person asked needlessly, never an effect run twice. The store
+// package's documentation says why the lease is ended rather than the
+// superseded record restored.
+//
+// It is best effort: when it fails too, the claim stays as it landed until
+// its lease runs out, which frees nothing either.
+func (s *Store) undoClaim(ctx context.Context, tenant, key string, token int64, takeover bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	var n int64
+	if takeover {
+		_ = s.pool.QueryRow(ctx, s.sql.endLease, tenant, key, token, s.now(ctx), s.opts.NotifyChannel, payloadFor(tenant, key)).Scan(&n)
+		return
+	}
 	_ = s.pool.QueryRow(ctx, s.sql.cancelClaim, tenant, key, token, s.opts.NotifyChannel, payloadFor(tenant, key)).Scan(&n)
 }
 

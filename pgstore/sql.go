@@ -49,7 +49,7 @@ type statements struct {
 	renew, complete, release, markIndeterminate string
 	resolveComplete, resolveFree, forget, sweep string
 	resolveGone                                 string
-	cancelClaim                                 string
+	cancelClaim, endLease                       string
 }
 
 func buildStatements(table, index, listIndex string) statements {
@@ -261,9 +261,10 @@ FROM del`),
 WHERE ctid = ANY (ARRAY(SELECT ctid FROM {t} WHERE expires_at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED))
 	AND expires_at <= $1`),
 
-		// cancelClaim undoes a claim whose answer never reached the caller
-		// (its context ended mid-statement). The token is the one this
-		// call generated, so it can only match the claim this call made.
+		// cancelClaim undoes a claim of a free key whose answer never
+		// reached the caller (its context ended, or the connection broke,
+		// mid-statement). The token is the one this call generated, so it
+		// can only match the claim this call made.
 		//
 		// $1 tenant, $2 key, $3 token, $4 channel, $5 payload.
 		cancelClaim: r.Replace(`WITH del AS (
@@ -271,5 +272,17 @@ WHERE ctid = ANY (ARRAY(SELECT ctid FROM {t} WHERE expires_at <= $1 LIMIT $2 FOR
 	RETURNING 1
 )
 SELECT count(pg_notify($4, $5)) FROM del`),
+		// endLease undoes a takeover whose answer never reached the caller:
+		// the claim stays, pending, with its lease ended at $4 (now), so
+		// the key is never left free (see Store.undoClaim). Its waiters
+		// are told: the lease they wait on has run out.
+		//
+		// $1 tenant, $2 key, $3 token, $4 now, $5 channel, $6 payload.
+		endLease: r.Replace(`WITH upd AS (
+	UPDATE {t} SET lease_until = least(lease_until, $4::timestamptz), updated_at = $4
+	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1
+	RETURNING watched
+)
+SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($5, $6) END) FROM upd`),
 	}
 }

@@ -67,6 +67,33 @@
 // meanwhile records the outcome when ResolveParams.RecordIfGone is set, so
 // the effect the person confirmed does not run again.
 //
+// # Undoing a claim
+//
+// A durable store may not learn whether a claim took effect: the caller's
+// context ends, or the connection breaks, while the statement or script is
+// in flight, and the answer (with the new token) never arrives. The store
+// then undoes the claim under the token it generated, which only it knows,
+// and the rule for that undo is that it removes only what the claim
+// created (see [Store.Claim]). A claim of a free key is deleted. A takeover
+// is not: it replaced a pending record whose holder may have landed its
+// effect, and deleting the takeover would free the key for a second run.
+// The store ends the takeover's lease instead, so the next claimer finds
+// the key held by a holder presumed gone, as it would have found the
+// superseded record.
+//
+// Why ended rather than restored: ending the lease is one fenced write the
+// store can always make from the token alone, whatever the caller learnt;
+// restoring needs the superseded record exactly as it stood when it was
+// replaced (a renewal may have moved its lease after the caller read it),
+// so every takeover would have to carry a copy of the record it replaced,
+// and the restore would race the waiters that had already seen the
+// takeover. What ending gives up is small: the record names the undone
+// claimer rather than the lost holder (same workflow and activity, another
+// attempt), and a lost holder that is in fact alive cannot record under its
+// old token, as after any takeover. What decides the next caller's path —
+// pending, lease run out, so EFFECTFUL ends indeterminate and IDEMPOTENT
+// takes over — is the same either way.
+//
 // # Fencing tokens
 //
 // Every claim gets a fresh, positive token ([NewToken]); a token is never
@@ -132,5 +159,5 @@
 //     field; nothing was written.
 //
 // A cancelled or expired context returns an error matching the context's
-// error and leaves no claim behind.
+// error; a claim it interrupts is undone as "Undoing a claim" describes.
 package store

@@ -31,8 +31,8 @@ const MaxHolderLength = 512
 // Errors: a store that cannot be reached returns an error matching
 // [ErrUnavailable]; a call with malformed parameters one matching [ErrInvalid];
 // a fenced call whose token no longer holds the claim one matching
-// [ErrNotHolder]. A cancelled context returns the context's error and leaves
-// no claim behind.
+// [ErrNotHolder]. A cancelled context returns the context's error; a Claim
+// it interrupts is undone as [Store.Claim] describes.
 type Store interface {
 	// Claim tries to take the key in one atomic operation. It returns
 	// StatusAcquired with the new record (and its fencing token) when the key
@@ -42,6 +42,29 @@ type Store interface {
 	// it. A held claim is not taken over because its lease ran out: the
 	// result says so ([Result.LeaseExpired]) and the caller decides, taking
 	// it over explicitly with [ClaimParams.Supersede].
+	//
+	// A claim whose fate is uncertain when Claim returns an error — the
+	// caller's context ended, or the connection broke, while it was in
+	// flight, so it may have taken effect without the caller learning its
+	// token; or, for a store that checks its writes reached replicas, it
+	// took effect but not durably enough — is undone before Claim returns,
+	// and undoing it removes only what that claim created:
+	//
+	//   - a claim on a key that had no live record (or an expired one) may
+	//     be deleted: it leaves no claim behind;
+	//   - a takeover (Supersede set) never leaves the key free. It replaced
+	//     a record that said "someone may have done this"; deleting it would
+	//     let the next attempt run the body again. The store leaves the
+	//     takeover standing, pending, with its lease ended by the store's
+	//     clock, so the next claimer finds the key held with
+	//     [Result.LeaseExpired], exactly as it would have found the
+	//     superseded record, and decides the same way (an EFFECTFUL caller
+	//     declares the holder lost: indeterminate).
+	//
+	// A store that cannot reach its server to undo a claim leaves it as it
+	// landed, which frees nothing either: its lease runs out. Stores with
+	// no in-flight window (the memory store) answer or refuse before they
+	// change anything, and never undo.
 	Claim(ctx context.Context, params ClaimParams) (Result, error)
 
 	// Renew extends the lease of a pending claim held under params.Token and

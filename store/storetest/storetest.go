@@ -42,7 +42,7 @@ const waitBound = 5 * time.Second
 // and should register its own cleanup with t.Cleanup.
 //
 // The cases are grouped by area: Claim, Fence, Wait, Resolve, Trail, ResolveGone, List, Backlog, Tenant,
-// Retention, Outcome and Validation.
+// Retention, Outcome, Validation and Undo.
 func Run(t *testing.T, newStore func(t *testing.T, cfg Config) store.Store) {
 	t.Helper()
 	for _, a := range areas() {
@@ -83,6 +83,7 @@ func areas() []area {
 		{"Retention", retentionCases()},
 		{"Outcome", outcomeCases()},
 		{"Validation", validationCases()},
+		{"Undo", undoCases()},
 	}
 }
 
