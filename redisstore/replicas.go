@@ -17,9 +17,12 @@ const DefaultReplicaAckTimeout = time.Second
 // ErrNotReplicated is returned by [Store.Claim] when [Options.ReplicaAcks]
 // replicas did not acknowledge an acquired claim within
 // [Options.ReplicaAckTimeout]. The claim has been taken back (as far as the
-// master still answers), so the caller may claim again later. It matches
-// store.ErrUnavailable: the interceptor retries the claim and never runs
-// the body on a claim a failover could lose.
+// master still answers) as the store contract's rule for an uncertain
+// claim says: a claim of a free key is deleted, so the caller may claim
+// again later; a takeover is left standing with its lease ended, so the
+// key is never left free and the next claim finds its holder presumed
+// gone. It matches store.ErrUnavailable: the interceptor retries the claim
+// and never runs the body on a claim a failover could lose.
 var ErrNotReplicated = errors.New("redisstore: claim not acknowledged by enough replicas")
 
 // validateReplicas checks and defaults the replica options of o.
@@ -89,10 +92,12 @@ func (s *Store) runClaim(ctx context.Context, keys []string, member, token strin
 		return v, nil
 	}
 	// Not known to be on enough replicas: a failover now would lose it.
-	// Take it back, so that a retry can claim again.
-	undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	_ = releaseScript.Run(undo, node, keys, s.now(undo).arg(), token, member, s.channel).Err()
+	// Take it back, so that a retry can claim again. A takeover is not
+	// deleted: it replaced a lost holder's pending record, and deleting it
+	// would free a key whose effect may have landed; its lease is ended
+	// instead (undoClaimScript), which is what a replica that missed the
+	// takeover holds too: a pending claim whose holder is presumed gone.
+	s.undoClaim(ctx, node, keys, member, token)
 	if werr != nil {
 		return nil, fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, werr)
 	}

@@ -24,7 +24,9 @@ import "github.com/redis/go-redis/v9"
 //     nobody waits on publish nothing. Forget always publishes.
 //
 // Record hash fields: state, holder, token, lease, exp, created, updated,
-// outcome, reason, origin, resolution, w.
+// outcome, reason, origin, resolution, w, and sup (the token a takeover
+// superseded, set only when it replaced a live pending record; see
+// undoClaimScript).
 //
 // The age index (KEYS[3] where a script takes it) is the tenant's sorted
 // set of record keys scored by "created": a claim adds the key, a release,
@@ -64,18 +66,33 @@ end
 // Returns {"acquired"}, or {state, HGETALL...} of the live record that
 // stopped the claim. It reads the record with one HGETALL, which a fresh key
 // answers with nothing and a conflict needs anyway.
+//
+// A live record pending under the claim's own token is this very claim,
+// run again: go-redis sends a command once more when its answer was lost
+// (a connection broken mid-reply), with the same arguments. It answers
+// "acquired" again instead of reporting the key held by a stranger. Tokens
+// are fresh per claim and never reused, so no other claim carries it.
+//
+// A takeover of a live pending record keeps the superseded token in the
+// new record's "sup" field, so that undoing it (undoClaimScript) knows it
+// replaced a record whose effect may have landed.
 var claimScript = redis.NewScript(extendIndex + `
 local now = tonumber(ARGV[1])
 local rec = redis.call('HGETALL', KEYS[1])
 local waited = false
+local superseded = false
 if #rec > 0 then
   local cur = {}
   for i = 1, #rec, 2 do cur[rec[i]] = rec[i + 1] end
   if tonumber(cur.exp) > now then
+    if cur.state == 'pending' and cur.token == ARGV[3] then
+      return {'acquired'}
+    end
     if cur.state ~= 'pending' or ARGV[6] == '0' or cur.token ~= ARGV[6] then
       table.insert(rec, 1, cur.state)
       return rec
     end
+    superseded = true
   end
   waited = cur.w
   redis.call('DEL', KEYS[1])
@@ -84,6 +101,9 @@ redis.call('HSET', KEYS[1], 'state', 'pending', 'holder', ARGV[2], 'token', ARGV
   'lease', ARGV[4], 'exp', ARGV[5], 'created', ARGV[1], 'updated', ARGV[1])
 if ARGV[11] ~= '' then
   redis.call('HSET', KEYS[1], 'origin', ARGV[11])
+end
+if superseded then
+  redis.call('HSET', KEYS[1], 'sup', ARGV[6])
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
 redis.call('SADD', KEYS[2], ARGV[8])
@@ -134,6 +154,36 @@ if waited then
   redis.call('PUBLISH', ARGV[4], KEYS[1])
 end
 return 1
+`)
+
+// undoClaimScript takes back a claim whose fate was uncertain (its answer
+// was lost, or too few replicas acknowledged it), removing only what the
+// claim created (the rule of store.Store.Claim): a claim that took a free
+// (or expired) key is deleted, with its index entries, as releaseScript
+// does; a takeover of a live pending record ("sup" set) is left standing,
+// pending, with its lease ended at now, so the key is never left free and
+// the next claimer finds its holder presumed gone, as it would have found
+// the record it replaced. A Wait registered on it is told.
+//
+// KEYS rec, idx, age. ARGV now, token, member, channel. Returns 1 when it
+// deleted the claim, 2 when it ended a takeover's lease, 0 when the token
+// holds no pending claim (the claim never ran, or was settled since).
+var undoClaimScript = redis.NewScript(fencePrelude + `
+local held, waited = holds(KEYS[1], ARGV[1], ARGV[2])
+if not held then return 0 end
+local result = 1
+if redis.call('HEXISTS', KEYS[1], 'sup') == 1 then
+  redis.call('HSET', KEYS[1], 'lease', ARGV[1], 'updated', ARGV[1])
+  result = 2
+else
+  redis.call('DEL', KEYS[1])
+  redis.call('SREM', KEYS[2], ARGV[3])
+  if KEYS[3] then redis.call('ZREM', KEYS[3], ARGV[3]) end
+end
+if waited then
+  redis.call('PUBLISH', ARGV[4], KEYS[1])
+end
+return result
 `)
 
 // markScript: KEYS rec, idx, age. ARGV now, token, exp, ttl_ms, reason, channel.

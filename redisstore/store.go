@@ -188,9 +188,11 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 		strconv.FormatInt(p.Supersede, 10), ttl, p.Key, s.channel, s.indexTTL(ttl), origin)
 	if err != nil {
 		if timedOut(ctx, err) {
-			// The script may have run: take back a claim nobody will use,
-			// so a cancelled Claim leaves none behind.
-			s.undoClaim(ctx, keys, p.Key, token)
+			// The script may have run: take back a claim nobody will use.
+			// The undo removes only what the claim created: a claim of a
+			// free key leaves none behind; a takeover is left standing
+			// with its lease ended, never freeing the key.
+			s.undoClaim(ctx, s.client, keys, p.Key, strconv.FormatInt(token, 10))
 		}
 		return store.Result{}, translate(ctx, "claim", err)
 	}
@@ -220,10 +222,17 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	return resultOf(r, now), nil
 }
 
-func (s *Store) undoClaim(ctx context.Context, keys []string, member string, token int64) {
+// undoClaim takes back, on c, the claim made under token if it was made
+// (undoClaimScript): a claim of a free key is deleted, a takeover's lease
+// is ended. The token is the one this Claim generated, so the undo can only
+// touch the claim it made. It is best effort: when it fails too, the claim
+// stays as it landed until its lease runs out, which frees nothing either.
+// The store package's documentation says why a takeover's lease is ended
+// rather than the superseded record restored.
+func (s *Store) undoClaim(ctx context.Context, c redis.Scripter, keys []string, member, token string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	_ = releaseScript.Run(ctx, s.client, keys, s.now(ctx).arg(), strconv.FormatInt(token, 10), member, s.channel).Err()
+	_ = undoClaimScript.Run(ctx, c, keys, s.now(ctx).arg(), token, member, s.channel).Err()
 }
 
 // resultOf answers a claim or a wait that found the live record r at now.
