@@ -529,14 +529,18 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 	if outcome == nil {
 		outcome = []byte{}
 	}
-	var n int64
+	var (
+		n    int64
+		when time.Time // the store's time the statement judged leases by
+	)
 	err := s.retry(ctx, func(ctx context.Context) error {
 		now := s.now(ctx)
+		when = now
 		if p.Decision == store.DecisionComplete {
 			return s.pool.QueryRow(ctx, s.sql.resolveComplete, p.Tenant, p.Key, now, now.Add(s.opts.TTL), outcome,
-				s.opts.NotifyChannel, payload, p.Token, int16(p.Decision), p.By, p.Reason, p.Reference).Scan(&n)
+				s.opts.NotifyChannel, payload, p.Token, int16(p.Decision), p.By, p.Reason, p.Reference, p.Stale).Scan(&n)
 		}
-		return s.pool.QueryRow(ctx, s.sql.resolveFree, p.Tenant, p.Key, now, s.opts.NotifyChannel, payload, p.Token).Scan(&n)
+		return s.pool.QueryRow(ctx, s.sql.resolveFree, p.Tenant, p.Key, now, s.opts.NotifyChannel, payload, p.Token, p.Stale).Scan(&n)
 	})
 	if err != nil {
 		return s.interpret(ctx, op, err)
@@ -567,6 +571,16 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 		return fmt.Errorf("pgstore: %s %q in tenant %q: %w", op, p.Key, p.Tenant, store.ErrNotFound)
 	case err != nil:
 		return s.interpret(ctx, op, err)
+	case rec.State == store.StatePending && p.Stale && rec.Token != p.Token:
+		return fmt.Errorf("pgstore: %s %q in tenant %q decided on token %d, but the claim pending stands under %d: %w",
+			op, p.Key, p.Tenant, p.Token, rec.Token, store.ErrNotHolder)
+	case rec.State == store.StatePending && p.Stale && when.Before(rec.LeaseUntil):
+		// A lease only grows (a holder renewing), so what the read shows
+		// is what the statement refused.
+		return fmt.Errorf("pgstore: %s %q in tenant %q: its holder %q holds a lease until %v: %w",
+			op, p.Key, p.Tenant, rec.Holder, rec.LeaseUntil, store.ErrLeaseLive)
+	case rec.State == store.StatePending && p.Stale:
+		return fmt.Errorf("pgstore: %s %q in tenant %q changed while being resolved: %w", op, p.Key, p.Tenant, store.ErrNotIndeterminate)
 	case rec.State == store.StateIndeterminate && p.Token != 0 && rec.Token != p.Token:
 		return fmt.Errorf("pgstore: %s %q in tenant %q decided on token %d, but the indeterminate record stands under %d: %w",
 			op, p.Key, p.Tenant, p.Token, rec.Token, store.ErrNotHolder)

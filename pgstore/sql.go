@@ -197,23 +197,27 @@ SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($5, $6) END) FROM d
 )
 SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($7, $8) END) FROM upd`),
 		// The resolutions change the row only while it is live and
-		// indeterminate and, when the fence $token is not 0, claimed under
-		// exactly that token.
+		// indeterminate — or, with the stale flag, pending with its lease
+		// run out at now (ResolveParams.Stale, which always carries a
+		// token) — and, when the fence $token is not 0, claimed under
+		// exactly that token: the check and the change are one statement.
 		//
 		// $1 tenant, $2 key, $3 now, $4 expires_at, $5 outcome, $6 channel,
 		// $7 payload, $8 token (0: unfenced), $9 action, $10 by, $11 reason,
-		// $12 reference.
+		// $12 reference, $13 stale.
 		resolveComplete: r.Replace(`WITH upd AS (
 	UPDATE {t} SET state = 2, outcome = $5, updated_at = $3, expires_at = $4,
 		resolution_action = $9, resolved_by = $10, resolution_reason = $11, resolution_reference = $12, resolved_at = $3
-	WHERE tenant = $1 AND key = $2 AND state = 3 AND expires_at > $3 AND ($8::bigint = 0 OR token = $8::bigint)
+	WHERE tenant = $1 AND key = $2 AND expires_at > $3 AND ($8::bigint = 0 OR token = $8::bigint)
+		AND (state = 3 OR ($13::boolean AND state = 1 AND lease_until <= $3))
 	RETURNING 1
 )
 SELECT count(pg_notify($6, $7)) FROM upd`),
 		// $1 tenant, $2 key, $3 now, $4 channel, $5 payload, $6 token (0:
-		// unfenced).
+		// unfenced), $7 stale.
 		resolveFree: r.Replace(`WITH del AS (
-	DELETE FROM {t} WHERE tenant = $1 AND key = $2 AND state = 3 AND expires_at > $3 AND ($6::bigint = 0 OR token = $6::bigint)
+	DELETE FROM {t} WHERE tenant = $1 AND key = $2 AND expires_at > $3 AND ($6::bigint = 0 OR token = $6::bigint)
+		AND (state = 3 OR ($7::boolean AND state = 1 AND lease_until <= $3))
 	RETURNING 1
 )
 SELECT count(pg_notify($4, $5)) FROM del`),

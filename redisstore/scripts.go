@@ -204,12 +204,14 @@ return 1
 // resolveScript: KEYS rec, idx, age. ARGV now, decision ("complete" or
 // "free"), outcome, exp, ttl_ms, member, channel, token (the fence; "0" for
 // none), resolution (JSON), record_if_gone ("1" or "0"), holder and token
-// of a record made for record_if_gone. Returns 1 when applied, -1 when
-// there is no live record (and record_if_gone is "0"), -2 when the record
-// is not indeterminate, -3 when it is indeterminate under another token
-// than the fence.
+// of a record made for record_if_gone, stale ("1" or "0": also settle the
+// record pending under the fence whose lease ran out at now). Returns 1
+// when applied, -1 when there is no live record (and record_if_gone is
+// "0"), -2 when the record is not indeterminate (nor, with stale, pending),
+// -3 when it stands under another token than the fence, -4 when, with
+// stale, it is pending under the fence within its lease.
 var resolveScript = redis.NewScript(extendIndex + `
-local cur = redis.call('HMGET', KEYS[1], 'state', 'exp', 'w', 'token')
+local cur = redis.call('HMGET', KEYS[1], 'state', 'exp', 'w', 'token', 'lease')
 if not cur[1] or tonumber(cur[2]) <= tonumber(ARGV[1]) then
   if ARGV[10] ~= '1' then return -1 end
   redis.call('DEL', KEYS[1])
@@ -225,7 +227,12 @@ if not cur[1] or tonumber(cur[2]) <= tonumber(ARGV[1]) then
   end
   return 1
 end
-if cur[1] ~= 'indeterminate' then return -2 end
+if cur[1] == 'pending' and ARGV[13] == '1' then
+  if cur[4] ~= ARGV[8] then return -3 end
+  if tonumber(cur[5]) > tonumber(ARGV[1]) then return -4 end
+elseif cur[1] ~= 'indeterminate' then
+  return -2
+end
 if ARGV[8] ~= '0' and cur[4] ~= ARGV[8] then return -3 end
 if ARGV[2] == 'free' then
   redis.call('DEL', KEYS[1])

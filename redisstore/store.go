@@ -326,9 +326,12 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 	if p.Decision == store.DecisionFree {
 		decision = "free"
 	}
-	recordIfGone := "0"
+	recordIfGone, stale := "0", "0"
 	if p.RecordIfGone {
 		recordIfGone = "1"
+	}
+	if p.Stale {
+		stale = "1"
 	}
 	trail, err := json.Marshal(p.Resolution(now.time()))
 	if err != nil {
@@ -336,7 +339,7 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 	}
 	v, err := s.run(ctx, resolveScript, []string{s.recordKey(p.Tenant, p.Key), s.indexKey(p.Tenant), s.ageKey(p.Tenant)},
 		now.arg(), decision, p.Outcome, exp.arg(), ttl, p.Key, s.channel, strconv.FormatInt(p.Token, 10), trail,
-		recordIfGone, store.ResolveHolder, strconv.FormatInt(store.NewToken(), 10))
+		recordIfGone, store.ResolveHolder, strconv.FormatInt(store.NewToken(), 10), stale)
 	if err != nil {
 		return translate(ctx, "resolve", err)
 	}
@@ -348,8 +351,11 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 	case -2:
 		return fmt.Errorf("redisstore: resolve tenant %q key %q: %w", p.Tenant, p.Key, store.ErrNotIndeterminate)
 	case -3:
-		return fmt.Errorf("redisstore: resolve tenant %q key %q decided on token %d, but another indeterminate record stands: %w",
+		return fmt.Errorf("redisstore: resolve tenant %q key %q decided on token %d, but another claim's record stands: %w",
 			p.Tenant, p.Key, p.Token, store.ErrNotHolder)
+	case -4:
+		return fmt.Errorf("redisstore: resolve tenant %q key %q: the claim pending under token %d holds a live lease: %w",
+			p.Tenant, p.Key, p.Token, store.ErrLeaseLive)
 	default:
 		return fmt.Errorf("redisstore: resolve: unexpected reply %v", v)
 	}

@@ -65,7 +65,10 @@
 // become indeterminate anew, the late decision gets [ErrNotHolder] and the
 // newer record waits for its own. A complete decision whose record expired
 // meanwhile records the outcome when ResolveParams.RecordIfGone is set, so
-// the effect the person confirmed does not run again.
+// the effect the person confirmed does not run again. A pending record whose
+// holder let its lease run out (a worker that died with the store down,
+// after its effect may have landed) is settled the same way, in one fenced
+// step bound to the token the person saw, with ResolveParams.Stale.
 //
 // # Undoing a claim
 //
@@ -151,7 +154,10 @@
 //   - [ErrNotFound]: the key has no live record (Lookup, Resolve).
 //   - [ErrNotHolder]: the token no longer holds a pending claim (or, for a
 //     fenced Resolve, the indeterminate record is not the one decided on).
-//   - [ErrNotIndeterminate]: Resolve on a record that is not indeterminate.
+//   - [ErrNotIndeterminate]: Resolve on a record that is not indeterminate
+//     (nor, with ResolveParams.Stale, stale).
+//   - [ErrLeaseLive]: Resolve with ResolveParams.Stale on a pending record
+//     whose holder's lease has not run out.
 //   - [ErrUnavailable]: the store could not be reached; it never reads as
 //     permission to run an effect. Stores wrap backend failures with
 //     [Unavailable].

@@ -15,8 +15,13 @@ var (
 	// (it completed, was released, marked, taken over or expired).
 	ErrNotHolder = errors.New("not the holder of the claim")
 	// ErrNotIndeterminate: Resolve was asked to decide a record that is not
-	// indeterminate.
+	// indeterminate (nor, with ResolveParams.Stale, stale).
 	ErrNotIndeterminate = errors.New("idempotency record is not indeterminate")
+	// ErrLeaseLive: Resolve was asked to settle a stale pending record
+	// (ResolveParams.Stale) whose holder's lease has not run out by the
+	// store's clock: the holder may still be running and record an outcome
+	// of its own.
+	ErrLeaseLive = errors.New("the pending claim's lease has not run out")
 	// ErrUnavailable: the store could not be reached or did not answer. A
 	// store that is down never reads as permission to run an effect.
 	ErrUnavailable = errors.New("idempotency store unavailable")

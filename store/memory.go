@@ -298,7 +298,18 @@ func (m *Memory) Resolve(ctx context.Context, params ResolveParams) error {
 	if rec == nil {
 		return fmt.Errorf("memory store: resolve %q in tenant %q: %w", params.Key, params.Tenant, ErrNotFound)
 	}
-	if rec.State != StateIndeterminate {
+	if rec.State == StatePending && params.Stale {
+		// A stale pending record, settled in this one step: the claim the
+		// person looked at, with its holder's lease run out.
+		if params.Token != rec.Token {
+			return fmt.Errorf("memory store: resolve %q in tenant %q decided on token %d, but the claim pending stands under %d: %w",
+				params.Key, params.Tenant, params.Token, rec.Token, ErrNotHolder)
+		}
+		if now.Before(rec.LeaseUntil) {
+			return fmt.Errorf("memory store: resolve %q in tenant %q: its holder %q holds a lease until %v: %w",
+				params.Key, params.Tenant, rec.Holder, rec.LeaseUntil, ErrLeaseLive)
+		}
+	} else if rec.State != StateIndeterminate {
 		return fmt.Errorf("memory store: resolve %q in tenant %q, which is %s: %w", params.Key, params.Tenant, rec.State, ErrNotIndeterminate)
 	}
 	if params.Token != 0 && params.Token != rec.Token {

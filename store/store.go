@@ -114,6 +114,15 @@ type Store interface {
 	// decision made on one record never settles a newer one. With
 	// params.RecordIfGone, a complete decision on a key with no live record
 	// records the outcome instead of returning ErrNotFound.
+	//
+	// With params.Stale, the decision also settles a stale pending record
+	// in the same single step: one pending under exactly params.Token whose
+	// lease has run out by the store's clock (its holder is presumed gone).
+	// It is settled as an indeterminate record is, trail included, and
+	// keeps its holder, token and origin; its waiters are woken. A pending
+	// record within its lease returns ErrLeaseLive, and one pending under
+	// another token ErrNotHolder; neither is changed. No duplicate ever sees
+	// the record between a takeover and the decision: there is none.
 	Resolve(ctx context.Context, params ResolveParams) error
 
 	// List returns a page of the tenant's live records that pass
@@ -472,6 +481,13 @@ type ResolveParams struct {
 	// person confirmed is not run again. A key claimed again meanwhile is
 	// left alone, with the errors above.
 	RecordIfGone bool
+	// Stale, with Token set (required), also applies the decision to the
+	// record under Token while it is pending and its lease has run out by
+	// the store's clock: a holder that died after its effect may have
+	// landed, whose record a person settles in one fenced step (see
+	// [Store.Resolve]). An indeterminate record under Token is decided as
+	// without Stale.
+	Stale bool
 }
 
 // ResolveHolder is the Holder of a record [Store.Resolve] creates for

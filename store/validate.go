@@ -90,6 +90,9 @@ func (p ResolveParams) Validate() error {
 	if p.RecordIfGone && p.Decision != DecisionComplete {
 		return &InvalidError{Field: "RecordIfGone", Reason: "only records an outcome, with DecisionComplete"}
 	}
+	if p.Stale && p.Token == 0 {
+		return &InvalidError{Field: "Stale", Reason: "needs Token: the record the person looked at"}
+	}
 	for _, f := range []struct{ name, v string }{{"By", p.By}, {"Reason", p.Reason}, {"Reference", p.Reference}} {
 		if len(f.v) > MaxResolutionTextLength {
 			return &InvalidError{Field: f.name, Reason: "longer than " + strconv.Itoa(MaxResolutionTextLength) + " bytes"}

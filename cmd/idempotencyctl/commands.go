@@ -96,9 +96,10 @@ var commands = []command{
 			"                 {\"seat\":\"12A\"} for a struct, null for no result).\n" +
 			"  -free          the effect did not happen: free the key; the next attempt\n" +
 			"                 may run it.\n" +
-			"A pending record whose holder let its lease run out (the holder is gone)\n" +
-			"is settled the same way: the command takes the claim over and records\n" +
-			"the decision; the old holder, should it return, is fenced off.\n" +
+			"A stale pending record (its holder let its lease run out: it is gone)\n" +
+			"is settled the same way, in one step bound to the record shown: the store\n" +
+			"records the decision only if that claim is still pending with its lease\n" +
+			"run out; the old holder, should it return, is fenced off.\n" +
 			"Prints the record's state first. Exits 1 when there is no record, it is\ncompleted, or it is pending within its holder's lease.\n" +
 			"Changes only the store: a workflow waiting on the key (AwaitDecision)\nis woken by decide, or by decide -retry after resolve.",
 		flags: resolveFlags,

@@ -98,20 +98,22 @@
 // works, -outcome '"14C"'.
 // -free frees the key. -dry-run shows what would be done and changes
 // nothing. -by, -reason and -reference are kept in the record's
-// resolution (show and list print them); -by also names the holder of a
-// stale claim resolve settles ("idempotencyctl resolve by WHO"). The
-// decision applies only to the indeterminate record shown: a key claimed
-// and marked again meanwhile is refused, to be looked at again.
+// resolution (show and list print them). The decision applies only to the
+// indeterminate record shown: a key claimed and marked again meanwhile is
+// refused, to be looked at again.
 //
 // resolve also settles a stale pending record: one whose holder let its
 // lease run out by the store's clock, such as a worker that died with the
-// store down after its effect landed. It prints the holder and its
-// origin, takes the claim over under the token it saw (as a waiting
-// duplicate would), marks it indeterminate and resolves it as above, trail
-// included;
-// the old holder, should it come back, is fenced off (its writes fail). A
-// pending record within its holder's lease is refused: the holder may
-// still be running.
+// store down after its effect landed. It is one store call bound to the
+// token of the record shown (store.ResolveParams.Stale): the store checks,
+// by its own clock, that this claim is still pending with its lease run
+// out and records the outcome or frees the key in the same step, trail
+// included, so a duplicate arriving meanwhile sees the stale claim or the
+// decision, never a claim taken over or a record marked indeterminate and
+// waiting on a decision already being made. It then prints the holder and
+// its origin. The record keeps its holder and origin; the old holder,
+// should it come back, is fenced off (its writes fail). A pending record
+// within its holder's lease is refused: the holder may still be running.
 //
 // resolve changes the store only. A workflow waiting on the key (with
 // AwaitDecision) is woken by decide, which also records the outcome; after

@@ -12,13 +12,8 @@ import (
 	"github.com/tesserix/idempotency/store"
 )
 
-// maxByLength bounds -by: it becomes part of the holder of a taken-over
-// claim, which stores bound (store.MaxHolderLength).
+// maxByLength bounds -by, a person's or system's name.
 const maxByLength = 256
-
-// settleLease is the lease of the claim resolve takes over from a holder
-// that is gone; it completes or releases it at once.
-const settleLease = time.Minute
 
 // resolveRequest is a parsed resolve command.
 type resolveRequest struct {
@@ -32,7 +27,7 @@ func resolveFlags(fs *flag.FlagSet, _ func(string) string) func() (action, error
 	tenant, key := scopeFlags(fs)
 	free := fs.Bool("free", false, "the effect did not happen: free the key")
 	outcome := fs.String("outcome", "", "the effect happened: record this JSON value as its result")
-	by := fs.String("by", "", "who decides: a person or system (kept in the record's resolution; names the holder of a settled stale claim)")
+	by := fs.String("by", "", "who decides: a person or system (kept in the record's resolution)")
 	reason := fs.String("reason", "", "why: what established the outcome (kept in the record's resolution)")
 	reference := fs.String("reference", "", "where the evidence is: a ticket, the downstream's confirmation (kept in the record's resolution)")
 	dryRun := fs.Bool("dry-run", false, "show the record and the decision, change nothing")
@@ -138,68 +133,86 @@ func resolve(ctx context.Context, b *backend, out io.Writer, req resolveRequest)
 
 // settleStale applies the decision to a pending record whose holder is
 // gone: its lease ran out by the store's clock (a holder that died with
-// the store down, say, after its effect landed). It takes the claim over
-// under the token it saw, as a waiting duplicate would, and completes or
-// releases it. A holder still within its lease is left alone.
+// the store down, say, after its effect landed). It is one fenced store
+// call (store.ResolveParams.Stale) bound to the token of the record shown:
+// the store checks, by its own clock, that the claim under that token is
+// still pending with its lease run out, and records the outcome or frees
+// the key in the same step, keeping the decision's trail. No duplicate
+// ever sees the record half-settled (taken over, or marked indeterminate
+// and waiting on a decision already being made). A holder still within
+// its lease is left alone.
 func settleStale(ctx context.Context, b *backend, out io.Writer, req resolveRequest, rec store.Record) error {
 	p := req.p
-	holder := name + " resolve"
-	if req.by != "" {
-		holder += " by " + req.by
-	}
-	claim := store.ClaimParams{Tenant: p.Tenant, Key: p.Key, Holder: holder, Lease: settleLease}
-	// A claim on a held key writes nothing and says, by the store's own
-	// clock, whether the holder's lease has run out.
-	probe, err := b.Claim(ctx, claim)
-	if err != nil {
-		return err
-	}
-	switch probe.Status {
-	case store.StatusHeld:
-	case store.StatusAcquired:
-		// The record expired between the two reads: give the key back.
-		if err := b.Release(ctx, store.ReleaseParams{Tenant: p.Tenant, Key: p.Key, Token: probe.Record.Token}); err != nil {
-			return fmt.Errorf("the record expired while being resolved, and freeing the key again failed: %w", err)
-		}
-		return errors.New("the record expired while being resolved: the key is free; nothing was recorded")
-	default:
-		return fmt.Errorf("the holder settled the record while it was being resolved: it is %s now; look at it again", probe.Status)
-	}
-	held := probe.Record
-	if !probe.LeaseExpired {
-		return fmt.Errorf("the record is pending and its holder %s holds a lease until %s: it may still be running; a pending record is resolved only once its lease has run out",
-			printable(held.Holder), formatTime(held.LeaseUntil))
-	}
-	fmt.Fprintf(out, "stale: holder %s (workflow %s, activity %s, attempt %s) let its lease run out at %s; it is presumed gone\n",
-		printable(held.Holder), printableOrDash(held.Origin.WorkflowID), printableOrDash(held.Origin.ActivityType),
-		attemptText(held.Origin.Attempt), formatTime(held.LeaseUntil))
 	will, did, then := req.describe()
 	if req.dryRun {
-		fmt.Fprintf(out, "dry run: would take the stale claim over and %s; nothing changed\n", will)
-		return nil
+		return dryRunStale(ctx, b, out, p, rec, will)
 	}
-	claim.Supersede = held.Token
-	taken, err := b.Claim(ctx, claim)
+	p.Token, p.Stale = rec.Token, true
+	err := b.Resolve(ctx, p)
+	switch {
+	case errors.Is(err, store.ErrLeaseLive):
+		// Name the lease as it stands now: the holder may have renewed it.
+		if now, lerr := b.Lookup(ctx, store.LookupParams{Tenant: p.Tenant, Key: p.Key}); lerr == nil && now.Token == rec.Token {
+			rec = now
+		}
+		return liveLease(rec)
+	case errors.Is(err, store.ErrNotHolder):
+		return errors.New("the record changed while being resolved (the key was taken over or claimed again); look at it again and repeat the decision")
+	case errors.Is(err, store.ErrNotFound):
+		return errors.New("no record: it expired or was erased while being resolved")
+	case errors.Is(err, store.ErrNotIndeterminate):
+		if now, lerr := b.Lookup(ctx, store.LookupParams{Tenant: p.Tenant, Key: p.Key}); lerr == nil {
+			return fmt.Errorf("the holder settled the record while it was being resolved: it is %s now; look at it again", now.State)
+		}
+		return errors.New("the holder settled the record while it was being resolved; look at it again")
+	case err != nil:
+		return err
+	}
+	fmt.Fprintln(out, staleLine(rec))
+	fmt.Fprintf(out, "resolved%s: settled the stale claim and %s; %s\n", req.signature(), did, then)
+	return nil
+}
+
+// dryRunStale says what resolve would do to a pending record without
+// changing it. A claim of a held key writes nothing and says, by the
+// store's own clock, whether the holder's lease has run out; should the
+// record have expired meanwhile, the claim takes the free key and gives it
+// back at once.
+func dryRunStale(ctx context.Context, b *backend, out io.Writer, p store.ResolveParams, rec store.Record, will string) error {
+	probe, err := b.Claim(ctx, store.ClaimParams{Tenant: p.Tenant, Key: p.Key, Holder: name + " resolve -dry-run", Lease: time.Minute})
 	if err != nil {
 		return err
 	}
-	if taken.Status != store.StatusAcquired {
-		return fmt.Errorf("the record changed while being resolved (it is %s now); look at it again and repeat the decision", taken.Status)
+	switch {
+	case probe.Status == store.StatusAcquired:
+		if err := b.Release(ctx, store.ReleaseParams{Tenant: p.Tenant, Key: p.Key, Token: probe.Record.Token}); err != nil {
+			return fmt.Errorf("the record expired while being looked at, and freeing the key again failed: %w", err)
+		}
+		return errors.New("the record expired while being looked at: the key is free; nothing to resolve")
+	case probe.Status != store.StatusHeld:
+		return fmt.Errorf("the holder settled the record while it was being looked at: it is %s now; look at it again", probe.Status)
+	case probe.Record.Token != rec.Token:
+		return errors.New("the record changed while being looked at (the key was taken over or claimed again); look at it again")
+	case !probe.LeaseExpired:
+		return liveLease(probe.Record)
 	}
-	// Marked and then resolved under the taken-over token, the decision
-	// goes through the store's Resolve and keeps its trail (by, reason,
-	// reference), as it does for a record that was indeterminate.
-	p.Token = taken.Record.Token
-	err = b.MarkIndeterminate(ctx, store.MarkIndeterminateParams{Tenant: p.Tenant, Key: p.Key, Token: p.Token,
-		Reason: "stale: holder " + held.Holder + " let its lease run out; settled by " + name + " resolve"})
-	if err == nil {
-		err = b.Resolve(ctx, p)
-	}
-	if err != nil {
-		return fmt.Errorf("took the stale claim over, then could not %s: %w; look at the record again (left pending, it reads as stale once the claim's %v lease runs out; left indeterminate, resolve settles it)", will, err, settleLease)
-	}
-	fmt.Fprintf(out, "resolved%s: took the stale claim over and %s; %s\n", req.signature(), did, then)
+	fmt.Fprintln(out, staleLine(probe.Record))
+	fmt.Fprintf(out, "dry run: would settle the stale claim and %s; nothing changed\n", will)
 	return nil
+}
+
+// staleLine names the holder presumed gone and where it came from.
+func staleLine(rec store.Record) string {
+	return fmt.Sprintf("stale: holder %s (workflow %s, activity %s, attempt %s) let its lease run out at %s; it is presumed gone",
+		printable(rec.Holder), printableOrDash(rec.Origin.WorkflowID), printableOrDash(rec.Origin.ActivityType),
+		attemptText(rec.Origin.Attempt), formatTime(rec.LeaseUntil))
+}
+
+// liveLease is the refusal of a pending record whose holder may still be
+// running.
+func liveLease(rec store.Record) error {
+	return fmt.Errorf("the record is pending and its holder %s holds a lease until %s: it may still be running; a pending record is resolved only once its lease has run out",
+		printable(rec.Holder), formatTime(rec.LeaseUntil))
 }
 
 func notIndeterminate(s store.State) error {

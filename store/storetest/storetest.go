@@ -41,7 +41,7 @@ const waitBound = 5 * time.Second
 // with any other store it returned (its own schema, table or key prefix),
 // and should register its own cleanup with t.Cleanup.
 //
-// The cases are grouped by area: Claim, Fence, Wait, Resolve, Trail, ResolveGone, List, Backlog, Tenant,
+// The cases are grouped by area: Claim, Fence, Wait, Resolve, Trail, ResolveGone, StaleResolve, List, Backlog, Tenant,
 // Retention, Outcome, Validation and Undo.
 func Run(t *testing.T, newStore func(t *testing.T, cfg Config) store.Store) {
 	t.Helper()
@@ -77,6 +77,7 @@ func areas() []area {
 		{"Resolve", resolveCases()},
 		{"Trail", trailCases()},
 		{"ResolveGone", goneCases()},
+		{"StaleResolve", staleCases()},
 		{"List", listCases()},
 		{"Backlog", backlogCases()},
 		{"Tenant", tenantCases()},
