@@ -240,8 +240,9 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 			}
 			var notified int64
 			o := p.Origin
+			lease, expires := s.claimTimes(now, p.Lease)
 			row := s.pool.QueryRow(ctx, s.sql.claim, p.Tenant, p.Key, p.Holder, token,
-				now.Add(p.Lease), now.Add(s.opts.TTL), now, p.Supersede, s.opts.NotifyChannel, payloadFor(p.Tenant, p.Key),
+				lease, expires, now, p.Supersede, s.opts.NotifyChannel, payloadFor(p.Tenant, p.Key),
 				o.WorkflowID, o.RunID, o.ActivityType, o.ActivityID, o.Attempt)
 			err = scanRecord(row, &rec, &acquired, &notified)
 		}
@@ -306,7 +307,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 // deleted between the two statements), for the caller to run it again.
 func (s *Store) claimFast(ctx context.Context, p store.ClaimParams, token int64, now time.Time) (rec store.Record, acquired bool, err error) {
 	o := p.Origin
-	lease, expires := now.Add(p.Lease), now.Add(s.opts.TTL)
+	lease, expires := s.claimTimes(now, p.Lease)
 	b := &pgx.Batch{}
 	b.Queue(s.sql.claimInsert, p.Tenant, p.Key, p.Holder, token, lease, expires, now,
 		o.WorkflowID, o.RunID, o.ActivityType, o.ActivityID, o.Attempt)
@@ -329,6 +330,17 @@ func (s *Store) claimFast(ctx context.Context, p store.ClaimParams, token int64,
 		Tenant: p.Tenant, Key: p.Key, State: store.StatePending, Holder: p.Holder, Token: token,
 		LeaseUntil: lease, ExpiresAt: expires, CreatedAt: now, UpdatedAt: now, Origin: o,
 	}, true, nil
+}
+
+// claimTimes returns the lease deadline and the expiry of a claim made at
+// now: the retention window, never ending before the lease (a lease longer
+// than the TTL), so the key is not free while its holder may be running.
+func (s *Store) claimTimes(now time.Time, lease time.Duration) (leaseUntil, expires time.Time) {
+	leaseUntil, expires = now.Add(lease), now.Add(s.opts.TTL)
+	if expires.Before(leaseUntil) {
+		expires = leaseUntil
+	}
+	return leaseUntil, expires
 }
 
 // stale reports whether a row the claim statement read but did not take

@@ -112,10 +112,12 @@ func (m *Memory) Claim(ctx context.Context, params ClaimParams) (Result, error) 
 		Holder:     params.Holder,
 		Token:      m.newToken(rec),
 		LeaseUntil: now.Add(params.Lease),
-		ExpiresAt:  now.Add(m.ttl),
-		CreatedAt:  now,
-		UpdatedAt:  now,
-		Origin:     params.Origin,
+		// Never before the lease ends (a lease longer than the TTL), so the
+		// key is not free while its holder may still be running.
+		ExpiresAt: later(now.Add(m.ttl), now.Add(params.Lease)),
+		CreatedAt: now,
+		UpdatedAt: now,
+		Origin:    params.Origin,
 	}
 	m.put(fresh)
 	return Result{Status: StatusAcquired, Record: copyRecord(fresh)}, nil

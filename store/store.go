@@ -346,7 +346,8 @@ type ClaimParams struct {
 	// Holder names the caller, for the record and for operators. Required.
 	Holder string
 	// Lease is how long the claim holds before waiters may presume the holder
-	// dead, unless renewed. Required, positive.
+	// dead, unless renewed. Required, positive. The record's retention
+	// window never ends before the lease does, however long it is.
 	Lease time.Duration
 	// Origin names the claiming execution, kept with the record for
 	// operators. Optional.

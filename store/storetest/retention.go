@@ -52,6 +52,28 @@ func retentionCases() []testCase {
 			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionFree}))
 			assert.Equal(t, store.StatusAcquired, h.claim(t, "k", "worker-2").Status, "decided, the key is free")
 		}},
+		{"ClaimLeaseLongerThanTheWindow", func(t *testing.T, h *harness) {
+			// A lease longer than the retention window: the record must
+			// outlive the lease, as a renewal's does, or it expires under
+			// a holder still within its lease and a duplicate finds the
+			// key free and runs the effect a second time. Sweep leaves it
+			// too.
+			now := h.clock.Now()
+			lease := 2 * h.ttl
+			res, err := h.s.Claim(h.ctx, store.ClaimParams{Tenant: h.tenant, Key: "k", Holder: "slow", Lease: lease})
+			require.NoError(t, err)
+			require.Equal(t, store.StatusAcquired, res.Status)
+			assertTime(t, now.Add(lease), res.Record.LeaseUntil, "LeaseUntil")
+			assert.False(t, res.Record.ExpiresAt.Before(res.Record.LeaseUntil), "ExpiresAt %v ends before the lease %v", res.Record.ExpiresAt, res.Record.LeaseUntil)
+			assert.False(t, h.lookup(t, "k").ExpiresAt.Before(now.Add(lease)), "ExpiresAt as stored ends before the lease")
+			h.clock.Advance(h.ttl + time.Second)
+			_, err = h.s.Sweep(h.ctx, store.SweepParams{})
+			require.NoError(t, err)
+			dup := h.claim(t, "k", "duplicate")
+			require.Equal(t, store.StatusHeld, dup.Status, "within the holder's lease the key is held, past the retention window or not")
+			assert.False(t, dup.LeaseExpired)
+			require.NoError(t, h.s.Complete(h.ctx, store.CompleteParams{Tenant: h.tenant, Key: "k", Token: res.Record.Token, Outcome: []byte("x")}))
+		}},
 		{"RenewingClaimNeverExpires", func(t *testing.T, h *harness) {
 			// A holder that keeps renewing is alive: its record must outlive
 			// any number of retention windows, or a waiting duplicate would
