@@ -1,6 +1,7 @@
 package interceptor
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -485,6 +486,13 @@ func (x *execution) record(ctx context.Context, payloads *commonpb.Payloads) {
 		})
 	}
 	completed := func(ctx context.Context) { x.observe(ctx, EventCompleted, nil) }
+	// A Complete whose answer was lost and that is made again finds the
+	// claim no longer pending: completed, under this token, with this
+	// outcome, and by no person's decision, it is this execution's own.
+	landed := func(rec store.Record, err error) bool {
+		return err == nil && rec.Token == x.token && rec.State == store.StateCompleted &&
+			rec.Resolution.Action == 0 && bytes.Equal(rec.Outcome, outcome)
+	}
 	backoff := x.opts.RecordBackoff
 	var err error
 	for attempt := 0; attempt < x.opts.RecordAttempts; attempt++ {
@@ -493,14 +501,14 @@ func (x *execution) record(ctx context.Context, payloads *commonpb.Payloads) {
 			case <-ctx.Done():
 				// The store did not answer within StoreTimeout: a store
 				// that is down, as far as this call can tell.
-				x.settleLater(ctx, "recording the outcome", errors.Join(err, ctx.Err()), complete, completed)
+				x.settleLater(ctx, "recording the outcome", errors.Join(err, ctx.Err()), complete, completed, landed)
 				return
 			case <-time.After(backoff):
 			}
 			backoff *= 2
 		}
 		err = complete(ctx)
-		if err == nil {
+		if err == nil || (attempt > 0 && errors.Is(err, store.ErrNotHolder) && x.settled(ctx, landed)) {
 			completed(ctx)
 			return
 		}
@@ -510,7 +518,18 @@ func (x *execution) record(ctx context.Context, payloads *commonpb.Payloads) {
 			return // retrying cannot help
 		}
 	}
-	x.settleLater(ctx, "recording the outcome", err, complete, completed)
+	x.settleLater(ctx, "recording the outcome", err, complete, completed, landed)
+}
+
+// settled reports whether the key's record shows that a write of this
+// execution whose answer was lost did land, by done's judgement of what
+// Lookup returns. A store that cannot be read says nothing: false.
+func (x *execution) settled(ctx context.Context, done func(store.Record, error) bool) bool {
+	rec, err := x.opts.Store.Lookup(ctx, store.LookupParams{Tenant: x.tenant, Key: x.key})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return false
+	}
+	return done(rec, err)
 }
 
 // maxOrphanBackoff caps the pause between background attempts to settle an
@@ -525,9 +544,11 @@ const maxOrphanBackoff = 5 * time.Second
 // claim would stay pending until a duplicate found its lease run out — and
 // after a run's last call no duplicate ever comes. The attempts are fenced
 // by the claim's token: if the key was taken over meanwhile, the store
-// refuses and nothing is overwritten.
+// refuses and nothing is overwritten. An attempt refused because an earlier
+// one landed with its answer lost is told apart by done (see settled) and
+// counts as landed.
 func (x *execution) settleLater(ctx context.Context, what string, err error,
-	write func(context.Context) error, landed func(context.Context)) {
+	write func(context.Context) error, landed func(context.Context), done func(store.Record, error) bool) {
 	if x.opts.OrphanRetry <= 0 {
 		x.orphaned(ctx, fmt.Errorf("%s: %w", what, err))
 		return
@@ -546,12 +567,12 @@ func (x *execution) settleLater(ctx context.Context, what string, err error,
 		defer cancel()
 		stop := context.AfterFunc(bg, cancel)
 		defer stop()
-		x.settleInBackground(ctx, what, write, landed)
+		x.settleInBackground(ctx, what, write, landed, done)
 	})
 }
 
 func (x *execution) settleInBackground(ctx context.Context, what string,
-	write func(context.Context) error, landed func(context.Context)) {
+	write func(context.Context) error, landed func(context.Context), done func(store.Record, error) bool) {
 	ctx, cancel := context.WithTimeout(ctx, x.opts.OrphanRetry)
 	defer cancel()
 	backoff := x.opts.RecordBackoff
@@ -566,6 +587,9 @@ func (x *execution) settleInBackground(ctx context.Context, what string,
 		backoff = min(2*backoff, maxOrphanBackoff)
 		sctx, scancel := context.WithTimeout(ctx, x.opts.StoreTimeout)
 		err := write(sctx)
+		if err != nil && errors.Is(err, store.ErrNotHolder) && x.settled(sctx, done) {
+			err = nil // an earlier attempt landed; its answer was lost
+		}
 		scancel()
 		switch {
 		case err == nil:
@@ -598,13 +622,20 @@ func (x *execution) release(ctx context.Context, cause error) {
 		return x.opts.Store.Release(ctx, store.ReleaseParams{Tenant: x.tenant, Key: x.key, Token: x.token})
 	}
 	released := func(ctx context.Context) { x.observe(ctx, EventReleased, cause) }
+	// A release whose answer was lost left the key free. (A key claimed
+	// again since reads as not freed: the retry settles that, fenced.)
+	freed := func(_ store.Record, err error) bool { return errors.Is(err, store.ErrNotFound) }
 	if err := release(ctx); err != nil {
 		// The claim stays pending until the store answers again or its
 		// lease runs out; the retry, an attempt of this same activity,
 		// waits for either.
 		x.storeError(ctx, fmt.Errorf("releasing the claim: %w", err))
-		if retriable(err) {
-			x.settleLater(ctx, "releasing the claim", err, release, released)
+		switch {
+		case !retriable(err):
+		case x.settled(ctx, freed):
+			released(ctx) // it landed; only its answer was lost
+		default:
+			x.settleLater(ctx, "releasing the claim", err, release, released, freed)
 		}
 		return
 	}
@@ -623,12 +654,17 @@ func (x *execution) markIndeterminate(ctx context.Context, reason activity.Reaso
 			Tenant: x.tenant, Key: x.key, Token: x.token, Reason: string(reason) + ": " + cause.Error(),
 		})
 	}
+	// A mark whose answer was lost left the record indeterminate under
+	// this token, which only this execution holds.
+	marked := func(rec store.Record, err error) bool {
+		return err == nil && rec.Token == x.token && rec.State == store.StateIndeterminate
+	}
 	if err := mark(ctx); err != nil {
 		x.storeError(ctx, fmt.Errorf("marking the claim indeterminate: %w", err))
-		if retriable(err) {
+		if retriable(err) && !x.settled(ctx, marked) {
 			// The indeterminate event below already reports the call; the
 			// mark landing later is counted, not reported again.
-			x.settleLater(ctx, "marking the claim indeterminate", err, mark, nil)
+			x.settleLater(ctx, "marking the claim indeterminate", err, mark, nil, marked)
 		}
 	}
 	return x.indeterminate(ctx, reason, entered, cause)

@@ -226,6 +226,33 @@ type faultyStore struct {
 	mu sync.Mutex
 	// down holds, per method name, how many of its next calls fail.
 	down map[string]int
+	// lost holds, per method name, how many of its next calls (after those
+	// that fail) take effect and then fail as an answer lost on the way
+	// back does.
+	lost map[string]int
+}
+
+// loseNext makes the next n calls of op, once those set to fail have,
+// take effect and then fail as unreachable: the store did the write, its
+// answer never arrived.
+func (f *faultyStore) loseNext(op string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lost == nil {
+		f.lost = make(map[string]int)
+	}
+	f.lost[op] = n
+}
+
+// answer is what a call of op that took effect with err returns.
+func (f *faultyStore) answer(op string, err error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil && f.lost[op] > 0 {
+		f.lost[op]--
+		return store.Unavailable("test "+op, errors.New("answer lost"))
+	}
+	return err
 }
 
 // setDown makes every call of op fail (down) or none.
@@ -268,21 +295,21 @@ func (f *faultyStore) Complete(ctx context.Context, p store.CompleteParams) erro
 	if err := f.fault("Complete"); err != nil {
 		return err
 	}
-	return f.Memory.Complete(ctx, p)
+	return f.answer("Complete", f.Memory.Complete(ctx, p))
 }
 
 func (f *faultyStore) Release(ctx context.Context, p store.ReleaseParams) error {
 	if err := f.fault("Release"); err != nil {
 		return err
 	}
-	return f.Memory.Release(ctx, p)
+	return f.answer("Release", f.Memory.Release(ctx, p))
 }
 
 func (f *faultyStore) MarkIndeterminate(ctx context.Context, p store.MarkIndeterminateParams) error {
 	if err := f.fault("MarkIndeterminate"); err != nil {
 		return err
 	}
-	return f.Memory.MarkIndeterminate(ctx, p)
+	return f.answer("MarkIndeterminate", f.Memory.MarkIndeterminate(ctx, p))
 }
 
 func (f *faultyStore) Renew(ctx context.Context, p store.RenewParams) (time.Time, error) {
