@@ -61,7 +61,11 @@
 // give errors matching [store.ErrUnavailable]; the caller's own context
 // ending gives the context's error; serialization failures and deadlocks
 // are retried a bounded number of times; a missing table gives
-// [ErrNoSchema].
+// [ErrNoSchema]. A claim whose answer never arrived (the context ended, or
+// the connection broke, after the statement was sent) is undone by its
+// token before Claim returns, removing only what it created (the rule of
+// [store.Store.Claim]): a claim of a free key is deleted, a takeover is
+// left pending with its lease ended.
 //
 // # Listing
 //

@@ -116,7 +116,10 @@
 // acquired claim wait, with WAIT on the connection that wrote it, until that
 // many replicas have it; a claim not acknowledged in time is taken back and
 // fails with [ErrNotReplicated], which matches [store.ErrUnavailable], so
-// the body never runs on it. It costs a replica round trip per claim (1.56×
+// the body never runs on it. Taking it back removes only what the claim
+// created (the rule of [store.Store.Claim]): a claim of a free key is
+// deleted, a takeover is left pending with its lease ended, so the lost
+// holder's key is never left free. It costs a replica round trip per claim (1.56×
 // the median claim latency on loopback) and makes a master's slots refuse
 // claims while it has no live replica. docs/RELIABILITY.md has the figures
 // of a real Cluster failing over, and what each deployment shape promises.
@@ -133,7 +136,9 @@
 // (LOADING, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, READONLY, NOREPLICAS, and MOVED
 // or ASK past the client's redirections) match [store.ErrUnavailable] and
 // keep the cause. The caller's own cancelled or
-// expired context returns the context's error; a Claim interrupted that way
-// takes back the claim it may have made. Other Redis errors are wrapped with
-// the operation's name.
+// expired context returns the context's error; a Claim interrupted that way,
+// or whose answer a broken connection or a timeout lost, takes back the
+// claim it may have made, by the same rule. A claim script that go-redis
+// sends again after a lost answer finds its own claim and answers
+// "acquired". Other Redis errors are wrapped with the operation's name.
 package redisstore
