@@ -92,13 +92,50 @@ func TestProbeUnsettledAgainstServer(t *testing.T) {
 				assert.False(t, errors.As(err, &timeout), "the answer reached Temporal before the deadline")
 				assert.Equal(t, 1, e.ledger.Calls("BA117"), "not retried")
 				assert.Zero(t, e.ledger.Effects("BA117"))
-				assert.Equal(t, 1, e.events.count(interceptor.EventProbeUnsettled))
+				late := tt.name == "SlowerThanDeadline"
+				assert.Equal(t, map[bool]int{false: 1}[late], e.events.count(interceptor.EventProbeUnsettled))
+				assert.Equal(t, map[bool]int{true: 1}[late], e.events.count(interceptor.EventProbeLate))
 				rec, err := st.Lookup(context.Background(), store.LookupParams{Tenant: "acme", Key: o.Key})
 				require.NoError(t, err)
 				assert.Equal(t, store.StateIndeterminate, rec.State)
 			})
 		})
 	}
+}
+
+// A probe slower than StoreTimeout, within the activity's time, against a
+// healthy store: the landed answer is recorded (the store writes get a
+// StoreTimeout of their own once the probe answered), nothing is reported
+// as a store error or an orphaned claim, and the seat was booked once.
+func TestProbeSlowerThanStoreTimeoutAgainstServer(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		const storeTimeout = 200 * time.Millisecond
+		a := &airline{lostAnswers: 1, probe: true}
+		a.probeAnswer = func(_ context.Context, req activity.ProbeRequest) (activity.ProbeAnswer, error) {
+			time.Sleep(5 * storeTimeout) // a slow lookup; the activity has seconds left
+			a.mu.Lock()
+			seat, ok := a.bookings[req.Key]
+			a.mu.Unlock()
+			if !ok {
+				return activity.AnswerNotLanded(), nil
+			}
+			return activity.AnswerLanded(seat), nil
+		}
+		e := newAirlineEnvWith(t, st, activity.KindEffectful, a, interceptor.Options{Lease: 2 * time.Second, StoreTimeout: storeTimeout})
+		var seat string
+		require.NoError(t, e.execute("acme", OneBooking, &seat, "BA117", 10*time.Second, 500*time.Millisecond))
+		assert.True(t, strings.HasPrefix(seat, "seat 1 on BA117"), seat)
+		assert.Equal(t, 1, e.ledger.Effects("BA117"), "one booking")
+		assert.Equal(t, 1, e.ledger.Calls("BA117"), "no second attempt")
+		assert.Equal(t, 1, e.events.count(interceptor.EventProbeLanded))
+		assert.Zero(t, e.events.count(interceptor.EventStoreError))
+		assert.Zero(t, e.events.count(interceptor.EventOrphaned))
+		key := completedKey(t, e.events)
+		rec, err := st.Lookup(context.Background(), store.LookupParams{Tenant: "acme", Key: key})
+		require.NoError(t, err)
+		assert.Equal(t, store.StateCompleted, rec.State)
+	})
 }
 
 // A worker died holding the key (its claim is left pending and its lease

@@ -361,8 +361,9 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 	stop()
 
 	// The body has returned: what follows must happen even if the
-	// activity's context has ended.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), x.opts.StoreTimeout)
+	// activity's context has ended. An outcome left to the probe gets a
+	// store budget of its own once the probe has answered (unknownOutcome).
+	sctx, cancel := x.storeContext(ctx)
 	defer cancel()
 
 	if superseded.Load() {
@@ -384,14 +385,14 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 	if panicked != nil {
 		perr := fmt.Errorf("activity panicked: %v", panicked)
 		if x.kind == activity.KindEffectful {
-			return x.unknownOutcome(ctx, sctx, activity.ReasonBodyFailed, true, perr)
+			return x.unknownOutcome(ctx, activity.ReasonBodyFailed, true, perr)
 		}
 		x.release(sctx, perr)
 		panic(panicked)
 	}
 	if err != nil {
 		if x.kind == activity.KindEffectful && !activity.IsNoEffect(err) {
-			return x.unknownOutcome(ctx, sctx, activity.ReasonBodyFailed, true, err)
+			return x.unknownOutcome(ctx, activity.ReasonBodyFailed, true, err)
 		}
 		err = activity.UnwrapNoEffect(err)
 		x.release(sctx, err)
@@ -403,7 +404,7 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 		// The body ran but its result cannot cross the wire; Temporal would
 		// fail the attempt the same way.
 		if x.kind == activity.KindEffectful {
-			return x.unknownOutcome(ctx, sctx, activity.ReasonBodyFailed, true, encErr)
+			return x.unknownOutcome(ctx, activity.ReasonBodyFailed, true, encErr)
 		}
 		x.release(sctx, encErr)
 		return nil, encErr
@@ -676,9 +677,14 @@ func (x *execution) markIndeterminate(ctx context.Context, reason activity.Reaso
 // without entering the body.
 func (x *execution) holderLost(ctx context.Context, lost *store.Record) (any, error) {
 	cause := fmt.Errorf("holder %q stopped answering without recording an outcome", lost.Holder)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), x.opts.StoreTimeout)
-	defer cancel()
-	return x.unknownOutcome(ctx, sctx, activity.ReasonHolderLost, false, cause)
+	return x.unknownOutcome(ctx, activity.ReasonHolderLost, false, cause)
+}
+
+// storeContext bounds the store calls that settle a claim once its body
+// (or its probe) has returned: StoreTimeout from now, whether or not the
+// activity's context has ended.
+func (x *execution) storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), x.opts.StoreTimeout)
 }
 
 // indeterminate reports and returns the non-retryable indeterminate error.

@@ -54,9 +54,12 @@
 //     with the retryable [ErrorTypeNotLanded] error, so the retry policy
 //     runs the activity again ([EventProbeNotLanded], then
 //     [EventReleased]). Cannot tell, an error, a panic, a result of the
-//     wrong type, or no answer in time: indeterminate as without a probe
-//     ([EventProbeUnsettled], then [EventIndeterminate]). A claim taken over
-//     while the probe runs writes nothing. An outcome the probe left
+//     wrong type: indeterminate as without a probe ([EventProbeUnsettled],
+//     then [EventIndeterminate]); no answer in time: the same, reported as
+//     [EventProbeLate]. The store writes that settle what the probe said get
+//     Options.StoreTimeout of their own, counted from its answer, so a slow
+//     probe never reads as a store outage. A claim taken over while the
+//     probe runs writes nothing. An outcome the probe left
 //     unsettled says why in its Cause ("probe: cannot tell", or the probe's
 //     error), which is what a person deciding it reads. The probe is never
 //     asked where

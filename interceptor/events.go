@@ -60,10 +60,17 @@ const (
 	// the key is freed (EventReleased follows) and the call fails with the
 	// retryable ErrorTypeNotLanded error, so its retry policy runs it again.
 	EventProbeNotLanded
-	// EventProbeUnsettled: the probe could not tell, failed (Event.Err says
-	// how) or did not answer before the activity's deadline; the outcome is
-	// indeterminate as without a probe (EventIndeterminate follows).
+	// EventProbeUnsettled: the probe could not tell or failed (Event.Err
+	// says how); the outcome is indeterminate as without a probe
+	// (EventIndeterminate follows).
 	EventProbeUnsettled
+	// EventProbeLate: the probe did not answer within its time — the
+	// activity's remaining time less a margin to report it, or StoreTimeout
+	// when the body had outlived the activity — and was given up on
+	// (Event.Err says so); the outcome is indeterminate as without a probe
+	// (EventIndeterminate follows). Its slowness is its own: the store
+	// writes after it get their own StoreTimeout.
+	EventProbeLate
 )
 
 // String returns the event's name.
@@ -97,6 +104,8 @@ func (k EventKind) String() string {
 		return "probe_not_landed"
 	case EventProbeUnsettled:
 		return "probe_unsettled"
+	case EventProbeLate:
+		return "probe_late"
 	default:
 		return "unknown"
 	}
@@ -122,8 +131,8 @@ type Event struct {
 	// reason the outcome would have been indeterminate).
 	Reason activity.Reason
 	// Err is the error behind EventStoreError, EventOrphaned,
-	// EventReleased, EventIndeterminate, EventSuperseded and
-	// EventProbeUnsettled, if any.
+	// EventReleased, EventIndeterminate, EventSuperseded,
+	// EventProbeUnsettled and EventProbeLate, if any.
 	Err error
 	// Duration is how long the store took to answer the claim
 	// (EventClaimed, EventDeduplicated) or how long the execution waited
@@ -169,6 +178,7 @@ const (
 	MetricProbes               = "idempotency_probes"                // counter: probes asked
 	MetricProbeLanded          = "idempotency_probe_landed"          // counter: outcomes a probe settled as landed
 	MetricProbeNotLanded       = "idempotency_probe_not_landed"      // counter: outcomes a probe settled as not landed
-	MetricProbeUnsettled       = "idempotency_probe_unsettled"       // counter: probes that could not tell, failed or timed out
+	MetricProbeUnsettled       = "idempotency_probe_unsettled"       // counter: probes that could not tell or failed
+	MetricProbeLate            = "idempotency_probe_late"            // counter: probes given up on because they did not answer in time
 	MetricProbeLatency         = "idempotency_probe_latency"         // timer: how long a probe took
 )

@@ -134,8 +134,11 @@ type Options struct {
 	// DefaultOrphanRetry.
 	OrphanRetry time.Duration
 	// StoreTimeout bounds the store calls made after the body returned,
-	// which run even when the activity's context has ended. Defaults to
-	// DefaultStoreTimeout.
+	// which run even when the activity's context has ended. When the
+	// declaration's probe is asked first, the calls that settle what it
+	// answered get StoreTimeout of their own, counted from its answer: the
+	// probe's time is bounded by the activity's remaining time, not by
+	// this. Defaults to DefaultStoreTimeout.
 	StoreTimeout time.Duration
 	// DataConverter encodes the outcomes recorded in the store. It never
 	// encodes what reaches Temporal: the result of a declared activity, also

@@ -133,7 +133,8 @@ func TestEventKindString(t *testing.T) {
 		{interceptor.EventProbeLanded, "probe_landed"},
 		{interceptor.EventProbeNotLanded, "probe_not_landed"},
 		{interceptor.EventProbeUnsettled, "probe_unsettled"},
-		{interceptor.EventProbeUnsettled + 1, "unknown"},
+		{interceptor.EventProbeLate, "probe_late"},
+		{interceptor.EventProbeLate + 1, "unknown"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

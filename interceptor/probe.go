@@ -30,11 +30,14 @@ var errProbeLate = errors.New("idempotency: the probe did not answer before the 
 // execution holds the claim: the body failed, or the key was taken over from
 // a holder that stopped answering. With a probe declared it asks the
 // downstream first; otherwise, and when the probe cannot tell, it marks the
-// claim indeterminate. actx is the activity's context (the probe's time is
-// bounded by it); sctx bounds the store writes that follow.
-func (x *execution) unknownOutcome(actx, sctx context.Context, reason activity.Reason, entered bool, cause error) (any, error) {
+// claim indeterminate. actx is the activity's context: the probe's time is
+// bounded by it, and the store writes that follow get StoreTimeout of their
+// own, counted from when the probe answered, however long it took.
+func (x *execution) unknownOutcome(actx context.Context, reason activity.Reason, entered bool, cause error) (any, error) {
 	probe := x.decl.Probe()
 	if probe == nil {
+		sctx, cancel := x.storeContext(actx)
+		defer cancel()
 		return nil, x.markIndeterminate(sctx, reason, entered, cause)
 	}
 	// The claim stays this execution's while the probe runs: its lease is
@@ -62,6 +65,11 @@ func (x *execution) unknownOutcome(actx, sctx context.Context, reason activity.R
 	})
 	ans, perr := x.askProbe(pctx, probe, reason, entered)
 	stop()
+	// The probe's time was its own: the writes that settle what it said
+	// start with a full StoreTimeout, so a slow probe never reads as a
+	// store outage.
+	sctx, cancelStore := x.storeContext(actx)
+	defer cancelStore()
 	if superseded.Load() {
 		// The key is another caller's now: nothing may be written under
 		// it, whatever the probe said.
@@ -92,7 +100,13 @@ func (x *execution) unknownOutcome(actx, sctx context.Context, reason activity.R
 	if perr == nil && ans.Landing != activity.CannotTell {
 		perr = fmt.Errorf("idempotency: the probe answered an unknown landing %d", ans.Landing)
 	}
-	x.probed(sctx, EventProbeUnsettled, MetricProbeUnsettled, reason, perr)
+	if errors.Is(perr, errProbeLate) {
+		// Slowness of the probe's own, told apart from a probe that could
+		// not tell or failed.
+		x.probed(sctx, EventProbeLate, MetricProbeLate, reason, perr)
+	} else {
+		x.probed(sctx, EventProbeUnsettled, MetricProbeUnsettled, reason, perr)
+	}
 	if perr != nil {
 		cause = fmt.Errorf("%w (probe: %w)", cause, perr)
 	} else {

@@ -93,10 +93,10 @@ type probed struct {
 }
 
 // probeHarness returns the harness with Charge declared and probed.
-func probeHarness(t *testing.T) (*probed, *downstream) {
+func probeHarness(t *testing.T, configure ...func(*interceptor.Options)) (*probed, *downstream) {
 	t.Helper()
 	d := &downstream{landed: map[string]Booking{}}
-	h := &probed{harness: newHarness(t)}
+	h := &probed{harness: newHarness(t, configure...)}
 	h.charger = &charger{acts: h.acts, down: d}
 	decl, err := activity.Effectful(h.charger.Charge, "flight").WithProbe(d.probe)
 	require.NoError(t, err)
@@ -301,12 +301,14 @@ func TestProbeSlowerThanDeadline(t *testing.T) {
 		return activity.AnswerLanded(Booking{Call: 99}), nil
 	}
 	h.acts.on("Charge", func(context.Context, int, BookRequest) error { return errors.New("gateway timeout") })
+	metrics := newCountingHandler()
+	h.suite.SetMetricsHandler(metrics)
 	env := h.workflowEnv(t, "acme")
 	env.RegisterActivity(h.charger.Charge)
 	env.RegisterWorkflow(ChargeOnce)
-	unsettled := h.rec.next(interceptor.EventProbeUnsettled)
+	late := h.rec.next(interceptor.EventProbeLate)
 	env.ExecuteWorkflow(ChargeOnce, "BA117")
-	ev := receive(t, unsettled, "the probe to be given up on")
+	ev := receive(t, late, "the probe to be given up on")
 	require.Error(t, ev.Err)
 	assert.Contains(t, ev.Err.Error(), "did not answer before the activity's deadline")
 	close(release)
@@ -320,6 +322,60 @@ func TestProbeSlowerThanDeadline(t *testing.T) {
 	require.NoError(t, lerr)
 	assert.Equal(t, store.StateIndeterminate, rec.State, "the late answer is not recorded")
 	assert.Zero(t, h.rec.count(interceptor.EventProbeLanded))
+	assert.Zero(t, h.rec.count(interceptor.EventProbeUnsettled), "reported as late, not as unable to tell")
+	assert.Equal(t, int64(1), metrics.counter(interceptor.MetricProbeLate, "Charge", "EFFECTFUL"))
+	assert.Zero(t, metrics.counter(interceptor.MetricProbeUnsettled, "Charge", "EFFECTFUL"))
+}
+
+// A probe that takes longer than StoreTimeout, well within the activity's
+// time, on a healthy store: what it answers is recorded. The store calls
+// that settle the outcome get StoreTimeout of their own once the probe has
+// answered, so a slow probe never reads as a store outage (no store error,
+// no orphaned claim, no record left pending after the call returned). Both
+// paths that probe are covered: a body that failed, and a key taken over
+// from a lost holder.
+func TestProbeSlowerThanStoreTimeout(t *testing.T) {
+	t.Parallel()
+	const storeTimeout = 20 * time.Millisecond
+	slow := func(d *downstream) {
+		d.answer = func(_ context.Context, req activity.ProbeRequest) (activity.ProbeAnswer, error) {
+			time.Sleep(10 * storeTimeout) // the activity has minutes left
+			return activity.AnswerLanded(Booking{Flight: "BA117", Call: 7, Key: string(req.Key)}), nil
+		}
+	}
+	t.Run("BodyFailed", func(t *testing.T) {
+		t.Parallel()
+		h, d := probeHarness(t, func(o *interceptor.Options) { o.StoreTimeout = storeTimeout })
+		slow(d)
+		h.acts.on("Charge", func(context.Context, int, BookRequest) error { return errors.New("gateway timeout") })
+		env := h.probeEnv(t)
+		got, err := book(env, h.charger.Charge, BookRequest{Flight: "BA117"})
+		require.NoError(t, err, "the probe found the effect")
+		assert.Equal(t, 7, got.Call)
+		rec, err := h.lookup(t, "acme", got.Key)
+		require.NoError(t, err)
+		assert.Equal(t, store.StateCompleted, rec.State, "the probe's answer is recorded when the call returns")
+		assert.Equal(t, []interceptor.EventKind{
+			interceptor.EventClaimed, interceptor.EventProbeLanded, interceptor.EventCompleted,
+		}, h.rec.kinds(), "no store_error, no orphaned")
+	})
+	t.Run("HolderLost", func(t *testing.T) {
+		t.Parallel()
+		h, d := probeHarness(t, func(o *interceptor.Options) { o.StoreTimeout = storeTimeout })
+		slow(d)
+		env := h.probeEnv(t)
+		req := BookRequest{Flight: "BA117"}
+		key, _ := h.preclaim(t, env, "Charge", req, time.Second)
+		o := receive(t, h.runPastLease(t, env, h.charger.Charge, req, false), "the execution")
+		require.NoError(t, o.err, "the probe found the lost holder's effect")
+		assert.Equal(t, 7, o.booking.Call)
+		rec, err := h.lookup(t, "acme", key)
+		require.NoError(t, err)
+		assert.Equal(t, store.StateCompleted, rec.State, "the probe's answer is recorded when the call returns")
+		assert.Zero(t, h.rec.count(interceptor.EventStoreError))
+		assert.Zero(t, h.rec.count(interceptor.EventOrphaned))
+		assert.Equal(t, 1, h.rec.count(interceptor.EventCompleted))
+	})
 }
 
 // Probes are counted by what they settled.
