@@ -22,8 +22,11 @@ const (
 	// was cancelled; its effect may have landed.
 	ReasonBodyFailed Reason = "body_failed"
 	// ReasonKeyNotDerivable: no key could be derived (a named key argument
-	// is absent, the tenant could not be resolved, a value has no canonical
-	// form), so the execution could not be deduplicated.
+	// is absent, a value has no canonical form), so the execution could not
+	// be deduplicated. An execution with no tenant, or one no store
+	// accepts, fails with the interceptor's configuration errors instead
+	// (IdempotencyNoTenant, IdempotencyInvalidTenant): no person decides
+	// those.
 	ReasonKeyNotDerivable Reason = "key_not_derivable"
 	// ReasonStoreUnavailable: the store could not be reached. A store that
 	// is down does not read as permission.

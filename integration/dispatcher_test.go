@@ -283,13 +283,15 @@ func TestTenantsAreIsolated(t *testing.T) {
 }
 
 // A workflow started without a tenant cannot derive a key: an EFFECTFUL
-// activity is never entered.
+// activity is never entered, and the call fails at once, not retried, with
+// the configuration error (not an indeterminate outcome).
 func TestNoTenantNeverEntersEffectfulBody(t *testing.T) {
 	t.Parallel()
 	e := newAirlineEnv(t, stores[0].open(t), activity.KindEffectful, &airline{})
 	var result string
 	err := e.execute("", OneBooking, &result, "BA117", 10*time.Second, time.Second)
-	o := requireIndeterminate(t, err, activity.ReasonKeyNotDerivable)
-	assert.False(t, o.BodyEntered)
+	requireNoTenant(t, err)
 	assert.Equal(t, 0, e.ledger.Calls("BA117"))
+	assert.Equal(t, 1, e.events.count(interceptor.EventMisconfigured), "one attempt: not retried")
+	assert.Zero(t, e.events.count(interceptor.EventIndeterminate))
 }

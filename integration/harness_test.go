@@ -194,3 +194,17 @@ func requireIndeterminate(t *testing.T, err error, reason activity.Reason) activ
 	require.True(t, appErr.NonRetryable(), "the indeterminate error must be non-retryable")
 	return o
 }
+
+// requireNoTenant asserts err is the non-retryable no-tenant error, not an
+// indeterminate outcome.
+func requireNoTenant(t *testing.T, err error) *temporal.ApplicationError {
+	t.Helper()
+	require.Error(t, err)
+	var appErr *temporal.ApplicationError
+	require.Truef(t, errors.As(err, &appErr), "want an application error, got %v", err)
+	require.Equal(t, interceptor.ErrorTypeNoTenant, appErr.Type(), "%v", err)
+	require.True(t, appErr.NonRetryable())
+	_, indeterminate := activity.AsIndeterminate(err)
+	require.False(t, indeterminate, "no tenant is a configuration error, not an outcome a person decides")
+	return appErr
+}

@@ -19,7 +19,7 @@ import (
 // A workflow started by a client without the tenant propagator — as the
 // temporal CLI, the Web UI, a schedule or another SDK start one — runs
 // under the tenant of its memo, or the worker's default; without either
-// its declared calls fail as key_not_derivable.
+// its declared calls fail with the no-tenant configuration error.
 func TestTenantForWorkflowsStartedOutsideGo(t *testing.T) {
 	t.Parallel()
 	plain := server.GetDefaultClient() // no tenant propagator
@@ -49,7 +49,7 @@ func TestTenantForWorkflowsStartedOutsideGo(t *testing.T) {
 			var result string
 			err = run.Get(ctx, &result)
 			if tc.wantTenant == "" {
-				requireIndeterminate(t, err, activity.ReasonKeyNotDerivable)
+				requireNoTenant(t, err)
 				assert.Equal(t, 0, e.ledger.Calls("BA117"))
 				return
 			}

@@ -30,7 +30,7 @@ import (
 // policy applies to them as to any failure.
 const (
 	// ErrorTypeKeyNotDerivable: no key could be derived (a named key
-	// argument is absent, no tenant, a value with no canonical form).
+	// argument is absent, a value with no canonical form, no workflow run).
 	ErrorTypeKeyNotDerivable = "IdempotencyKeyNotDerivable"
 	// ErrorTypeStoreUnavailable: the store could not be reached.
 	ErrorTypeStoreUnavailable = "IdempotencyStoreUnavailable"
@@ -39,8 +39,21 @@ const (
 	ErrorTypeOutcomeUnreadable = "IdempotencyOutcomeUnreadable"
 	// ErrorTypeInvalidTenant: the execution's tenant breaks a rule every
 	// store applies (empty, longer than store.MaxTenantLength bytes, not
-	// UTF-8, a NUL byte). Non-retryable: it would be refused forever.
+	// UTF-8, a NUL byte). Non-retryable, for both kinds: it would be refused
+	// forever. A configuration error, reported as [EventMisconfigured]: the
+	// body never ran, so no person need decide anything.
 	ErrorTypeInvalidTenant = "IdempotencyInvalidTenant"
+	// ErrorTypeNoTenant: no tenant could be resolved for the execution
+	// (Options.Tenant found none; with the default [TenantFromHeader], the
+	// workflow carries none: no [TenantHeader] header, no [TenantMemo]
+	// memo holding a string, no Options.DefaultTenant on its worker). The
+	// message names those three ways, and says when the workflow's memo was
+	// there but held no tenant. Non-retryable, for both kinds: the tenant
+	// travels in the activity's header, which every retry carries
+	// unchanged. A configuration error, reported as [EventMisconfigured]:
+	// the body never ran, so no person need decide anything, and a workflow
+	// that waits for decisions (Options.AwaitDecision) does not wait on it.
+	ErrorTypeNoTenant = "IdempotencyNoTenant"
 	// ErrorTypeSuperseded: the body of an IDEMPOTENT activity was stopped
 	// because its claim was taken over while it ran. Retryable: the retry
 	// waits for the caller that took the key over and gets its answer.
@@ -53,7 +66,7 @@ const (
 // it. A body that sees it should stop; what it returns is not recorded.
 var ErrSuperseded = errors.New("idempotency: the claim was taken over by another caller")
 
-var errNoTenant = errors.New("idempotency: no tenant could be resolved for the execution")
+var errNoTenant = errors.New("no tenant could be resolved for the execution")
 
 type activityInbound struct {
 	interceptor.ActivityInboundInterceptorBase
@@ -128,7 +141,7 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 		tenant, ok = x.opts.DefaultTenant, true
 	}
 	if !ok {
-		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, errNoTenant)
+		return nil, x.noTenant(ctx)
 	}
 	if err := store.ValidateTenant(tenant); err != nil {
 		// No store would keep a record under this tenant: refuse it before
@@ -729,12 +742,37 @@ func (x *execution) notDeduplicable(ctx context.Context, reason activity.Reason,
 // error carries no key, and neither kind is retried: the tenant will be
 // refused the same way every time.
 func (x *execution) invalidTenant(ctx context.Context, cause error) error {
-	cause = fmt.Errorf("idempotency: the tenant cannot be stored: %w", cause)
-	if x.kind == activity.KindEffectful {
-		return x.indeterminate(ctx, activity.ReasonKeyNotDerivable, false, cause)
+	return x.misconfigured(ctx, ErrorTypeInvalidTenant, fmt.Errorf("the tenant cannot be stored: %w", cause))
+}
+
+// noTenant refuses an execution no tenant could be resolved for, saying how
+// to give its workflow one and, when its memo was there but held none, why.
+func (x *execution) noTenant(ctx context.Context) error {
+	if !x.root.tenantFromHeader {
+		return x.misconfigured(ctx, ErrorTypeNoTenant, fmt.Errorf("%w: Options.Tenant resolved none", errNoTenant))
 	}
+	why := "the workflow carries no tenant"
+	if p := tenantProblem(ctx); p != "" {
+		why += " (" + p + ")"
+	}
+	return x.misconfigured(ctx, ErrorTypeNoTenant, fmt.Errorf("%w: %s; give the workflow one: "+
+		"start it with interceptor.WithTenant(ctx, tenant) on a client whose ContextPropagators hold interceptor.TenantPropagator() "+
+		"(the %s header), or with the memo %s holding the tenant as a string "+
+		"(temporal workflow start --memo '%s=\"acme\"'), or set Options.DefaultTenant on its worker",
+		errNoTenant, why, TenantHeader, TenantMemo, TenantMemo))
+}
+
+// misconfigured refuses, before any store call, an execution the
+// configuration gives no usable tenant: non-retryable for both kinds, with
+// the error type typ, and reported as a configuration error, never as an
+// indeterminate outcome — the body did not run, so nobody need decide.
+func (x *execution) misconfigured(ctx context.Context, typ string, cause error) error {
+	x.count(MetricMisconfigured)
+	x.observe(ctx, EventMisconfigured, cause)
+	// The message says it all; the cause stays with the event (errors.Is),
+	// it would cross to the workflow as a second copy of the same words.
 	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("idempotency: activity %q was not run: %v", x.decl.Name(), cause), ErrorTypeInvalidTenant, cause)
+		fmt.Sprintf("idempotency: activity %q was not run: %v", x.decl.Name(), cause), typ, nil)
 }
 
 // storeFailed handles a store error before the body runs. The caller's own

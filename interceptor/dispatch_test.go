@@ -266,7 +266,6 @@ func TestKeyNotDerivable(t *testing.T) {
 		standalone bool
 		req        BookRequest
 	}{
-		{"NoTenant", "", false, BookRequest{Flight: "BA117"}},
 		{"MissingKeyArgument", "acme", false, BookRequest{RequestID: "a"}},
 		// A standalone activity is keyed by its activity ID (see
 		// standalone_test.go); without a tenant it has no key either.
@@ -462,12 +461,56 @@ func TestInvalidTenantRefusedBeforeTheStore(t *testing.T) {
 				h.faults.setDown("Claim", true)
 				env := h.activityEnv(t, "")
 				_, err := book(env, h.acts.Book, BookRequest{Flight: "BA117"})
-				o := requireIndeterminate(t, err, activity.ReasonKeyNotDerivable, false)
-				assert.Empty(t, o.Key, "no key: there is no record to wait on")
+				appErr := requireApplicationError(t, err, interceptor.ErrorTypeInvalidTenant)
+				assert.True(t, appErr.NonRetryable(), "a tenant that is refused now is refused forever")
+				_, ok := activity.AsIndeterminate(err)
+				assert.False(t, ok, "a configuration error, not an effect nobody can state: nobody is asked")
 				assert.Contains(t, err.Error(), tt.rule, "the message names the tenant rule")
 				assert.Zero(t, h.acts.ledger.total(), "the body is never entered")
 				assert.Zero(t, h.rec.count(interceptor.EventStoreError), "no store call")
+				assert.Zero(t, h.rec.count(interceptor.EventIndeterminate))
+				assert.Equal(t, 1, h.rec.count(interceptor.EventMisconfigured))
 			})
+		})
+	}
+}
+
+// An execution with no tenant is refused before any store call, for both
+// kinds, with the non-retryable ErrorTypeNoTenant error: the tenant travels
+// in the activity's header, which every retry carries unchanged, so a retry
+// cannot find one. It is a configuration error, not an outcome nobody can
+// state: its event and metric say misconfigured, never indeterminate, and
+// the message names the three ways to give a workflow a tenant.
+func TestNoTenant(t *testing.T) {
+	t.Parallel()
+	for _, kc := range dedupKinds {
+		t.Run(kc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			metrics := newCountingHandler()
+			h.suite.SetMetricsHandler(metrics)
+			h.faults.setDown("Claim", true) // any store call would show up as a store error
+			env := h.activityEnv(t, "")
+			_, err := book(env, kc.fn(h), BookRequest{Flight: "BA117"})
+			appErr := requireApplicationError(t, err, interceptor.ErrorTypeNoTenant)
+			assert.True(t, appErr.NonRetryable(), "no retry can find a tenant")
+			_, ok := activity.AsIndeterminate(err)
+			assert.False(t, ok, "not an indeterminate outcome: nothing ran, nobody need decide")
+			for _, way := range []string{
+				"interceptor.WithTenant", "interceptor.TenantPropagator",
+				`--memo 'idempotency-tenant="acme"'`, "Options.DefaultTenant",
+			} {
+				assert.Contains(t, err.Error(), way, "the message names every way to give a tenant")
+			}
+			assert.Zero(t, h.acts.ledger.total(), "the body is never entered")
+			assert.Zero(t, h.mem.Len())
+			assert.Equal(t, []interceptor.EventKind{interceptor.EventMisconfigured}, h.rec.kinds())
+			ev := h.rec.first(t, interceptor.EventMisconfigured)
+			require.Error(t, ev.Err)
+			assert.Contains(t, ev.Err.Error(), "no tenant")
+			kind := map[string]string{"Book": "EFFECTFUL", "Reserve": "IDEMPOTENT"}[kc.act]
+			assert.Equal(t, int64(1), metrics.counter(interceptor.MetricMisconfigured, kc.act, kind))
+			assert.Zero(t, metrics.counter(interceptor.MetricIndeterminate, kc.act, kind))
 		})
 	}
 }

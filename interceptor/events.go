@@ -71,6 +71,13 @@ const (
 	// (EventIndeterminate follows). Its slowness is its own: the store
 	// writes after it get their own StoreTimeout.
 	EventProbeLate
+	// EventMisconfigured: the execution was refused before any store call
+	// because the configuration gives it no tenant a key can be scoped by:
+	// none could be resolved ([ErrorTypeNoTenant]), or one no store accepts
+	// ([ErrorTypeInvalidTenant]). Event.Err says which, and how to give
+	// one. The body did not run and nothing was recorded: it is no
+	// indeterminate outcome, and nobody is asked to decide.
+	EventMisconfigured
 )
 
 // String returns the event's name.
@@ -106,6 +113,8 @@ func (k EventKind) String() string {
 		return "probe_unsettled"
 	case EventProbeLate:
 		return "probe_late"
+	case EventMisconfigured:
+		return "misconfigured"
 	default:
 		return "unknown"
 	}
@@ -132,7 +141,7 @@ type Event struct {
 	Reason activity.Reason
 	// Err is the error behind EventStoreError, EventOrphaned,
 	// EventReleased, EventIndeterminate, EventSuperseded,
-	// EventProbeUnsettled and EventProbeLate, if any.
+	// EventProbeUnsettled, EventProbeLate and EventMisconfigured, if any.
 	Err error
 	// Duration is how long the store took to answer the claim
 	// (EventClaimed, EventDeduplicated) or how long the execution waited
@@ -181,4 +190,5 @@ const (
 	MetricProbeUnsettled       = "idempotency_probe_unsettled"       // counter: probes that could not tell or failed
 	MetricProbeLate            = "idempotency_probe_late"            // counter: probes given up on because they did not answer in time
 	MetricProbeLatency         = "idempotency_probe_latency"         // timer: how long a probe took
+	MetricMisconfigured        = "idempotency_misconfigured"         // counter: executions refused for want of a usable tenant
 )

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -86,7 +87,7 @@ type Options struct {
 	// started without the header, when Tenant finds none. Set it only where
 	// one worker serves one tenant; empty (the default) leaves such a
 	// workflow or activity without a tenant, and every declared call in it
-	// fails at once as key_not_derivable.
+	// fails at once, non-retryable, with [ErrorTypeNoTenant].
 	DefaultTenant string
 	// Scope chooses the run ID or the workflow ID as the key's run. Defaults
 	// to ScopeRun. A standalone activity's key is scoped by its activity ID
@@ -192,6 +193,9 @@ type Interceptor struct {
 	interceptor.WorkerInterceptorBase
 
 	opts Options
+	// tenantFromHeader is set when Options.Tenant is TenantFromHeader: the
+	// tenant of an execution is its workflow's, as the header carries it.
+	tenantFromHeader bool
 
 	mu    sync.RWMutex
 	decls map[string]*activity.Declaration
@@ -349,7 +353,8 @@ func New(opts Options) (*Interceptor, error) {
 	}
 	bgCtx, bgCancel := context.WithCancel(context.Background())
 	return &Interceptor{opts: opts, decls: make(map[string]*activity.Declaration),
-		bgCtx: bgCtx, bgCancel: bgCancel, bgLimit: MaxOrphanRetries}, nil
+		tenantFromHeader: reflect.ValueOf(opts.Tenant).Pointer() == reflect.ValueOf(TenantFromHeader).Pointer(),
+		bgCtx:            bgCtx, bgCancel: bgCancel, bgLimit: MaxOrphanRetries}, nil
 }
 
 // ErrAlreadyDeclared is returned by [Interceptor.Declare] for a second

@@ -134,7 +134,8 @@ func TestEventKindString(t *testing.T) {
 		{interceptor.EventProbeNotLanded, "probe_not_landed"},
 		{interceptor.EventProbeUnsettled, "probe_unsettled"},
 		{interceptor.EventProbeLate, "probe_late"},
-		{interceptor.EventProbeLate + 1, "unknown"},
+		{interceptor.EventMisconfigured, "misconfigured"},
+		{interceptor.EventMisconfigured + 1, "unknown"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

@@ -72,19 +72,40 @@ func TestWorkflowTenantPrecedence(t *testing.T) {
 	assert.Equal(t, []string{"acme", "globex"}, claimedTenants(h))
 }
 
-// Without a header, a memo or a default, a declared call cannot derive a
-// key, as before; a memo that is not a string is no tenant either.
+// Without a header, a memo or a default, every declared call fails at once
+// with the non-retryable no-tenant error, which names the three ways to give
+// one; a memo that is not a string is no tenant either, and the message says
+// so. It is a configuration error: a workflow that waits for decisions does
+// not wait on it, and nobody is asked.
 func TestWorkflowTenantNone(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	for _, memo := range []map[string]any{nil, {interceptor.TenantMemo: 42}} {
-		env := headerlessEnv(t, h, memo)
-		env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
-		o, ok := activity.AsIndeterminate(env.GetWorkflowError())
-		require.True(t, ok, "%v", env.GetWorkflowError())
-		assert.Equal(t, activity.ReasonKeyNotDerivable, o.Reason)
+	for _, await := range []bool{false, true} {
+		h := newHarness(t, func(o *interceptor.Options) { o.AwaitDecision = await })
+		for _, tc := range []struct {
+			memo map[string]any
+			says string
+		}{
+			{nil, "carries no tenant"},
+			{map[string]any{interceptor.TenantMemo: 42}, "memo idempotency-tenant holds no tenant: json: cannot unmarshal number"},
+			{map[string]any{interceptor.TenantMemo: ""}, "memo idempotency-tenant holds no tenant: it is empty"},
+		} {
+			env := headerlessEnv(t, h, tc.memo)
+			env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
+			err := env.GetWorkflowError()
+			require.Error(t, err, "the workflow ends; it does not wait")
+			appErr := requireApplicationError(t, err, interceptor.ErrorTypeNoTenant)
+			assert.True(t, appErr.NonRetryable())
+			_, ok := activity.AsIndeterminate(err)
+			assert.False(t, ok, "%v", err)
+			if tc.memo == nil {
+				assert.Contains(t, err.Error(), tc.says)
+			}
+			assert.Contains(t, err.Error(), "--memo 'idempotency-tenant=\"acme\"'")
+		}
+		assert.Equal(t, 0, h.acts.ledger.count("Book"))
+		assert.Zero(t, h.rec.count(interceptor.EventIndeterminate))
+		assert.Equal(t, 3, h.rec.count(interceptor.EventMisconfigured))
 	}
-	assert.Equal(t, 0, h.acts.ledger.count("Book"))
 }
 
 // A default tenant or a search attribute name no one could use is refused

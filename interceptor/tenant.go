@@ -6,6 +6,7 @@ import (
 
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -104,6 +105,26 @@ func readTenant(r workflow.HeaderReader) (string, bool, error) {
 		return "", false, errors.Join(errTenantPayload, err)
 	}
 	return t, t != "", nil
+}
+
+// tenantProblemHeader carries, from a workflow that has no tenant to the
+// calls it schedules, why its [TenantMemo] memo gave none, so that their
+// error can say so. It never carries a tenant: a worker that does not know
+// it ignores it.
+const tenantProblemHeader = "idempotency-tenant-problem"
+
+// tenantProblem returns what the tenantProblemHeader of an activity's
+// header says, if anything.
+func tenantProblem(ctx context.Context) string {
+	p, ok := sdkinterceptor.Header(ctx)[tenantProblemHeader]
+	if !ok {
+		return ""
+	}
+	var s string
+	if converter.GetDefaultDataConverter().FromPayload(p, &s) != nil {
+		return ""
+	}
+	return s
 }
 
 // TenantFunc resolves the tenant an activity execution runs under. It

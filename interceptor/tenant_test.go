@@ -71,7 +71,9 @@ func TestTenantFuncRefuses(t *testing.T) {
 	})
 	env := h.activityEnv(t, "acme")
 	_, err := book(env, h.acts.Reserve, BookRequest{Flight: "BA117"})
-	requireApplicationError(t, err, interceptor.ErrorTypeKeyNotDerivable)
+	appErr := requireApplicationError(t, err, interceptor.ErrorTypeNoTenant)
+	assert.True(t, appErr.NonRetryable())
+	assert.Contains(t, err.Error(), "Options.Tenant", "a TenantFunc of the user's own refused: the message says so")
 	assert.Zero(t, h.acts.ledger.total())
 }
 

@@ -53,7 +53,7 @@ func eventLevel(k interceptor.EventKind) zapcore.Level {
 	case interceptor.EventTakenOver, interceptor.EventStoreError, interceptor.EventSuperseded,
 		interceptor.EventProbeUnsettled, interceptor.EventProbeLate:
 		return zapcore.WarnLevel
-	case interceptor.EventIndeterminate, interceptor.EventOrphaned:
+	case interceptor.EventIndeterminate, interceptor.EventOrphaned, interceptor.EventMisconfigured:
 		return zapcore.ErrorLevel
 	default:
 		return zapcore.DebugLevel

@@ -50,6 +50,8 @@ func TestZapObserverLevels(t *testing.T) {
 		{interceptor.EventProbeLanded, zapcore.InfoLevel},
 		{interceptor.EventProbeNotLanded, zapcore.InfoLevel},
 		{interceptor.EventProbeUnsettled, zapcore.WarnLevel},
+		{interceptor.EventProbeLate, zapcore.WarnLevel},
+		{interceptor.EventMisconfigured, zapcore.ErrorLevel},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind.String(), func(t *testing.T) {
