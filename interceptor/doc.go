@@ -171,7 +171,13 @@
 //
 // # Replay safety
 //
-// A workflow records at its first activity call, with workflow.GetVersion
+// What a workflow decides from the worker's configuration is fixed by its
+// history. Its tenant, when neither the header nor the memo gives one, is
+// the Options.DefaultTenant recorded at its start under [TenantChangeID]
+// (histories recorded before keep reading it from the replaying worker; a
+// call they run again after a decision runs under the tenant of the record
+// decided on, so a changed default cannot move its key). A workflow records
+// at its first activity call, with workflow.GetVersion
 // under [RouterChangeID], whether it is routed; histories without the marker
 // (recorded with AwaitDecision off, or before this version) are never
 // routed. So turning AwaitDecision on or off applies to workflows that make
@@ -191,10 +197,18 @@
 //
 // A workflow started by the temporal CLI, the Web UI, a schedule or another
 // SDK carries no tenant header. It runs under the tenant in its [TenantMemo]
-// memo (temporal workflow start --memo-json '{"idempotency-tenant":"acme"}'),
-// else under Options.DefaultTenant; with neither, every declared call in it
-// fails at once as key_not_derivable, AwaitDecision or not (there is no key
-// a person could decide on).
+// memo, a string (temporal workflow start --memo 'idempotency-tenant="acme"':
+// the CLI reads each --memo value as JSON), else under Options.DefaultTenant
+// as its history fixed it ([TenantChangeID]): the default in force when the
+// workflow started is recorded then and read back on every replay, so
+// redeploying workers with another default applies to new workflows only,
+// and a workflow that started with none keeps none. With no tenant (no
+// header, no memo, no default, or a memo that holds no tenant: a memo
+// wins over the default, so a malformed one gives none), every declared
+// call in it fails at once with the non-retryable [ErrorTypeNoTenant]
+// error, which names the three ways to give one and says when the memo held
+// none; it is reported as [EventMisconfigured], and AwaitDecision or not,
+// nobody is asked to decide (there is no key, and nothing ran).
 //
 // # Standalone activities
 //

@@ -87,7 +87,10 @@ type Options struct {
 	// started without the header, when Tenant finds none. Set it only where
 	// one worker serves one tenant; empty (the default) leaves such a
 	// workflow or activity without a tenant, and every declared call in it
-	// fails at once, non-retryable, with [ErrorTypeNoTenant].
+	// fails at once, non-retryable, with [ErrorTypeNoTenant]. The value in
+	// force when a workflow starts, empty included, is recorded in its
+	// history (see [TenantChangeID]), so changing it applies to new
+	// workflows only.
 	DefaultTenant string
 	// Scope chooses the run ID or the workflow ID as the key's run. Defaults
 	// to ScopeRun. A standalone activity's key is scoped by its activity ID

@@ -53,7 +53,7 @@ func (w *workflowInbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.
 	// answers (an empty list) from the first task, not "unknown query".
 	// None of them writes a command, so they change no history.
 	w.out.register(ctx)
-	return w.Next.ExecuteWorkflow(w.root.workflowTenant(ctx), in)
+	return w.Next.ExecuteWorkflow(w.root.workflowTenant(ctx, w.out), in)
 }
 
 // workflowOutbound routes indeterminate outcomes to a person. Workflow code
@@ -64,6 +64,9 @@ type workflowOutbound struct {
 
 	versionKnown bool
 	routed       bool
+
+	tenantSource  tenantSource // where the workflow's tenant came from
+	tenantProblem string       // why it has none, when its memo gave none
 
 	waits    map[string]*wait  // key → the wait open on it
 	rejected []PendingDecision // the latest rejected signals, oldest first
@@ -96,6 +99,7 @@ func (o *workflowOutbound) isRouted(ctx workflow.Context) bool {
 }
 
 func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	o.markTenantProblem(ctx)
 	if activityType == ResolveActivityName || !o.isRouted(ctx) {
 		return o.Next.ExecuteActivity(ctx, activityType, args...)
 	}
@@ -105,6 +109,7 @@ func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 }
 
 func (o *workflowOutbound) ExecuteLocalActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	o.markTenantProblem(ctx)
 	if !o.isRouted(ctx) {
 		return o.Next.ExecuteLocalActivity(ctx, activityType, args...)
 	}
@@ -148,7 +153,7 @@ func (o *workflowOutbound) route(ctx workflow.Context, activityType string, call
 			}
 			// The record now says what happened: run the activity again and
 			// it answers from the record, or runs afresh on a freed key.
-			f = call(ctx)
+			f = call(o.rerunContext(ctx, out))
 		}
 	})
 	return result

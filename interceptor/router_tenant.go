@@ -1,35 +1,156 @@
 package interceptor
 
 import (
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
+	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/tesserix/idempotency/activity"
 )
 
 // TenantMemo is the memo field a workflow started without the tenant header
-// may carry its tenant in, as a string: for example
+// may carry its tenant in, as a string. The temporal CLI encodes each
+// --memo KEY=VALUE with VALUE read as JSON, so the tenant is quoted:
 //
-//	temporal workflow start --memo-json '{"idempotency-tenant":"acme"}' ...
+//	temporal workflow start --memo 'idempotency-tenant="acme"' ...
 //
-// The header wins over the memo, and the memo over Options.DefaultTenant.
+// The header wins over the memo, and the memo over Options.DefaultTenant. A
+// memo that holds no tenant (not a string, or empty) leaves the workflow
+// without one, whatever DefaultTenant says: whoever set it meant to name a
+// tenant, and running under the worker's instead would guess.
 const TenantMemo = "idempotency-tenant"
 
+// TenantChangeID is the workflow.GetVersion change ID under which a
+// workflow records, at its start, that the tenant it runs under when
+// neither the [TenantHeader] header nor the [TenantMemo] memo gives one was
+// fixed by its history (version 1): the worker's Options.DefaultTenant in
+// force then, possibly none, is recorded beside it and read back on every
+// replay, so redeploying workers with another DefaultTenant applies to new
+// workflows only. Histories recorded before (no marker:
+// workflow.DefaultVersion) keep reading DefaultTenant from the worker that
+// replays them, as they always did. Workflows whose tenant comes from the
+// header or the memo record nothing: those are in the history already.
+const TenantChangeID = "idempotency.tenant"
+
+// tenantSideEffectID is the workflow.MutableSideEffect ID under which a
+// workflow records the DefaultTenant it runs under (see TenantChangeID).
+const tenantSideEffectID = "idempotency.default-tenant"
+
+// tenantSource says where a workflow's tenant came from.
+type tenantSource uint8
+
+const (
+	tenantNone       tenantSource = iota
+	tenantFromHeader              // the start's header
+	tenantFromMemo                // the start's memo
+	tenantRecorded                // the DefaultTenant recorded under TenantChangeID
+	tenantConfigured              // DefaultTenant as the replaying worker has it (histories before TenantChangeID)
+)
+
 // workflowTenant returns ctx carrying the tenant the workflow runs under
-// when its start carried no header: the memo's, or the worker's default.
-// Both are read from the start event or the worker's configuration, so a
-// replay finds the same tenant.
-func (i *Interceptor) workflowTenant(ctx workflow.Context) workflow.Context {
+// when its start carried no header: the memo's, or the worker's default as
+// the history fixed it. It remembers in o where the tenant came from, and
+// why there is none if there is none.
+func (i *Interceptor) workflowTenant(ctx workflow.Context, o *workflowOutbound) workflow.Context {
 	if _, ok := WorkflowTenant(ctx); ok {
+		o.tenantSource = tenantFromHeader
 		return ctx
 	}
-	if p, ok := workflow.GetInfo(ctx).Memo.GetFields()[TenantMemo]; ok {
-		var t string
-		if err := converter.GetDefaultDataConverter().FromPayload(p, &t); err == nil && t != "" {
+	memo, problem := memoTenant(workflow.GetInfo(ctx).Memo)
+	if problem == "" && memo != "" {
+		o.tenantSource = tenantFromMemo
+		return WithWorkflowTenant(ctx, memo)
+	}
+	// What is left comes from the worker's configuration, which a redeploy
+	// may change under a running workflow: fix it by the history. Recorded
+	// with no default too: a workflow that started without a tenant keeps
+	// none, rather than take whatever default each later worker has and
+	// derive its keys under a different tenant at each redeploy.
+	if o.Next.GetVersion(ctx, TenantChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		// Recorded before the tenant was fixed by the history: as then.
+		if problem != "" {
+			o.Next.GetLogger(ctx).Warn("idempotency: the tenant memo does not hold a tenant", "memo", TenantMemo, "problem", problem)
+		}
+		if t := i.opts.DefaultTenant; t != "" {
+			o.tenantSource = tenantConfigured
 			return WithWorkflowTenant(ctx, t)
 		}
-		workflow.GetLogger(ctx).Warn("idempotency: the tenant memo does not hold a tenant", "memo", TenantMemo)
+		return ctx
 	}
-	if t := i.opts.DefaultTenant; t != "" {
-		return WithWorkflowTenant(ctx, t)
+	if problem != "" {
+		o.tenantProblem = "its memo " + TenantMemo + " holds no tenant: " + problem
+		return ctx
 	}
-	return ctx
+	// A mutable side effect, not a side effect: its marker is one the SDK
+	// lets code that does not ask for it replay past (a rollback), and its
+	// IDs are apart from the side effects the router records.
+	var t string
+	if err := o.Next.MutableSideEffect(ctx, tenantSideEffectID,
+		func(workflow.Context) any { return i.opts.DefaultTenant },
+		func(a, b any) bool { return a == b },
+	).Get(&t); err != nil {
+		// Only a history that was tampered with holds something else.
+		o.tenantProblem = "the recorded default tenant cannot be read: " + err.Error()
+		return ctx
+	}
+	if t == "" {
+		return ctx
+	}
+	o.tenantSource = tenantRecorded
+	return WithWorkflowTenant(ctx, t)
+}
+
+// memoTenant reads the tenant of a [TenantMemo] memo: the tenant, or why
+// the memo holds none ("" and "" when there is no such memo). The memo is
+// read as the temporal CLI and the SDK's clients write it: a JSON string.
+func memoTenant(memo *commonpb.Memo) (tenant, problem string) {
+	p, ok := memo.GetFields()[TenantMemo]
+	if !ok {
+		return "", ""
+	}
+	if err := converter.GetDefaultDataConverter().FromPayload(p, &tenant); err != nil {
+		return "", err.Error()
+	}
+	if tenant == "" {
+		return "", "it is empty"
+	}
+	return tenant, ""
+}
+
+// markTenantProblem writes, into the header of a call a workflow without a
+// tenant schedules, why its memo gave none, so the call's error can say.
+func (o *workflowOutbound) markTenantProblem(ctx workflow.Context) {
+	if o.tenantProblem == "" {
+		return
+	}
+	h := sdkinterceptor.WorkflowHeader(ctx)
+	if h == nil {
+		return
+	}
+	if p, err := converter.GetDefaultDataConverter().ToPayload(o.tenantProblem); err == nil {
+		h[tenantProblemHeader] = p
+	}
+}
+
+// rerunContext returns the context a call run again after a person's
+// decision on out runs with. A workflow whose history predates
+// TenantChangeID took its tenant from the configuration of the worker that
+// replays it, which may differ from the one out's record was made under (a
+// DefaultTenant changed by a redeploy): the call then runs under the
+// record's tenant, so it finds what the person decided instead of deriving
+// its key under another tenant. Only where the tenant travels as it is
+// (Options.Tenant is TenantFromHeader): a TenantFunc that maps the header
+// to a tenant would map out.Tenant again. Headers do not take part in the
+// SDK's replay checks, so a changed one is no non-determinism.
+func (o *workflowOutbound) rerunContext(ctx workflow.Context, out activity.IndeterminateOutcome) workflow.Context {
+	if o.tenantSource != tenantConfigured || !o.root.tenantFromHeader || out.Tenant == "" {
+		return ctx
+	}
+	if t, _ := WorkflowTenant(ctx); t == out.Tenant {
+		return ctx
+	}
+	o.Next.GetLogger(ctx).Warn("idempotency: running the call again under the tenant of the decided record, not the worker's DefaultTenant",
+		"tenant", out.Tenant, "key", out.Key)
+	return WithWorkflowTenant(ctx, out.Tenant)
 }
