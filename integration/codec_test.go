@@ -367,7 +367,7 @@ func TestAwaitDecisionWithAStrictCodec(t *testing.T) {
 		result, err := json.Marshal("seat 7 on BA117, confirmed by phone")
 		require.NoError(t, err)
 		require.NoError(t, e.client.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.DecisionSignal,
-			interceptor.Decision{Key: pending[0].Outcome.Key, Action: interceptor.ActionComplete, Result: result}))
+			interceptor.Decision{Key: pending[0].Outcome.Key, Action: interceptor.ActionComplete, Result: result, By: "ops@acme"}))
 		var got string
 		require.NoError(t, run.Get(ctx, &got))
 		assert.Equal(t, "seat 7 on BA117, confirmed by phone", got)

@@ -106,11 +106,11 @@ func TestDecisionUpdateRejectsThenApplies(t *testing.T) {
 		d      any
 		reason string
 	}{
-		{"unknown key", interceptor.Decision{Key: "v1:nobody", Action: interceptor.ActionFree}, "no call is waiting"},
-		{"unknown action", interceptor.Decision{Key: o.Key, Action: "forget"}, "unknown action"},
-		{"complete without a result", interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete}, "needs a result"},
-		{"result of the wrong type", interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete, Result: json.RawMessage(`{"seat":1}`)}, "does not decode"},
-		{"another tenant", interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree, Tenant: "globex"}, "tenant"},
+		{"unknown key", interceptor.Decision{Key: "v1:nobody", Action: interceptor.ActionFree, By: "ops@acme"}, "no call is waiting"},
+		{"unknown action", interceptor.Decision{Key: o.Key, Action: "forget", By: "ops@acme"}, "unknown action"},
+		{"complete without a result", interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete, By: "ops@acme"}, "needs a result"},
+		{"result of the wrong type", interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete, Result: json.RawMessage(`{"seat":1}`), By: "ops@acme"}, "does not decode"},
+		{"another tenant", interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree, Tenant: "globex", By: "ops@acme"}, "tenant"},
 		{"a typo'd field", map[string]any{"key": o.Key, "acton": "free"}, "unknown field"},
 		{"a bare string", "free it", "not a decision"},
 	} {
@@ -135,7 +135,7 @@ func TestDecisionUpdateRejectsThenApplies(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, store.StateCompleted, rec.State)
 
-	_, err = decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree})
+	_, err = decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree, By: "ops@acme"})
 	require.Error(t, err, "a closed workflow takes no decision")
 }
 
@@ -211,7 +211,7 @@ func TestDecisionSplitWorkers(t *testing.T) {
 	run, o := startWaiting(t, c, queue, BookOn, "BA117", acts.queue)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := decide(ctx, c, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree})
+	res, err := decide(ctx, c, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree, By: "ops@acme"})
 	require.NoError(t, err)
 	assert.Equal(t, interceptor.AppliedFreed, res.Applied)
 	var result string
@@ -234,7 +234,7 @@ func TestDecisionLocalActivity(t *testing.T) {
 	run, o := startWaiting(t, e.client, e.queue, BookLocally, "BA117")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err = decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete, Result: json.RawMessage(`"seat 3 on BA117"`)})
+	_, err = decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete, Result: json.RawMessage(`"seat 3 on BA117"`), By: "ops@acme"})
 	require.NoError(t, err)
 	var result string
 	require.NoError(t, run.Get(ctx, &result))
@@ -255,7 +255,7 @@ func TestDecisionCompleteAfterTheRecordExpired(t *testing.T) {
 		_, err := st.Forget(ctx, store.ForgetParams{Tenant: o.Tenant})
 		require.NoError(t, err)
 		res, err := decide(ctx, e.client, run, interceptor.Decision{
-			Key: o.Key, Action: interceptor.ActionComplete, Result: json.RawMessage(`"seat 4 on BA117, per the airline"`)})
+			Key: o.Key, Action: interceptor.ActionComplete, Result: json.RawMessage(`"seat 4 on BA117, per the airline"`), By: "ops@acme"})
 		require.NoError(t, err)
 		assert.Equal(t, interceptor.AppliedRecorded, res.Applied)
 		var result string
@@ -292,7 +292,7 @@ func TestDecisionRetryAndFail(t *testing.T) {
 			run, o := startWaiting(t, e.client, e.queue, OneBooking, "BA118", 10*time.Second, 100*time.Millisecond)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			res, err := decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionFail})
+			res, err := decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionFail, By: "ops@acme"})
 			require.NoError(t, err)
 			assert.Equal(t, interceptor.AppliedFailed, res.Applied)
 			requireIndeterminate(t, run.Get(ctx, nil), activity.ReasonBodyFailed)

@@ -33,14 +33,14 @@ func TestAwaitDecision(t *testing.T) {
 			name: "complete",
 			decide: func(o activity.IndeterminateOutcome) interceptor.Decision {
 				result, _ := json.Marshal("seat 1 on BA117, confirmed by phone")
-				return interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete, Result: result}
+				return interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete, Result: result, By: "ops@acme"}
 			},
 			calls: 1, effects: 0, result: "seat 1 on BA117, confirmed by phone",
 		},
 		{
 			name: "free",
 			decide: func(o activity.IndeterminateOutcome) interceptor.Decision {
-				return interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree}
+				return interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree, By: "ops@acme"}
 			},
 			calls: 2, effects: 1, result: "seat 1 on BA117",
 		},

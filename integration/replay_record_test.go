@@ -18,7 +18,7 @@ import (
 func updateDecision(d interceptor.Decision) func(context.Context, *testing.T, client.Client, client.WorkflowRun, activity.IndeterminateOutcome) {
 	return func(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, o activity.IndeterminateOutcome) {
 		// A rejected update first: it must leave nothing to replay.
-		_, err := decide(ctx, c, run, interceptor.Decision{Key: o.Key, Action: "forget"})
+		_, err := decide(ctx, c, run, interceptor.Decision{Key: o.Key, Action: "forget", By: "ops@acme"})
 		require.Error(t, err)
 		d.Key = o.Key
 		_, err = decide(ctx, c, run, d)
@@ -33,18 +33,18 @@ func TestRecordDecisionHistories(t *testing.T) {
 	recordScenarios(t, []historyScenario{
 		{name: "on-update-complete", opts: on, failures: 1, decide: updateDecision(interceptor.Decision{
 			Action: interceptor.ActionComplete, Result: json.RawMessage(`"seat 9 on BA117"`), By: "ops", Reason: "confirmed"})},
-		{name: "on-update-free", opts: on, failures: 1, decide: updateDecision(interceptor.Decision{Action: interceptor.ActionFree})},
+		{name: "on-update-free", opts: on, failures: 1, decide: updateDecision(interceptor.Decision{Action: interceptor.ActionFree, By: "ops@acme"})},
 		{name: "on-update-retry-then-fail", opts: on, failures: 1,
 			decide: func(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, o activity.IndeterminateOutcome) {
 				// Nobody settled the record: the retry finds it
 				// indeterminate and waits again, and the person gives up.
-				updateDecision(interceptor.Decision{Action: interceptor.ActionRetry})(ctx, t, c, run, o)
+				updateDecision(interceptor.Decision{Action: interceptor.ActionRetry, By: "ops@acme"})(ctx, t, c, run, o)
 				require.Eventually(t, func() bool {
-					_, err := decide(ctx, c, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionFail})
+					_, err := decide(ctx, c, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionFail, By: "ops@acme"})
 					return err == nil
 				}, 30*time.Second, 50*time.Millisecond)
 			}},
-		{name: "on-update-fail", opts: on, failures: 1, decide: updateDecision(interceptor.Decision{Action: interceptor.ActionFail})},
+		{name: "on-update-fail", opts: on, failures: 1, decide: updateDecision(interceptor.Decision{Action: interceptor.ActionFail, By: "ops@acme"})},
 		{name: "on-signal-rejected-then-free", opts: on, failures: 1,
 			decide: func(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, o activity.IndeterminateOutcome) {
 				signalDecision(interceptor.ActionComplete, "")(ctx, t, c, run, o) // rejected: no result
@@ -53,7 +53,7 @@ func TestRecordDecisionHistories(t *testing.T) {
 		{name: "on-timeout", opts: interceptor.Options{AwaitDecision: true, DecisionTimeout: time.Second}, failures: 1,
 			decide: func(context.Context, *testing.T, client.Client, client.WorkflowRun, activity.IndeterminateOutcome) {}},
 		{name: "on-local-update-complete", opts: on, failures: 1, workflow: BookLocally, args: []any{"BA117"},
-			decide: updateDecision(interceptor.Decision{Action: interceptor.ActionComplete, Result: json.RawMessage(`"seat 5 on BA117"`)})},
+			decide: updateDecision(interceptor.Decision{Action: interceptor.ActionComplete, Result: json.RawMessage(`"seat 5 on BA117"`), By: "ops@acme"})},
 		{name: "on-cancelled", opts: on, failures: 1,
 			decide: func(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, _ activity.IndeterminateOutcome) {
 				require.NoError(t, c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()))

@@ -154,7 +154,7 @@ func recordScenarios(t *testing.T, scenarios []historyScenario) {
 // signalDecision returns a decide function that signals action.
 func signalDecision(action interceptor.Action, result string) func(context.Context, *testing.T, client.Client, client.WorkflowRun, activity.IndeterminateOutcome) {
 	return func(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, o activity.IndeterminateOutcome) {
-		d := interceptor.Decision{Key: o.Key, Action: action}
+		d := interceptor.Decision{Key: o.Key, Action: action, By: "ops@acme"}
 		if result != "" {
 			d.Result = []byte(result)
 		}

@@ -24,12 +24,15 @@ func fuzzBook(context.Context, struct {
 
 // FuzzDecisionDecode feeds arbitrary text to the decision path a person's
 // update or signal goes through: it never panics; it accepts only a
-// decision that names the waiting key with a known action and, for
-// complete, a result of the activity's declared type; and what it accepts
-// survives encoding and decoding again unchanged.
+// decision that names the waiting key with a known action, who decided
+// and, for complete, a result of the activity's declared type; what it
+// accepts survives encoding and decoding again unchanged; and the check
+// the update's handler makes on replay, from the history alone, never
+// refuses what the validator accepted.
 func FuzzDecisionDecode(f *testing.F) {
 	const key = "v1:0000000000000000000000000000000000000000000000000000000000000001"
 	for _, seed := range []string{
+		`{"key":"` + key + `","action":"complete","result":{"seat":"12A","row":12},"by":"ops"}`,
 		`{"key":"` + key + `","action":"complete","result":{"seat":"12A","row":12}}`,
 		`{"key":"` + key + `","action":"free","by":"ops","reason":"airline says no"}`,
 		`{"key":"` + key + `","action":"complete"}`,
@@ -59,9 +62,20 @@ func FuzzDecisionDecode(f *testing.F) {
 		o := &workflowOutbound{root: ic, waits: map[string]*wait{
 			key: {pending: PendingDecision{Outcome: activity.IndeterminateOutcome{Activity: "Book", Tenant: "acme", Key: key}}, waiters: 1},
 		}}
-		d, err := o.decode(json.RawMessage(text))
+		decode := func(raw []byte) (Decision, error) {
+			var d Decision
+			return d, o.checkDecision(raw, &d)
+		}
+		d, err := decode([]byte(text))
 		if err != nil {
 			return
+		}
+		var replayed Decision
+		if _, err := o.acceptable(json.RawMessage(text), &replayed); err != nil {
+			t.Fatalf("the handler refuses (%v) what the validator accepted: %s", err, text)
+		}
+		if strings.TrimSpace(d.By) == "" {
+			t.Fatalf("accepted a decision that names no one: %s", text)
 		}
 		if d.Key != key {
 			t.Fatalf("accepted a decision on key %q nobody waits on: %s", d.Key, text)
@@ -83,7 +97,7 @@ func FuzzDecisionDecode(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d2, err := o.decode(again)
+		d2, err := decode(again)
 		if err != nil {
 			t.Fatalf("an accepted decision re-encoded is refused (%v): %s", err, again)
 		}

@@ -63,22 +63,22 @@ func TestDecisionUpdateValidatorRejects(t *testing.T) {
 		reason string
 	}{
 		{"unknown key", func() any {
-			return interceptor.Decision{Key: "v1:nobody-waits", Action: interceptor.ActionFree}
+			return interceptor.Decision{Key: "v1:nobody-waits", Action: interceptor.ActionFree, By: "ops@acme"}
 		}, "no call is waiting"},
 		{"unknown action", func() any {
-			return interceptor.Decision{Key: key, Action: "forget"}
+			return interceptor.Decision{Key: key, Action: "forget", By: "ops@acme"}
 		}, "unknown action"},
 		{"complete without a result", func() any {
-			return interceptor.Decision{Key: key, Action: interceptor.ActionComplete}
+			return interceptor.Decision{Key: key, Action: interceptor.ActionComplete, By: "ops@acme"}
 		}, "needs a result"},
 		{"result of the wrong shape", func() any {
-			return interceptor.Decision{Key: key, Action: interceptor.ActionComplete, Result: json.RawMessage(`"just a string"`)}
+			return interceptor.Decision{Key: key, Action: interceptor.ActionComplete, Result: json.RawMessage(`"just a string"`), By: "ops@acme"}
 		}, "does not decode"},
 		{"result with a typo'd field", func() any {
-			return interceptor.Decision{Key: key, Action: interceptor.ActionComplete, Result: json.RawMessage(`{"flight":"BA117","cal":1}`)}
+			return interceptor.Decision{Key: key, Action: interceptor.ActionComplete, Result: json.RawMessage(`{"flight":"BA117","cal":1}`), By: "ops@acme"}
 		}, "does not decode"},
 		{"wrong tenant", func() any {
-			return interceptor.Decision{Key: key, Action: interceptor.ActionFree, Tenant: tenant + "-other"}
+			return interceptor.Decision{Key: key, Action: interceptor.ActionFree, Tenant: tenant + "-other", By: "ops@acme"}
 		}, "tenant"},
 	}
 	outs := make([]updateOutcome, len(cases))
@@ -145,8 +145,8 @@ func TestDecisionUpdateFreeReturnsWhatItDid(t *testing.T) {
 		require.NoError(t, v.Get(&pending))
 		require.Len(t, pending, 1)
 		key := pending[0].Outcome.Key
-		decideByUpdate(env, "free", interceptor.Decision{Key: key, Action: "FREE"}, &first)
-		decideByUpdate(env, "again", interceptor.Decision{Key: key, Action: interceptor.ActionFail}, &again)
+		decideByUpdate(env, "free", interceptor.Decision{Key: key, Action: "FREE", By: "ops@acme"}, &first)
+		decideByUpdate(env, "again", interceptor.Decision{Key: key, Action: interceptor.ActionFail, By: "ops@acme"}, &again)
 	}, time.Minute)
 	env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
 	require.NoError(t, env.GetWorkflowError())
@@ -170,7 +170,7 @@ func TestDecisionSignalRejectedIsListed(t *testing.T) {
 		var pending []interceptor.PendingDecision
 		require.NoError(t, v.Get(&pending))
 		require.Len(t, pending, 1)
-		env.SignalWorkflow(interceptor.DecisionSignal, interceptor.Decision{Key: pending[0].Outcome.Key, Action: interceptor.ActionComplete})
+		env.SignalWorkflow(interceptor.DecisionSignal, interceptor.Decision{Key: pending[0].Outcome.Key, Action: interceptor.ActionComplete, By: "ops@acme"})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
 		v, err := env.QueryWorkflow(interceptor.PendingQuery)
@@ -235,4 +235,138 @@ func TestResolveCompleteRecordsWhenTheRecordIsGone(t *testing.T) {
 	var got Booking
 	require.NoError(t, interceptor.DecodeOutcome(nil, rec.Outcome, &got))
 	assert.Equal(t, want, got)
+}
+
+// pendingAfter queries the pending decisions of env's workflow, which has
+// finished.
+func pendingAfter(t *testing.T, env *testsuite.TestWorkflowEnvironment) []interceptor.PendingDecision {
+	t.Helper()
+	v, err := env.QueryWorkflow(interceptor.PendingQuery)
+	require.NoError(t, err)
+	var pending []interceptor.PendingDecision
+	require.NoError(t, v.Get(&pending))
+	return pending
+}
+
+// decided lists the decisions the workflow applied, as its events report
+// them.
+func decided(h *harness) []interceptor.DecisionAudit {
+	var out []interceptor.DecisionAudit
+	for _, e := range h.rec.all() {
+		if e.Kind == interceptor.EventDecided {
+			out = append(out, *e.Decision)
+		}
+	}
+	return out
+}
+
+// Alice and Bob decide the same key and both decisions reach the workflow in
+// one workflow task (two signals sent while no worker polled). The first
+// one is accepted as it is checked; the second finds the key decided, is
+// rejected with the reason, and is listed by the pending query. One
+// decision is applied, one Resolve runs, and the call returns Alice's
+// answer.
+func TestDecisionSignalsInOneTaskFirstWins(t *testing.T) {
+	t.Parallel()
+	h, env := decisionEnv(t, 0)
+	want := Booking{Flight: "BA117", Call: 42, Key: "per the airline"}
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(interceptor.PendingQuery)
+		require.NoError(t, err)
+		var pending []interceptor.PendingDecision
+		require.NoError(t, v.Get(&pending))
+		require.Len(t, pending, 1)
+		key := pending[0].Outcome.Key
+		env.SignalWorkflowSkippingWorkflowTask(interceptor.DecisionSignal, interceptor.Decision{
+			Key: key, Action: interceptor.ActionComplete, Result: rawJSON(t, want), By: "alice"})
+		env.SignalWorkflow(interceptor.DecisionSignal, interceptor.Decision{Key: key, Action: interceptor.ActionFree, By: "bob"})
+	}, time.Minute)
+	env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
+	require.NoError(t, env.GetWorkflowError())
+	var got Booking
+	require.NoError(t, env.GetWorkflowResult(&got))
+	assert.Equal(t, want, got, "Alice's decision, the first, settled the call")
+	assert.Equal(t, 1, h.acts.ledger.count("Book"), "the key was not freed: the body did not run again")
+	assert.Equal(t, []interceptor.DecisionAudit{{Action: interceptor.ActionComplete, By: "alice"}}, decided(h), "one decision applied")
+	pending := pendingAfter(t, env)
+	require.Len(t, pending, 1, "%+v", pending)
+	require.NotNil(t, pending[0].Rejected)
+	assert.Equal(t, "bob", pending[0].Rejected.Decision.By)
+	assert.Contains(t, pending[0].Rejected.Reason, "already decided (complete by alice)")
+}
+
+// A decision signal and a decision update reach the workflow in one
+// workflow task. Whichever the workflow takes first wins; the other is
+// rejected with the reason — the update's caller reads it, or the pending
+// query lists the signal — and one decision is applied.
+func TestDecisionSignalAndUpdateInOneTaskFirstWins(t *testing.T) {
+	t.Parallel()
+	h, env := decisionEnv(t, 0)
+	want := Booking{Flight: "BA117", Call: 42}
+	var upd updateOutcome
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(interceptor.PendingQuery)
+		require.NoError(t, err)
+		var pending []interceptor.PendingDecision
+		require.NoError(t, v.Get(&pending))
+		require.Len(t, pending, 1)
+		key := pending[0].Outcome.Key
+		env.SignalWorkflowSkippingWorkflowTask(interceptor.DecisionSignal, interceptor.Decision{Key: key, Action: interceptor.ActionFree, By: "alice"})
+		decideByUpdate(env, "bob", interceptor.Decision{Key: key, Action: interceptor.ActionComplete, Result: rawJSON(t, want), By: "bob"}, &upd)
+	}, time.Minute)
+	env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
+	require.NoError(t, env.GetWorkflowError())
+	require.True(t, upd.done)
+	applied := decided(h)
+	require.Len(t, applied, 1, "one decision applied: %+v", applied)
+	pending := pendingAfter(t, env)
+	t.Logf("the first taken was %s's", applied[0].By)
+	if applied[0].By == "alice" {
+		require.Error(t, upd.rejected, "the update came second")
+		assert.Contains(t, upd.rejected.Error(), "already decided (free by alice)")
+		assert.Empty(t, pending)
+		assert.Equal(t, 2, h.acts.ledger.count("Book"), "freed: the body ran again")
+	} else {
+		require.NoError(t, upd.rejected)
+		require.NoError(t, upd.err)
+		require.Len(t, pending, 1, "the signal came second and is listed")
+		assert.Contains(t, pending[0].Rejected.Reason, "already decided (complete by bob)")
+		assert.Equal(t, 1, h.acts.ledger.count("Book"))
+	}
+}
+
+// Who decided is required: an update that names no one is rejected by its
+// validator, a signal that names no one is rejected and listed, and the
+// call waits on until a decision says who made it.
+func TestDecisionWithoutByRejected(t *testing.T) {
+	t.Parallel()
+	h, env := decisionEnv(t, 0)
+	var byUpdate, good updateOutcome
+	var listed []interceptor.PendingDecision
+	var key string
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(interceptor.PendingQuery)
+		require.NoError(t, err)
+		var pending []interceptor.PendingDecision
+		require.NoError(t, v.Get(&pending))
+		require.Len(t, pending, 1)
+		key = pending[0].Outcome.Key
+		decideByUpdate(env, "anonymous update", interceptor.Decision{Key: key, Action: interceptor.ActionFree, By: "  "}, &byUpdate)
+		env.SignalWorkflow(interceptor.DecisionSignal, interceptor.Decision{Key: key, Action: interceptor.ActionFree})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(interceptor.PendingQuery)
+		require.NoError(t, err)
+		require.NoError(t, v.Get(&listed))
+		decideByUpdate(env, "good", interceptor.Decision{Key: key, Action: interceptor.ActionFree, By: "ops@acme"}, &good)
+	}, 2*time.Minute)
+	env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
+	require.NoError(t, env.GetWorkflowError())
+	require.Error(t, byUpdate.rejected)
+	assert.Contains(t, byUpdate.rejected.Error(), "names no one")
+	require.Len(t, listed, 2, "the wait, then the rejected signal: %+v", listed)
+	require.NotNil(t, listed[1].Rejected)
+	assert.Contains(t, listed[1].Rejected.Reason, "names no one")
+	require.NoError(t, good.rejected)
+	assert.Equal(t, []interceptor.DecisionAudit{{Action: interceptor.ActionFree, By: "ops@acme"}}, decided(h))
 }

@@ -135,16 +135,21 @@
 //     on ([PendingDecision]: activity, tenant, key, reason, whether the effect
 //     may have landed), then the decision signals it rejected lately.
 //   - [DecisionUpdate] takes a [Decision]: complete (with the activity's
-//     result as JSON), free, retry or fail. Its validator rejects, with the
-//     reason and nothing written to the history, a key nobody waits on or
-//     already decided, an unknown action, a misspelt field, complete without
-//     a result, a result that does not decode into the activity's declared
-//     return type (when the workflow worker holds the declaration), or a
-//     tenant that is not the record's. An accepted update records the
+//     result as JSON), free, retry or fail, and who decided (By, required).
+//     Its validator rejects, with the reason and nothing written to the
+//     history, a key nobody waits on or already decided, an unknown action,
+//     a misspelt field, complete without a result, a result that does not
+//     decode into the activity's declared return type (when the workflow
+//     worker holds the declaration), a tenant that is not the record's, or
+//     a decision that names no one. An accepted update records the
 //     decision once per key through the [ResolveActivityName] activity and
 //     returns a [DecisionResult] saying what it did. [DecisionSignal] takes
 //     the same decision for clients without Update, with the same checks; a
 //     rejected signal changes nothing, is logged, and is listed by the query.
+//   - The first decision accepted on a key wins. A decision is accepted in
+//     the step that checks it, so of two delivered in one workflow task
+//     (two signals sent while no worker polled, or a signal and an update)
+//     the second finds the key decided and is rejected with the reason.
 //   - While it waits, the workflow's current details (temporal workflow
 //     describe, the Web UI) say so in one line, and, with
 //     Options.PendingSearchAttribute, a KeywordList search attribute holds
@@ -183,7 +188,17 @@
 // routed. So turning AwaitDecision on or off applies to workflows that make
 // their first activity call afterwards, and running ones replay as they ran.
 // The DecisionTimeout and search attribute in force when a wait begins are
-// recorded too (a side effect), so changing them never breaks replay. What
+// recorded too (a side effect), so changing them never breaks replay.
+// Decisions replay from the history alone: the update's handler reads only
+// the wait and the decision (the validator, which also reads the worker's
+// declarations, is not run on replay), and a decision signal's verdict on
+// its result is recorded under [DecisionChangeID], so a workflow worker
+// deployed later with or without the declarations replays what was
+// accepted. Signals of histories recorded before [DecisionChangeID] are
+// checked as they were then, against the declarations of the worker
+// replaying them: deploy declarations to a split workflow worker only once
+// the workflows that received decision signals before this release have
+// finished. What
 // remains a workflow code change: handling the indeterminate error in the
 // workflow itself (a workflow that is routed never sees it, unless the
 // decision is fail or the timeout passes), and histories of workflows that

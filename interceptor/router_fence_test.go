@@ -39,10 +39,10 @@ func TestOneDecisionFreesOnceForDuplicates(t *testing.T) {
 		require.NoError(t, v.Get(&pending))
 		require.Len(t, pending, 1)
 		key = pending[0].Outcome.Key
-		env.SignalWorkflow(interceptor.DecisionSignal, interceptor.Decision{Key: key, Action: interceptor.ActionFree})
+		env.SignalWorkflow(interceptor.DecisionSignal, interceptor.Decision{Key: key, Action: interceptor.ActionFree, By: "ops@acme"})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(interceptor.DecisionSignal, interceptor.Decision{Key: key, Action: interceptor.ActionFail})
+		env.SignalWorkflow(interceptor.DecisionSignal, interceptor.Decision{Key: key, Action: interceptor.ActionFail, By: "ops@acme"})
 	}, 2*time.Minute)
 	env.ExecuteWorkflow(TwiceConcurrently, "BA117")
 	_, ok := activity.AsIndeterminate(env.GetWorkflowError())

@@ -61,7 +61,7 @@ func TestAwaitDecisionComplete(t *testing.T) {
 		assert.Equal(t, activity.ReasonBodyFailed, p[0].Outcome.Reason)
 		result, err := json.Marshal(want)
 		require.NoError(t, err)
-		return interceptor.Decision{Key: p[0].Outcome.Key, Action: interceptor.ActionComplete, Result: result}
+		return interceptor.Decision{Key: p[0].Outcome.Key, Action: interceptor.ActionComplete, Result: result, By: "ops@acme"}
 	})
 	env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
 	require.True(t, env.IsWorkflowCompleted())
@@ -78,7 +78,7 @@ func TestAwaitDecisionFree(t *testing.T) {
 	h, env := decisionEnv(t, 0)
 	pendingThen(t, env, func(p []interceptor.PendingDecision) interceptor.Decision {
 		require.Len(t, p, 1)
-		return interceptor.Decision{Key: p[0].Outcome.Key, Action: interceptor.ActionFree}
+		return interceptor.Decision{Key: p[0].Outcome.Key, Action: interceptor.ActionFree, By: "ops@acme"}
 	})
 	env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
 	require.NoError(t, env.GetWorkflowError())
@@ -92,7 +92,7 @@ func TestAwaitDecisionFail(t *testing.T) {
 	t.Parallel()
 	h, env := decisionEnv(t, 0)
 	pendingThen(t, env, func(p []interceptor.PendingDecision) interceptor.Decision {
-		return interceptor.Decision{Key: p[0].Outcome.Key, Action: "FAIL"} // actions are case-insensitive
+		return interceptor.Decision{Key: p[0].Outcome.Key, Action: "FAIL", By: "ops@acme"} // actions are case-insensitive
 	})
 	env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
 	o, ok := activity.AsIndeterminate(env.GetWorkflowError())
@@ -111,7 +111,7 @@ func TestAwaitDecisionRetryAfterOutsideResolve(t *testing.T) {
 		require.NoError(t, h.mem.Resolve(context.Background(), store.ResolveParams{
 			Tenant: p[0].Outcome.Tenant, Key: p[0].Outcome.Key, Decision: store.DecisionComplete, Outcome: outcome,
 		}))
-		return interceptor.Decision{Key: p[0].Outcome.Key, Action: interceptor.ActionRetry}
+		return interceptor.Decision{Key: p[0].Outcome.Key, Action: interceptor.ActionRetry, By: "ops@acme"}
 	})
 	env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
 	require.NoError(t, env.GetWorkflowError())
@@ -127,7 +127,7 @@ func TestAwaitDecisionTimeout(t *testing.T) {
 	t.Parallel()
 	h, env := decisionEnv(t, time.Hour)
 	pendingThen(t, env, func([]interceptor.PendingDecision) interceptor.Decision {
-		return interceptor.Decision{Key: "v1:not-the-key", Action: interceptor.ActionFree}
+		return interceptor.Decision{Key: "v1:not-the-key", Action: interceptor.ActionFree, By: "ops@acme"}
 	})
 	env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
 	_, ok := activity.AsIndeterminate(env.GetWorkflowError())
@@ -185,7 +185,7 @@ func TestAwaitDecisionSettlesDuplicatesTogether(t *testing.T) {
 		require.Len(t, p, 1, "one key, listed once")
 		result, err := json.Marshal(want)
 		require.NoError(t, err)
-		return interceptor.Decision{Key: p[0].Outcome.Key, Action: interceptor.ActionComplete, Result: result}
+		return interceptor.Decision{Key: p[0].Outcome.Key, Action: interceptor.ActionComplete, Result: result, By: "ops@acme"}
 	})
 	env.ExecuteWorkflow(TwiceConcurrently, "BA117")
 	require.NoError(t, env.GetWorkflowError())

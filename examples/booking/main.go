@@ -409,10 +409,10 @@ func waitForPendingDecision(ctx context.Context, c client.Client, run client.Wor
 func decide(airline *Airline, trip Trip, o activity.IndeterminateOutcome) (interceptor.Decision, error) {
 	seats := airline.Bookings(trip.Connection)
 	if len(seats) == 0 {
-		return interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree}, nil
+		return interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree, By: "ops@acme"}, nil
 	}
 	result, err := json.Marshal(seats[0])
-	return interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete, Result: result}, err
+	return interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete, Result: result, By: "ops@acme"}, err
 }
 
 func openStore(ctx context.Context, cfg Config) (store.Store, func(), error) {

@@ -1,0 +1,359 @@
+package interceptor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/tesserix/idempotency/activity"
+)
+
+// DecisionChangeID is the workflow.GetVersion change ID under which a
+// workflow records, when the first [DecisionSignal] reaches it, that it
+// takes decision signals by the rules of version 1:
+//
+//   - A decision is accepted in the same step as it is checked, so the
+//     first decision accepted on a key wins and every later one — another
+//     signal, or an update, even one delivered in the same workflow task —
+//     is rejected with the reason ("already decided"). Before, a signal was
+//     checked on arrival and accepted later, and two decisions delivered
+//     together were both applied.
+//   - The signal must say who decided (Decision.By), as the update must.
+//   - The part of the check that depends on the worker's declarations
+//     (does the result decode into the activity's return type?) is
+//     recorded in the history, so a worker deployed later with other
+//     declarations replays the verdict as it was given.
+//
+// A change ID of its own, asked when a decision arrives rather than at the
+// workflow's first call (RouterChangeID): the rules apply to every decision
+// made after the deploy, also in workflows already waiting, and a worker of
+// an earlier release that meets the marker replays past it. Histories
+// recorded before (no marker: workflow.DefaultVersion) take their signals
+// as they were taken then, by the configuration of the worker replaying
+// them.
+const DecisionChangeID = "idempotency.decision"
+
+// register sets the query, the update and the signal that reach this
+// workflow's waits. The SDK marks the options that give a query, a signal
+// or an update a description experimental, so they go without one; the
+// update's validator has no other way in, and is kept.
+func (o *workflowOutbound) register(ctx workflow.Context) {
+	log := o.Next.GetLogger(ctx)
+	if err := o.Next.SetQueryHandler(ctx, PendingQuery, o.pendingAnswer); err != nil {
+		log.Error("idempotency: cannot set the pending-decision query", "error", err)
+	}
+	if err := o.Next.SetUpdateHandler(ctx, DecisionUpdate, o.decideUpdate, workflow.UpdateHandlerOptions{
+		Validator: o.validateUpdate,
+	}); err != nil {
+		log.Error("idempotency: cannot set the decision update", "error", err)
+	}
+	signals := o.Next.GetSignalChannel(ctx, DecisionSignal)
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	o.Next.Go(dctx, "idempotency:decisions", func(ctx workflow.Context) {
+		for {
+			var raw json.RawMessage
+			signals.Receive(ctx, &raw)
+			o.signals++
+			if o.Next.GetVersion(ctx, DecisionChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+				o.takeSignalAsBefore(ctx, raw)
+				continue
+			}
+			o.takeSignal(ctx, raw)
+		}
+	})
+}
+
+// takeSignal takes a decision signal by the rules of DecisionChangeID
+// version 1: checked and, if it may be applied, accepted in one step, with
+// the verdict that depends on declarations recorded; then applied.
+func (o *workflowOutbound) takeSignal(ctx workflow.Context, raw json.RawMessage) {
+	var d Decision
+	w, err := o.acceptable(raw, &d)
+	if err == nil && d.Action == ActionComplete {
+		err = o.recordedVerdict(ctx, w, &d)
+	}
+	if err == nil {
+		err = checkBy(&d)
+	}
+	if err != nil {
+		o.reject(ctx, d, err.Error())
+		return
+	}
+	o.accept(ctx, w, &d)
+	o.Next.Go(ctx, "idempotency:decide", func(ctx workflow.Context) { _, _ = o.apply(ctx, w, d) })
+}
+
+// takeSignalAsBefore takes a decision signal as the router did before
+// DecisionChangeID, for histories recorded then: checked on arrival, with
+// the declarations of the worker at hand, and accepted later, when the
+// goroutine that applies it runs.
+func (o *workflowOutbound) takeSignalAsBefore(ctx workflow.Context, raw json.RawMessage) {
+	var d Decision
+	reason := ""
+	if err := strictJSON(raw, &d); err != nil {
+		reason = "the signal is not a decision: " + err.Error()
+	} else if err := o.validate(&d); err != nil {
+		reason = err.Error()
+	}
+	if reason != "" {
+		o.reject(ctx, d, reason)
+		return
+	}
+	o.Next.Go(ctx, "idempotency:decide", func(ctx workflow.Context) {
+		w := o.waits[d.Key]
+		if w == nil {
+			// The wait ended (its timeout) before the decision ran: the
+			// router of then failed this task over a nil wait; nothing
+			// of it can apply.
+			return
+		}
+		o.accept(ctx, w, &d)
+		_, _ = o.apply(ctx, w, d)
+	})
+}
+
+// recordedVerdict checks a complete decision's result against the
+// activity's declared return type, when this worker holds the declaration,
+// and records the verdict in the history (a mutable side effect, one ID
+// per signal), so a replay by a worker with other declarations reads the
+// verdict that was given instead of giving another.
+func (o *workflowOutbound) recordedVerdict(ctx workflow.Context, w *wait, d *Decision) error {
+	activityType, result := w.pending.Outcome.Activity, d.Result
+	var verdict string
+	id := fmt.Sprintf("idempotency.decision-verdict.%d", o.signals)
+	if err := o.Next.MutableSideEffect(ctx, id, func(workflow.Context) any {
+		if err := o.checkResult(activityType, result); err != nil {
+			return err.Error()
+		}
+		return ""
+	}, func(a, b any) bool { return a == b }).Get(&verdict); err != nil {
+		return fmt.Errorf("idempotency: reading the recorded verdict on the decision: %w", err)
+	}
+	if verdict != "" {
+		return errors.New(verdict)
+	}
+	return nil
+}
+
+// reject lists a refused decision signal, with its reason, in the pending
+// query's answer, and logs it.
+func (o *workflowOutbound) reject(ctx workflow.Context, d Decision, reason string) {
+	o.Next.GetLogger(ctx).Warn("idempotency: a decision signal was rejected", "key", d.Key, "by", d.By, "reason", reason)
+	o.rejected = append(o.rejected, PendingDecision{
+		Outcome:  activity.IndeterminateOutcome{Key: d.Key},
+		Since:    o.Next.Now(ctx),
+		Rejected: &RejectedDecision{Decision: d, Reason: reason, At: o.Next.Now(ctx)},
+	})
+	if len(o.rejected) > maxRejected {
+		o.rejected = slices.Delete(o.rejected, 0, len(o.rejected)-maxRejected)
+	}
+}
+
+func (o *workflowOutbound) pendingAnswer() ([]PendingDecision, error) {
+	keys := o.openKeys()
+	out := make([]PendingDecision, 0, len(keys)+len(o.rejected))
+	for _, k := range keys {
+		out = append(out, o.waits[k].pending)
+	}
+	return append(out, o.rejected...), nil
+}
+
+// validateUpdate is the update's validator: everything a decision is
+// checked for, the declarations of this worker included. The SDK runs it
+// only when the update arrives, never on replay, so what it reads may
+// change between deployments. The update takes the decision as raw JSON,
+// so a misspelt field is refused rather than dropped.
+func (o *workflowOutbound) validateUpdate(_ workflow.Context, raw json.RawMessage) error {
+	var d Decision
+	return rejection(o.checkDecision(raw, &d))
+}
+
+// checkDecision decodes raw into d and reports why it cannot be applied,
+// if it cannot: acceptable, then the result against the declarations this
+// worker holds, then who decided. It changes nothing.
+func (o *workflowOutbound) checkDecision(raw json.RawMessage, d *Decision) error {
+	w, err := o.acceptable(raw, d)
+	if err == nil && d.Action == ActionComplete {
+		err = o.checkResult(w.pending.Outcome.Activity, d.Result)
+	}
+	if err == nil {
+		err = checkBy(d)
+	}
+	return err
+}
+
+// decideUpdate is the update's handler. It runs on replay too, where the
+// validator does not: it reads only what the history holds (the wait it
+// decides and the decision itself), never the worker's declarations, so an
+// update accepted by a worker without them replays on one with them. It
+// accepts the decision in the step that runs the validator, before any
+// other decision can be taken.
+func (o *workflowOutbound) decideUpdate(ctx workflow.Context, raw json.RawMessage) (DecisionResult, error) {
+	var d Decision
+	w, err := o.acceptable(raw, &d)
+	if err != nil {
+		return DecisionResult{}, rejection(err)
+	}
+	o.accept(ctx, w, &d)
+	return o.apply(ctx, w, d)
+}
+
+// rejection is err as the update's rejection, nil for nil.
+func rejection(err error) error {
+	if err == nil {
+		return nil
+	}
+	return temporal.NewNonRetryableApplicationError(err.Error(), DecisionRejectedErrorType, nil)
+}
+
+// acceptable decodes raw into d and reports the wait it decides, or why it
+// cannot be applied, from the workflow's state and the decision alone (no
+// configuration). It changes nothing.
+func (o *workflowOutbound) acceptable(raw json.RawMessage, d *Decision) (*wait, error) {
+	if err := strictJSON(raw, d); err != nil {
+		return nil, fmt.Errorf("idempotency: not a decision: %w", err)
+	}
+	return o.checkState(d)
+}
+
+// checkBy reports a decision that does not say who made it.
+func checkBy(d *Decision) error {
+	if strings.TrimSpace(d.By) == "" {
+		return fmt.Errorf("idempotency: the decision on key %s names no one: set by, who decided", d.Key)
+	}
+	return nil
+}
+
+// checkState normalises d.Action and reports why d cannot be applied to
+// the workflow's state, if it cannot, and otherwise the wait it decides.
+// It reads the waits and the decision, never the worker's configuration,
+// and changes nothing.
+func (o *workflowOutbound) checkState(d *Decision) (*wait, error) {
+	d.Action = Action(strings.ToLower(strings.TrimSpace(string(d.Action))))
+	w := o.waits[d.Key]
+	switch {
+	case d.Key == "":
+		return nil, errors.New("idempotency: the decision names no key")
+	case w == nil:
+		return nil, fmt.Errorf("idempotency: no call is waiting on key %s (query %s lists the keys)", d.Key, PendingQuery)
+	case w.decision != nil:
+		by := ""
+		if w.decision.By != "" {
+			by = " by " + w.decision.By
+		}
+		return nil, fmt.Errorf("idempotency: key %s is already decided (%s%s)", d.Key, w.decision.Action, by)
+	case d.Tenant != "" && d.Tenant != w.pending.Outcome.Tenant:
+		return nil, fmt.Errorf("idempotency: key %s belongs to another tenant than %q", d.Key, d.Tenant)
+	}
+	switch d.Action {
+	case ActionComplete:
+		return w, nil
+	case ActionFree, ActionRetry, ActionFail:
+		if len(d.Result) > 0 {
+			return nil, fmt.Errorf("idempotency: action %s takes no result", d.Action)
+		}
+		return w, nil
+	}
+	return nil, fmt.Errorf("idempotency: unknown action %q (complete, free, retry or fail)", d.Action)
+}
+
+// validate is checkState, then, for a complete decision, checkResult: the
+// check of decision signals before DecisionChangeID.
+func (o *workflowOutbound) validate(d *Decision) error {
+	w, err := o.checkState(d)
+	if err == nil && d.Action == ActionComplete {
+		err = o.checkResult(w.pending.Outcome.Activity, d.Result)
+	}
+	return err
+}
+
+// checkResult reports whether raw is an explicit result that decodes into
+// the declared return type of the activity, when this worker holds its
+// declaration. What it answers depends on the worker's declarations: only
+// the validator reads it, or a verdict recorded in the history.
+func (o *workflowOutbound) checkResult(activityType string, raw json.RawMessage) error {
+	var out reflect.Type
+	known := false
+	if decl, ok := o.root.Declaration(activityType); ok {
+		if ft := reflect.TypeOf(decl.Func()); ft != nil && ft.Kind() == reflect.Func {
+			known = true
+			if ft.NumOut() == 2 {
+				out = ft.Out(0)
+			}
+		}
+	}
+	if known && out == nil {
+		if len(raw) > 0 {
+			return fmt.Errorf("idempotency: activity %s returns no result; complete takes none", activityType)
+		}
+		return nil
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return fmt.Errorf("idempotency: complete needs a result: what activity %s returned, as JSON", activityType)
+	}
+	if !known {
+		if !json.Valid(raw) {
+			return errors.New("idempotency: the result is not JSON")
+		}
+		return nil
+	}
+	if err := strictJSON(raw, reflect.New(out).Interface()); err != nil {
+		return fmt.Errorf("idempotency: the result does not decode into %s, what activity %s returns: %w", out, activityType, err)
+	}
+	return nil
+}
+
+// accept marks w decided by d. Called in the step that checked d, it makes
+// d the first and only decision on its key: every later one finds the key
+// decided.
+func (o *workflowOutbound) accept(ctx workflow.Context, w *wait, d *Decision) {
+	w.decision = d
+	o.publish(ctx)
+}
+
+// apply records an accepted decision once for its key and releases the
+// calls waiting on it.
+func (o *workflowOutbound) apply(ctx workflow.Context, w *wait, d Decision) (DecisionResult, error) {
+	out := w.pending.Outcome
+	o.Next.GetLogger(ctx).Info("idempotency: decision accepted",
+		"activity", out.Activity, "tenant", out.Tenant, "key", d.Key, "action", string(d.Action),
+		"by", d.By, "reason", d.Reason, "reference", d.Reference)
+	res := DecisionResult{Key: d.Key, Action: d.Action}
+	switch d.Action {
+	case ActionComplete, ActionFree:
+		req := ResolveRequest{Tenant: out.Tenant, Key: d.Key, Action: d.Action, Result: d.Result,
+			By: d.By, Reason: d.Reason, Reference: d.Reference, Token: out.Token}
+		rctx := workflow.WithActivityOptions(ctx, resolveOptions)
+		w.err = o.Next.ExecuteActivity(rctx, ResolveActivityName, req).Get(ctx, nil)
+		res.Applied = AppliedRecorded
+		if d.Action == ActionFree {
+			res.Applied = AppliedFreed
+		}
+	case ActionRetry:
+		res.Applied = AppliedRetried
+	default:
+		res.Applied = AppliedFailed
+	}
+	w.applied = true
+	if obs := o.root.opts.Observer; obs != nil && !o.Next.IsReplaying(ctx) {
+		info := o.Next.GetInfo(ctx)
+		obs.Observe(context.Background(), Event{
+			Kind: EventDecided, Activity: out.Activity, Tenant: out.Tenant, Key: d.Key,
+			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
+			Err:      w.err,
+			Decision: &DecisionAudit{Action: d.Action, By: d.By, Reason: d.Reason, Reference: d.Reference},
+		})
+	}
+	if w.err != nil {
+		return DecisionResult{}, w.err
+	}
+	return res, nil
+}
