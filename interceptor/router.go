@@ -70,7 +70,6 @@ type workflowOutbound struct {
 
 	waits    map[string]*wait  // key → the wait open on it
 	rejected []PendingDecision // the latest rejected signals, oldest first
-	signals  int               // decision signals received, numbering their recorded verdicts
 
 	searchAttribute string   // set while waiting, as the history recorded it
 	published       []string // the keys it was last set to

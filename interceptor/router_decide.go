@@ -32,13 +32,15 @@ import (
 //     recorded in the history, so a worker deployed later with other
 //     declarations replays the verdict as it was given.
 //
-// A change ID of its own, asked when a decision arrives rather than at the
-// workflow's first call (RouterChangeID): the rules apply to every decision
-// made after the deploy, also in workflows already waiting, and a worker of
-// an earlier release that meets the marker replays past it. Histories
-// recorded before (no marker: workflow.DefaultVersion) take their signals
-// as they were taken then, by the configuration of the worker replaying
-// them.
+// A change ID of its own, asked when a decision signal arrives, rather
+// than a version 2 of RouterChangeID, which is recorded at the workflow's
+// first call: the rules apply to every decision made after the deploy, also
+// in workflows that were already waiting (unless they received a decision
+// signal before it, whose replay has fixed the answer), and a worker of an
+// earlier release, whose GetVersion of RouterChangeID allows at most 1,
+// is not made to fail every routed workflow. Histories recorded before (no
+// marker: workflow.DefaultVersion) take their signals as they were taken
+// then, by the configuration of the worker replaying them.
 const DecisionChangeID = "idempotency.decision"
 
 // register sets the query, the update and the signal that reach this
@@ -61,7 +63,6 @@ func (o *workflowOutbound) register(ctx workflow.Context) {
 		for {
 			var raw json.RawMessage
 			signals.Receive(ctx, &raw)
-			o.signals++
 			if o.Next.GetVersion(ctx, DecisionChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 				o.takeSignalAsBefore(ctx, raw)
 				continue
@@ -122,19 +123,18 @@ func (o *workflowOutbound) takeSignalAsBefore(ctx workflow.Context, raw json.Raw
 
 // recordedVerdict checks a complete decision's result against the
 // activity's declared return type, when this worker holds the declaration,
-// and records the verdict in the history (a mutable side effect, one ID
-// per signal), so a replay by a worker with other declarations reads the
-// verdict that was given instead of giving another.
+// and records the verdict in the history (a side effect), so a replay by a
+// worker with other declarations reads the verdict that was given instead
+// of giving another.
 func (o *workflowOutbound) recordedVerdict(ctx workflow.Context, w *wait, d *Decision) error {
 	activityType, result := w.pending.Outcome.Activity, d.Result
 	var verdict string
-	id := fmt.Sprintf("idempotency.decision-verdict.%d", o.signals)
-	if err := o.Next.MutableSideEffect(ctx, id, func(workflow.Context) any {
+	if err := o.Next.SideEffect(ctx, func(workflow.Context) any {
 		if err := o.checkResult(activityType, result); err != nil {
 			return err.Error()
 		}
 		return ""
-	}, func(a, b any) bool { return a == b }).Get(&verdict); err != nil {
+	}).Get(&verdict); err != nil {
 		return fmt.Errorf("idempotency: reading the recorded verdict on the decision: %w", err)
 	}
 	if verdict != "" {

@@ -25,17 +25,13 @@ const TenantMemo = "idempotency-tenant"
 // workflow records, at its start, that the tenant it runs under when
 // neither the [TenantHeader] header nor the [TenantMemo] memo gives one was
 // fixed by its history (version 1): the worker's Options.DefaultTenant in
-// force then, possibly none, is recorded beside it and read back on every
+// force then, possibly none, is recorded beside it (a side effect) and read back on every
 // replay, so redeploying workers with another DefaultTenant applies to new
 // workflows only. Histories recorded before (no marker:
 // workflow.DefaultVersion) keep reading DefaultTenant from the worker that
 // replays them, as they always did. Workflows whose tenant comes from the
 // header or the memo record nothing: those are in the history already.
 const TenantChangeID = "idempotency.tenant"
-
-// tenantSideEffectID is the workflow.MutableSideEffect ID under which a
-// workflow records the DefaultTenant it runs under (see TenantChangeID).
-const tenantSideEffectID = "idempotency.default-tenant"
 
 // tenantSource says where a workflow's tenant came from.
 type tenantSource uint8
@@ -82,14 +78,8 @@ func (i *Interceptor) workflowTenant(ctx workflow.Context, o *workflowOutbound) 
 		o.tenantProblem = "its memo " + TenantMemo + " holds no tenant: " + problem
 		return ctx
 	}
-	// A mutable side effect, not a side effect: its marker is one the SDK
-	// lets code that does not ask for it replay past (a rollback), and its
-	// IDs are apart from the side effects the router records.
 	var t string
-	if err := o.Next.MutableSideEffect(ctx, tenantSideEffectID,
-		func(workflow.Context) any { return i.opts.DefaultTenant },
-		func(a, b any) bool { return a == b },
-	).Get(&t); err != nil {
+	if err := o.Next.SideEffect(ctx, func(workflow.Context) any { return i.opts.DefaultTenant }).Get(&t); err != nil {
 		// Only a history that was tampered with holds something else.
 		o.tenantProblem = "the recorded default tenant cannot be read: " + err.Error()
 		return ctx
