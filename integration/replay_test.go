@@ -23,32 +23,78 @@ import (
 )
 
 // historiesDir holds workflow histories recorded against the in-process
-// server by TestRecordHistories, committed so that every later version of
-// the router must replay them.
+// server by the TestRecord… tests, committed so that every later version
+// of the router must replay them.
 const historiesDir = "testdata/histories"
 
-// recordEnv names the environment variable that makes TestRecordHistories
-// (re)write the histories; its value prefixes their file names ("old-" for
-// histories recorded with an earlier router, "new-" for the current one).
+// recordEnv names the environment variable that makes the TestRecord…
+// tests (re)write the histories; its value prefixes their file names, one
+// prefix per generation of the workflow-side code that recorded them:
+//
+//	old-   the pre-release router, before RouterChangeID
+//	new-   RouterChangeID; the tenant read from the replaying worker's
+//	       DefaultTenant, decision signals accepted late
+//	gen3-  the tenant fixed by the history (TenantChangeID), decisions
+//	       accepted in the step that checks them (DecisionChangeID)
+//
+// A generation's histories are never re-recorded by a later one: they are
+// what the later code must replay.
 const recordEnv = "IDEMPOTENCY_RECORD_HISTORIES"
 
-// unreplayable lists histories the current router cannot replay, and why.
+// unreplayable lists histories the current router cannot replay, and why:
+// by file name (under every configuration), or "file/configuration".
 var unreplayable = map[string]string{
 	"old-on-signal-free.json": "recorded by the pre-release router (before RouterChangeID), which waited without " +
 		"recording that it did; such a run is told apart from one that was not routed by nothing in its history",
 }
 
+// signalCheckedByReplayer explains why a history whose decision signal was
+// accepted by a workflow worker without declarations, recorded before
+// DecisionChangeID, cannot replay under a worker that declares the
+// activity: the router of then recorded no verdict, so the signal is
+// checked again against the replaying worker's declarations, which refuse
+// the result it accepted. Histories recorded since carry the verdict.
+const signalCheckedByReplayer = "recorded before DecisionChangeID: its decision signal is checked against the " +
+	"declarations of the worker replaying it, and this one declares a result type the accepted result does not fit"
+
+func init() {
+	for _, cfg := range replayConfigs {
+		if cfg.declare {
+			unreplayable["new-on-split-signal-extra-field.json/"+cfg.name] = signalCheckedByReplayer
+		}
+	}
+}
+
 // replayConfigs are the worker configurations every history must replay
-// under: the router off and on, and DecisionTimeout removed, shortened and
-// lengthened.
+// under: the router off and on; DecisionTimeout removed, shortened and
+// lengthened; a DefaultTenant other than the one the histories were
+// recorded under (acme); and the activities declared on the workflow
+// worker (declare), which the workers that recorded them did not always.
 var replayConfigs = []struct {
-	name string
-	opts interceptor.Options
+	name    string
+	opts    interceptor.Options
+	declare bool
 }{
-	{"off", interceptor.Options{}},
-	{"on", interceptor.Options{AwaitDecision: true}},
-	{"on-timeout-1s", interceptor.Options{AwaitDecision: true, DecisionTimeout: time.Second}},
-	{"on-timeout-1h", interceptor.Options{AwaitDecision: true, DecisionTimeout: time.Hour}},
+	{"off", interceptor.Options{}, false},
+	{"on", interceptor.Options{AwaitDecision: true}, false},
+	{"on-timeout-1s", interceptor.Options{AwaitDecision: true, DecisionTimeout: time.Second}, false},
+	{"on-timeout-1h", interceptor.Options{AwaitDecision: true, DecisionTimeout: time.Hour}, false},
+	{"off-declared", interceptor.Options{}, true},
+	{"on-declared", interceptor.Options{AwaitDecision: true}, true},
+	{"on-default-acme", interceptor.Options{AwaitDecision: true, DefaultTenant: "acme"}, false},
+	{"on-default-acme-eu", interceptor.Options{AwaitDecision: true, DefaultTenant: "acme-eu"}, false},
+	{"off-default-acme-eu-declared", interceptor.Options{DefaultTenant: "acme-eu"}, true},
+	{"on-default-acme-eu-declared", interceptor.Options{AwaitDecision: true, DefaultTenant: "acme-eu"}, true},
+}
+
+// replayDeclarations are the declarations of the activities the recorded
+// workflows call, as a workflow worker that declares them holds them.
+func replayDeclarations() []*activity.Declaration {
+	a, r := &airline{}, &reserver{}
+	return []*activity.Declaration{
+		activity.MustDeclare(a.Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}}),
+		activity.MustDeclare(r.Reserve, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}}),
+	}
 }
 
 func TestReplayHistories(t *testing.T) {
@@ -65,6 +111,9 @@ func TestReplayHistories(t *testing.T) {
 				opts.Store = st
 				ic, err := interceptor.New(opts)
 				require.NoError(t, err)
+				if cfg.declare {
+					require.NoError(t, ic.Declare(replayDeclarations()...))
+				}
 				r, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{
 					Interceptors:       []sdkinterceptor.WorkerInterceptor{ic},
 					ContextPropagators: []workflow.ContextPropagator{interceptor.TenantPropagator()},
@@ -73,8 +122,14 @@ func TestReplayHistories(t *testing.T) {
 				r.RegisterWorkflow(OneBooking)
 				r.RegisterWorkflow(BookLocally)
 				r.RegisterWorkflow(BookOrGiveUp)
+				r.RegisterWorkflow(TenantTaggedBooking)
+				r.RegisterWorkflow(ReserveOn)
 				err = r.ReplayWorkflowHistoryFromJSONFile(nil, file)
-				if why, ok := unreplayable[filepath.Base(file)]; ok {
+				why, ok := unreplayable[filepath.Base(file)]
+				if !ok {
+					why, ok = unreplayable[filepath.Base(file)+"/"+cfg.name]
+				}
+				if ok {
 					require.Error(t, err, "listed as unreplayable, yet it replays: take it off the list")
 					t.Skip(why)
 				}
@@ -91,10 +146,16 @@ type historyScenario struct {
 	name     string
 	opts     interceptor.Options
 	failures int
-	decide   func(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, o activity.IndeterminateOutcome)
+	// lostAnswers makes the first calls book and then fail.
+	lostAnswers int
+	decide      func(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, o activity.IndeterminateOutcome)
 	// workflow and args default to OneBooking("BA117", 10s, 100ms).
 	workflow any
 	args     []any
+	// noTenant starts the workflow without the tenant header (as the
+	// temporal CLI does), with memo as its memo; else under tenant acme.
+	noTenant bool
+	memo     map[string]any
 }
 
 // recordScenarios runs each scenario against the in-process server and
@@ -112,19 +173,24 @@ func recordScenarios(t *testing.T, scenarios []historyScenario) {
 			opts := sc.opts
 			opts.Lease = 2 * time.Second
 			e := newEnv(t, st, opts)
-			a := &airline{failures: sc.failures, ledger: e.ledger}
+			a := &airline{failures: sc.failures, lostAnswers: sc.lostAnswers, ledger: e.ledger}
 			require.NoError(t, e.worker.Register(activity.MustDeclare(a.Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}})))
 			e.worker.RegisterWorkflow(OneBooking)
 			e.worker.RegisterWorkflow(BookLocally)
+			e.worker.RegisterWorkflow(TenantTaggedBooking)
 			e.start()
-			ctx, cancel := context.WithTimeout(interceptor.WithTenant(context.Background(), "acme"), time.Minute)
+			ctx := context.Background()
+			if !sc.noTenant {
+				ctx = interceptor.WithTenant(ctx, "acme")
+			}
+			ctx, cancel := context.WithTimeout(ctx, time.Minute)
 			defer cancel()
 			wf, args := sc.workflow, sc.args
 			if wf == nil {
 				wf, args = OneBooking, []any{"BA117", 10 * time.Second, 100 * time.Millisecond}
 			}
 			run, err := e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-				ID: testenv.UniqueName("wf"), TaskQueue: e.queue,
+				ID: testenv.UniqueName("wf"), TaskQueue: e.queue, Memo: sc.memo,
 			}, wf, args...)
 			require.NoError(t, err)
 			if sc.decide != nil {
@@ -136,19 +202,24 @@ func recordScenarios(t *testing.T, scenarios []historyScenario) {
 				sc.decide(ctx, t, e.client, run, pending[0].Outcome)
 			}
 			_ = run.Get(ctx, nil) // the history, not the result, is what is kept
-			var h historypb.History
-			it := e.client.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, 0)
-			for it.HasNext() {
-				ev, err := it.Next()
-				require.NoError(t, err)
-				h.Events = append(h.Events, ev)
-			}
-			b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(&h)
-			require.NoError(t, err)
-			name := prefix + strings.ReplaceAll(sc.name, " ", "-") + ".json"
-			require.NoError(t, os.WriteFile(filepath.Join(historiesDir, name), b, 0o644))
+			writeHistory(ctx, t, e.client, run, prefix+strings.ReplaceAll(sc.name, " ", "-"))
 		})
 	}
+}
+
+// writeHistory writes run's history under historiesDir as name.json.
+func writeHistory(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, name string) {
+	t.Helper()
+	var h historypb.History
+	it := c.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, 0)
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		h.Events = append(h.Events, ev)
+	}
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(&h)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(historiesDir, name+".json"), b, 0o644))
 }
 
 // signalDecision returns a decide function that signals action.
