@@ -113,6 +113,7 @@ func TestDecisionUpdateRejectsThenApplies(t *testing.T) {
 		{"another tenant", interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree, Tenant: "globex", By: "ops@acme"}, "tenant"},
 		{"a typo'd field", map[string]any{"key": o.Key, "acton": "free"}, "unknown field"},
 		{"a bare string", "free it", "not a decision"},
+		{"nobody decided", interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree}, "names no one"},
 	} {
 		_, err := decide(ctx, e.client, run, tc.d)
 		require.Error(t, err, tc.name)
