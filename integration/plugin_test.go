@@ -252,7 +252,11 @@ func TestReplayHistoriesThroughThePlugin(t *testing.T) {
 	for _, cfg := range replayConfigs {
 		opts := cfg.opts
 		opts.Store = st
-		p, err := worker.NewPlugin(worker.PluginOptions{Idempotency: opts})
+		popts := worker.PluginOptions{Idempotency: opts}
+		if cfg.declare {
+			popts.Declarations = replayDeclarations()
+		}
+		p, err := worker.NewPlugin(popts)
 		require.NoError(t, err)
 		for _, file := range files {
 			t.Run(filepath.Base(file)+"/"+cfg.name, func(t *testing.T) {
@@ -260,11 +264,9 @@ func TestReplayHistoriesThroughThePlugin(t *testing.T) {
 					Plugins: []sdkworker.Plugin{p},
 				})
 				require.NoError(t, err)
-				r.RegisterWorkflow(OneBooking)
-				r.RegisterWorkflow(BookLocally)
-				r.RegisterWorkflow(BookOrGiveUp)
+				registerRecordedWorkflows(r)
 				err = r.ReplayWorkflowHistoryFromJSONFile(nil, file)
-				if why, ok := unreplayable[filepath.Base(file)]; ok {
+				if why, ok := unreplayableUnder(file, cfg.name); ok {
 					require.Error(t, err, "listed as unreplayable, yet it replays: take it off the list")
 					t.Skip(why)
 				}

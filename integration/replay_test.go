@@ -97,6 +97,26 @@ func replayDeclarations() []*activity.Declaration {
 	}
 }
 
+// registerRecordedWorkflows registers on r every workflow the committed
+// histories ran.
+func registerRecordedWorkflows(r sdkworker.WorkflowReplayer) {
+	r.RegisterWorkflow(OneBooking)
+	r.RegisterWorkflow(BookLocally)
+	r.RegisterWorkflow(BookOrGiveUp)
+	r.RegisterWorkflow(TenantTaggedBooking)
+	r.RegisterWorkflow(ReserveOn)
+}
+
+// unreplayableUnder says why the history in file cannot replay under the
+// configuration named config, if it cannot (see unreplayable).
+func unreplayableUnder(file, config string) (string, bool) {
+	if why, ok := unreplayable[filepath.Base(file)]; ok {
+		return why, true
+	}
+	why, ok := unreplayable[filepath.Base(file)+"/"+config]
+	return why, ok
+}
+
 func TestReplayHistories(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob(filepath.Join(historiesDir, "*.json"))
@@ -119,17 +139,9 @@ func TestReplayHistories(t *testing.T) {
 					ContextPropagators: []workflow.ContextPropagator{interceptor.TenantPropagator()},
 				})
 				require.NoError(t, err)
-				r.RegisterWorkflow(OneBooking)
-				r.RegisterWorkflow(BookLocally)
-				r.RegisterWorkflow(BookOrGiveUp)
-				r.RegisterWorkflow(TenantTaggedBooking)
-				r.RegisterWorkflow(ReserveOn)
+				registerRecordedWorkflows(r)
 				err = r.ReplayWorkflowHistoryFromJSONFile(nil, file)
-				why, ok := unreplayable[filepath.Base(file)]
-				if !ok {
-					why, ok = unreplayable[filepath.Base(file)+"/"+cfg.name]
-				}
-				if ok {
+				if why, ok := unreplayableUnder(file, cfg.name); ok {
 					require.Error(t, err, "listed as unreplayable, yet it replays: take it off the list")
 					t.Skip(why)
 				}

@@ -751,6 +751,11 @@ func (x *execution) noTenant(ctx context.Context) error {
 	if !x.root.tenantFromHeader {
 		return x.misconfigured(ctx, ErrorTypeNoTenant, fmt.Errorf("%w: Options.Tenant resolved none", errNoTenant))
 	}
+	if standalone(x.info) {
+		return x.misconfigured(ctx, ErrorTypeNoTenant, fmt.Errorf("%w: the standalone activity carries no tenant; give it one: "+
+			"start it with interceptor.WithTenant(ctx, tenant) on a client whose ContextPropagators hold interceptor.TenantPropagator() "+
+			"(the %s header), or set Options.DefaultTenant on its worker", errNoTenant, TenantHeader))
+	}
 	why := "the workflow carries no tenant"
 	if p := tenantProblem(ctx); p != "" {
 		why += " (" + p + ")"

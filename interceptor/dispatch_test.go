@@ -267,9 +267,8 @@ func TestKeyNotDerivable(t *testing.T) {
 		req        BookRequest
 	}{
 		{"MissingKeyArgument", "acme", false, BookRequest{RequestID: "a"}},
-		// A standalone activity is keyed by its activity ID (see
-		// standalone_test.go); without a tenant it has no key either.
-		{"StandaloneNoTenant", "", true, BookRequest{Flight: "BA117"}},
+		// A standalone activity without a tenant: see TestNoTenant and
+		// TestStandaloneActivityTenant.
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -493,6 +492,7 @@ func TestNoTenant(t *testing.T) {
 			env := h.activityEnv(t, "")
 			_, err := book(env, kc.fn(h), BookRequest{Flight: "BA117"})
 			appErr := requireApplicationError(t, err, interceptor.ErrorTypeNoTenant)
+			assert.Contains(t, err.Error(), "the workflow carries no tenant")
 			assert.True(t, appErr.NonRetryable(), "no retry can find a tenant")
 			_, ok := activity.AsIndeterminate(err)
 			assert.False(t, ok, "not an indeterminate outcome: nothing ran, nobody need decide")

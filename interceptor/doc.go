@@ -243,7 +243,8 @@
 //     context given to ExecuteActivity, on a client with [TenantPropagator]
 //     (the SDK applies a client's propagators to the start). Without it,
 //     the tenant is Options.DefaultTenant; with neither, the call fails at
-//     once as key_not_derivable, no body entered.
+//     once with the non-retryable [ErrorTypeNoTenant] error, no body
+//     entered.
 //   - No workflow can wait for a person: Options.AwaitDecision does not
 //     apply, and an indeterminate outcome fails the activity with the
 //     non-retryable typed error, which the caller of ActivityHandle.Get

@@ -95,9 +95,11 @@ func TestStandaloneActivityIDRunsOnce(t *testing.T) {
 }
 
 // A standalone activity started without the tenant header runs under
-// Options.DefaultTenant; with none, nothing runs and the call fails as
-// key_not_derivable with no effect applied. An activity of a workflow
-// gets its default from the workflow side, never here.
+// Options.DefaultTenant; with none, nothing runs and the call fails at once
+// with the non-retryable no-tenant error, which says how to give a
+// standalone activity one (the memo is a workflow's: it is not named). An
+// activity of a workflow gets its default from the workflow side, never
+// here.
 func TestStandaloneActivityTenant(t *testing.T) {
 	t.Parallel()
 	t.Run("Default", func(t *testing.T) {
@@ -120,15 +122,20 @@ func TestStandaloneActivityTenant(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		_, err := book(h.standaloneEnv(t, ""), h.acts.Book, BookRequest{Flight: "BA117"})
-		o := requireIndeterminate(t, err, activity.ReasonKeyNotDerivable, false)
-		assert.False(t, o.EffectMayHaveLanded)
+		appErr := requireApplicationError(t, err, interceptor.ErrorTypeNoTenant)
+		assert.True(t, appErr.NonRetryable())
+		assert.Contains(t, err.Error(), "the standalone activity carries no tenant")
+		assert.Contains(t, err.Error(), "interceptor.WithTenant")
+		assert.Contains(t, err.Error(), "Options.DefaultTenant")
+		assert.NotContains(t, err.Error(), "--memo")
 		assert.Zero(t, h.acts.ledger.total())
+		assert.Equal(t, 1, h.rec.count(interceptor.EventMisconfigured))
 	})
 	t.Run("WorkflowActivityGetsNoDefaultHere", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, func(o *interceptor.Options) { o.DefaultTenant = "solo" })
 		_, err := book(h.activityEnv(t, ""), h.acts.Book, BookRequest{Flight: "BA117"})
-		requireIndeterminate(t, err, activity.ReasonKeyNotDerivable, false)
+		requireApplicationError(t, err, interceptor.ErrorTypeNoTenant)
 		assert.Zero(t, h.acts.ledger.total())
 	})
 }
