@@ -31,9 +31,13 @@ func TestMain(m *testing.M) {
 // three worker processes, one worker SIGKILLed and replaced, the store
 // stopped hard and restarted once, against PostgreSQL and Redis with AOF
 // (no key may have two effects, every answer must be in the ledger,
-// nothing may hang or fail untyped) and against Redis again with the
-// EFFECTFUL activity's probe declared, then the control round — Redis
-// without persistence across the restart — which must find duplicates.
+// nothing may hang or fail untyped), against Redis again with the
+// EFFECTFUL activity's probe declared, against each store again with the
+// network nemesis between the workers and the store (replies held past the
+// store calls' budget, cut mid-reply, one direction stalled, connections
+// cut and refused; StoreTimeout 1s, so a long hold outlasts the budget of
+// the calls after the body too), then the control round — Redis without
+// persistence across the restart — which must find duplicates.
 func TestFaultRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts worker processes and private stores; skipped with -short")
@@ -57,17 +61,34 @@ func TestFaultRun(t *testing.T) {
 	}
 	var sums []*faultrun.Summary
 	for _, r := range []struct {
-		store string
-		probe bool
+		store   string
+		probe   bool
+		network bool
 	}{
-		{faultrun.StorePostgres, false},
-		{faultrun.StoreRedis, false},
-		{faultrun.StoreRedis, true},
-		{faultrun.StoreRedisVolatile, false},
+		{faultrun.StorePostgres, false, false},
+		{faultrun.StoreRedis, false, false},
+		{faultrun.StoreRedis, true, false},
+		{faultrun.StorePostgres, false, true},
+		{faultrun.StoreRedis, false, true},
+		{faultrun.StoreRedisVolatile, false, false},
 	} {
 		st := r.store
 		cfg := base
 		cfg.Store, cfg.Probe = st, r.probe
+		if r.network {
+			// Twice the workflows, so the nemesis gets a dozen faults or
+			// more in.
+			cfg.Workflows = 60
+			cfg.Network = true
+			cfg.NetworkEvery = 700 * time.Millisecond
+			cfg.StoreTimeout = time.Second
+		}
+		if r.store == faultrun.StoreRedisVolatile {
+			// The restart comes when half the workflows have started; with
+			// 30 it came before most of them had recorded anything to
+			// forget, and the control found no duplicate in 4 runs of 4.
+			cfg.Workflows = 60
+		}
 		sum, err := faultrun.Run(t.Context(), cfg)
 		if errors.Is(err, faultrun.ErrMissingTool) {
 			testenv.Unreachable(t, st+" (private instance)", err)
@@ -76,13 +97,24 @@ func TestFaultRun(t *testing.T) {
 			t.Fatalf("%s round: %v", st, err)
 		}
 		sums = append(sums, sum)
+		st = sum.Store
 		for _, s := range sum.Samples {
 			t.Logf("%s: %s", st, s)
 		}
 		if sum.Kills < 1 || sum.Restarts < 1 {
 			t.Errorf("%s round: %d kills, %d restarts: the faults did not happen", st, sum.Kills, sum.Restarts)
 		}
-		if st == faultrun.StoreRedisVolatile {
+		if r.network {
+			n := 0
+			for _, c := range sum.NetFaults {
+				n += c
+			}
+			// Seed 1 draws a cut_reply second and a cut_all fourth.
+			if n < 4 || sum.ProxyCut < 1 {
+				t.Errorf("%s round: %d network faults, %d connections cut: the nemesis did not work", st, n, sum.ProxyCut)
+			}
+		}
+		if r.store == faultrun.StoreRedisVolatile {
 			if sum.Duplicates == 0 {
 				t.Errorf("control round found no duplicate: the run cannot be shown to see one")
 			}

@@ -74,7 +74,13 @@ func freePort() (int, error) {
 
 // instance is a private store server the run starts, kills and restarts.
 type instance interface {
+	// addr is what a store client is given: a PostgreSQL URL, a Redis
+	// host:port.
 	addr() string
+	// endpoint is the server's host:port, and via(hostport) the address
+	// that reaches it through hostport instead (a proxy in front of it).
+	endpoint() string
+	via(hostport string) string
 	kill() error
 	start() error
 	close()
@@ -157,8 +163,12 @@ func (p *privatePostgres) run(name string, args ...string) (string, error) {
 	return string(out), err
 }
 
-func (p *privatePostgres) addr() string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=2", p.port)
+func (p *privatePostgres) addr() string { return p.via(p.endpoint()) }
+
+func (p *privatePostgres) endpoint() string { return "127.0.0.1:" + strconv.Itoa(p.port) }
+
+func (p *privatePostgres) via(hostport string) string {
+	return fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable&connect_timeout=2", hostport)
 }
 
 func (p *privatePostgres) start() error {
@@ -214,7 +224,11 @@ func newPrivateRedis(persist bool) (*privateRedis, error) {
 	return r, nil
 }
 
-func (r *privateRedis) addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
+func (r *privateRedis) addr() string { return r.endpoint() }
+
+func (r *privateRedis) endpoint() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
+
+func (r *privateRedis) via(hostport string) string { return hostport }
 
 func (r *privateRedis) start() error {
 	bin, err := exec.LookPath("redis-server")

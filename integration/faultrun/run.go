@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/internal/netfault"
 	"github.com/tesserix/idempotency/pgstore"
 	"github.com/tesserix/idempotency/worker"
 )
@@ -74,7 +76,30 @@ type Config struct {
 	// StartEvery paces the workflow starts, so that at any moment some
 	// workflows are in each phase (the pair, the pause, the third call).
 	StartEvery time.Duration
-	// Seed makes the behaviour mix reproducible.
+	// StoreTimeout is the dispatcher's Options.StoreTimeout in the workers:
+	// the budget of the store calls made after a body returned. Zero leaves
+	// the library's default (interceptor.DefaultStoreTimeout, 10s).
+	StoreTimeout time.Duration
+	// Network puts a TCP proxy (loopback, internal/netfault) between the
+	// workers and the store — the workers are given its address, the store
+	// restarts behind it — and runs a nemesis on it while the load runs:
+	// replies held for less or more than a store call's budget, connections
+	// cut in the middle of a reply, one direction stalled, every connection
+	// cut, new ones refused. One fault at a time, each healed within
+	// NetworkHold; the sequence of faults is fixed by Seed.
+	Network bool
+	// NetworkEvery is the mean pause between two network faults (each
+	// pause is drawn between half and one and a half of it). Defaults to 2s.
+	NetworkEvery time.Duration
+	// NetworkHold bounds how long a fault lasts before it heals, and so the
+	// longest a reply is held; a long delay holds replies between
+	// StartToClose and NetworkHold. Defaults to twice StartToClose (4s);
+	// raised to StartToClose if below it.
+	NetworkHold time.Duration
+	// NetworkShort bounds a short delay, which holds replies for less than
+	// any store call's budget. Defaults to 250ms.
+	NetworkShort time.Duration
+	// Seed makes the behaviour mix and the network faults reproducible.
 	Seed uint64
 	// Dir keeps the ledger and the worker logs; a temporary directory
 	// (removed at the end) when empty.
@@ -122,6 +147,16 @@ func (c *Config) defaults() error {
 	if c.StartEvery <= 0 {
 		c.StartEvery = 100 * time.Millisecond
 	}
+	if c.NetworkEvery <= 0 {
+		c.NetworkEvery = 2 * time.Second
+	}
+	if c.NetworkHold <= 0 {
+		c.NetworkHold = 2 * c.StartToClose
+	}
+	c.NetworkHold = max(c.NetworkHold, c.StartToClose)
+	if c.NetworkShort <= 0 {
+		c.NetworkShort = 250 * time.Millisecond
+	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
@@ -165,8 +200,24 @@ type Summary struct {
 	TornLines int
 	// Kills and Restarts are the faults injected.
 	Kills, Restarts int
-	Elapsed         time.Duration
-	// Samples keep a few messages of unexpected errors.
+	// Takeovers counts the claims that superseded a lapsed holder's token,
+	// TakeoversUnanswered those among them that returned an error (the
+	// store may have taken the key over all the same), and StoreErrors the
+	// store calls that failed, by operation (OpClaim, OpTakeover, …): the
+	// recovery paths the round reached, as the workers noted them.
+	Takeovers, TakeoversUnanswered int
+	StoreErrors                    map[string]int
+	// Network says the round ran with the network nemesis (Config.Network);
+	// NetFaults counts its faults by kind (NetDelayShort, …), and
+	// ProxyConns, ProxyRefused and ProxyCut the connections the proxy
+	// forwarded, refused, and cut (whole, or in the middle of a reply).
+	Network                            bool
+	NetFaults                          map[string]int
+	ProxyConns, ProxyRefused, ProxyCut int
+	Elapsed                            time.Duration
+	// Samples keep a few messages of unexpected errors, the answers not in
+	// the ledger, and each duplicate (up to 20): its effects — worker PID,
+	// call, idempotency key — and what the workflow's calls answered.
 	Samples []string
 }
 
@@ -197,15 +248,47 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	defer inst.close()
-	cfg.Logf("%s: private store at %s", cfg.Store, inst.addr())
+	label := cfg.Store
+	if cfg.Probe {
+		label += "+probe"
+	}
+	if cfg.Network {
+		label += "+net"
+	}
+	cfg.Logf("%s: private store at %s", label, inst.addr())
+
+	// The workers' way to the store: the store itself, or the proxy the
+	// nemesis works on.
+	storeAddr := inst.addr()
+	var (
+		proxy    *netfault.Proxy
+		schedule *os.File
+	)
+	if cfg.Network {
+		if proxy, err = netfault.Start(inst.endpoint()); err != nil {
+			return nil, err
+		}
+		defer func() { _ = proxy.Close() }()
+		storeAddr = inst.via(proxy.Addr())
+		// The nemesis's schedule, time-stamped, beside the worker logs.
+		if schedule, err = os.Create(filepath.Join(dir, "nemesis.log")); err != nil {
+			return nil, err
+		}
+		defer func() { _ = schedule.Close() }()
+		cfg.Logf("%s: workers reach the store through %s", label, proxy.Addr())
+	}
 
 	queue := fmt.Sprintf("faultrun-%s-%d", cfg.Store, time.Now().UnixNano())
 	workerArgs := func() []string {
-		return append(append([]string(nil), cfg.WorkerCommand...),
+		argv := append(append([]string(nil), cfg.WorkerCommand...),
 			"-frontend", cfg.Frontend, "-namespace", cfg.Namespace, "-queue", queue,
-			"-store", kind, "-store-addr", inst.addr(), "-ledger", ledgerDir,
+			"-store", kind, "-store-addr", storeAddr, "-ledger", ledgerDir,
 			"-lease", cfg.Lease.String(), "-parent", fmt.Sprint(os.Getpid()),
 			fmt.Sprintf("-probe=%t", cfg.Probe))
+		if cfg.StoreTimeout > 0 {
+			argv = append(argv, "-store-timeout", cfg.StoreTimeout.String())
+		}
+		return argv
 	}
 	pool := &workerPool{argv: workerArgs, env: cfg.WorkerEnv, logDir: dir}
 	defer pool.killAll()
@@ -221,11 +304,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	defer c.Close()
 
-	label := cfg.Store
-	if cfg.Probe {
-		label += "+probe"
-	}
-	sum := &Summary{Store: label, Workflows: cfg.Workflows,
+	sum := &Summary{Store: label, Workflows: cfg.Workflows, Network: cfg.Network,
 		Indeterminate: map[string]int{}, Landed: map[string]int{}, Errors: map[string]int{}}
 
 	// Faults.
@@ -294,6 +373,16 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		}()
 	}
 
+	var nem *nemesis
+	if cfg.Network {
+		nem = newNemesis(&cfg, proxy, schedule, label)
+		faults.Add(1)
+		go func() {
+			defer faults.Done()
+			nem.run(faultCtx)
+		}()
+	}
+
 	// Load.
 	behaviours := []string{BehaviourOK, BehaviourOK, BehaviourOK, BehaviourOK, BehaviourOK, BehaviourOK,
 		BehaviourSlowIgnore, BehaviourSlowIgnore, BehaviourSlowRespect, BehaviourSlowRespect, BehaviourDrop}
@@ -349,13 +438,22 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	faults.Wait()
 	pool.killAll()
 	sum.Kills, sum.Restarts = int(kills.Load()), int(restarts.Load())
+	if nem != nil {
+		sum.NetFaults = nem.Counts()
+		st := proxy.Stats()
+		sum.ProxyConns, sum.ProxyRefused, sum.ProxyCut = st.Accepted, st.Refused, st.Cut
+	}
 
 	entries, torn, err := MergeLedgers(ledgerDir)
 	if err != nil {
 		return nil, err
 	}
+	events, err := ReadCallEvents(ledgerDir)
+	if err != nil {
+		return nil, err
+	}
 	sum.TornLines = torn
-	sum.analyse(results, entries)
+	sum.analyse(results, entries, events)
 	sum.Elapsed = time.Since(began)
 	return sum, nil
 }
@@ -424,14 +522,30 @@ func runWorkflow(ctx context.Context, c client.Client, queue string, bound time.
 	return &res, nil
 }
 
-func (s *Summary) analyse(results []*WorkflowResult, entries []Entry) {
+func (s *Summary) analyse(results []*WorkflowResult, entries []Entry, events []CallEvent) {
+	s.StoreErrors = map[string]int{}
+	byKey := map[string][]CallEvent{}
+	for _, e := range events {
+		byKey[e.Key] = append(byKey[e.Key], e)
+		if e.Op == OpTakeover {
+			s.Takeovers++
+			if e.Err != "" {
+				s.TakeoversUnanswered++
+			}
+		}
+		if e.Err != "" {
+			s.StoreErrors[e.Op]++
+		}
+	}
 	effects := map[string]int{}
+	charges := map[string][]Entry{}
 	ids := map[string]bool{}
 	seats := map[string]int{}
 	for _, e := range entries {
 		switch e.Kind {
 		case KindCharge:
 			effects[e.Key]++
+			charges[e.Key] = append(charges[e.Key], e)
 			ids[e.Effect] = true
 		case KindReserve:
 			seats[e.Key]++
@@ -448,6 +562,54 @@ func (s *Summary) analyse(results []*WorkflowResult, entries []Entry) {
 	}
 	for _, n := range seats {
 		s.ReserveRepeats += n - 1
+	}
+	// Each duplicate, as evidence: its effects (the worker process, the
+	// call, the idempotency key each ran under) and what the workflow's
+	// calls answered.
+	calls := map[string][]CallResult{}
+	for _, r := range results {
+		if r != nil {
+			calls[r.Order] = r.Calls
+		}
+	}
+	dups := 0
+	for _, order := range slices.Sorted(maps.Keys(charges)) {
+		es := charges[order]
+		if len(es) < 2 || dups == maxDuplicateSamples {
+			continue
+		}
+		dups++
+		line := fmt.Sprintf("%s charged %d times:", order, len(es))
+		for _, e := range es {
+			line += fmt.Sprintf(" [effect %s pid %d request %s key %s]", e.Effect, e.PID, e.Request, e.IKey)
+		}
+		line += "; calls:"
+		for _, c := range calls[order] {
+			line += " " + c.Activity + "/" + c.Request + "=" + c.Class
+			if c.Reason != "" {
+				line += "(" + c.Reason + ")"
+			}
+		}
+		keys := map[string]bool{}
+		for _, e := range es {
+			keys[e.IKey] = true
+		}
+		line += "; store calls noted on its key:"
+		noted := 0
+		for _, k := range slices.Sorted(maps.Keys(keys)) {
+			for _, e := range byKey[k] {
+				if noted == maxNotedCalls {
+					line += fmt.Sprintf(" [and %d more]", len(byKey[k])-maxNotedCalls)
+					break
+				}
+				line += " [" + e.String() + "]"
+				noted++
+			}
+		}
+		if noted == 0 {
+			line += " none"
+		}
+		s.Samples = append(s.Samples, line)
 	}
 	for _, r := range results {
 		if r == nil {
@@ -487,6 +649,13 @@ func (s *Summary) analyse(results []*WorkflowResult, entries []Entry) {
 		}
 	}
 }
+
+// maxDuplicateSamples bounds the duplicates described in Summary.Samples,
+// and maxNotedCalls the store calls listed for each.
+const (
+	maxDuplicateSamples = 20
+	maxNotedCalls       = 40
+)
 
 // Problems lists what breaks the promise or the run's own bounds: a key
 // with more than one effect, a result not backed by the ledger, a hung or
@@ -550,10 +719,43 @@ func (s *Summary) Rows() [][2]string {
 		[2]string{"idempotent repeats", fmt.Sprint(s.ReserveRepeats)},
 		[2]string{"worker kills", fmt.Sprint(s.Kills)},
 		[2]string{"store restarts", fmt.Sprint(s.Restarts)},
+	)
+	rows = append(rows, s.networkRows()...)
+	failed := 0
+	for _, n := range s.StoreErrors {
+		failed += n
+	}
+	rows = append(rows,
+		[2]string{"store calls failed", fmt.Sprint(failed)},
+		[2]string{"takeovers (unanswered)", fmt.Sprintf("%d (%d)", s.Takeovers, s.TakeoversUnanswered)},
+	)
+	rows = append(rows,
 		[2]string{"torn ledger lines", fmt.Sprint(s.TornLines)},
 		[2]string{"elapsed", s.Elapsed.Round(time.Second).String()},
 	)
 	return rows
+}
+
+// networkRows are the nemesis's rows: its faults by kind and what the
+// proxy did; "-" in a round without it.
+func (s *Summary) networkRows() [][2]string {
+	if !s.Network {
+		rows := [][2]string{{"network faults", "-"}}
+		for _, k := range NetFaults {
+			rows = append(rows, [2]string{"  " + k, "-"})
+		}
+		return append(rows, [2]string{"proxy connections (refused/cut)", "-"})
+	}
+	total := 0
+	for _, n := range s.NetFaults {
+		total += n
+	}
+	rows := [][2]string{{"network faults", fmt.Sprint(total)}}
+	for _, k := range NetFaults {
+		rows = append(rows, [2]string{"  " + k, fmt.Sprint(s.NetFaults[k])})
+	}
+	return append(rows, [2]string{"proxy connections (refused/cut)",
+		fmt.Sprintf("%d (%d/%d)", s.ProxyConns, s.ProxyRefused, s.ProxyCut)})
 }
 
 // Table formats summaries side by side, one column per round.

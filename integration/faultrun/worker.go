@@ -36,6 +36,7 @@ func WorkerMain(args []string) error {
 	ledgerDir := fs.String("ledger", "", "directory of the ledger files (required)")
 	probe := fs.Bool("probe", false, "declare Charge with a probe that asks the ledger")
 	lease := fs.Duration("lease", 3*time.Second, "claim lease")
+	storeTimeout := fs.Duration("store-timeout", 0, "the dispatcher's StoreTimeout (0: the library's default)")
 	parent := fs.Int("parent", 0, "PID of the run; the worker exits when its parent is no longer it")
 	maxLife := fs.Duration("max-life", 30*time.Minute, "the worker exits after this long whatever happens")
 	if err := fs.Parse(args); err != nil {
@@ -45,6 +46,8 @@ func WorkerMain(args []string) error {
 		return errors.New("faultrun worker: -frontend, -queue, -store-addr and -ledger are required")
 	}
 	watchdog(*parent, *maxLife)
+	// The ledger names effects by PID: say which process this log is.
+	fmt.Fprintf(os.Stderr, "faultrun worker: pid %d, store %s at %s\n", os.Getpid(), *kind, *addr)
 
 	ledger, err := OpenLedger(*ledgerDir)
 	if err != nil {
@@ -57,6 +60,12 @@ func WorkerMain(args []string) error {
 		return err
 	}
 	defer closeStore()
+	calls, err := openCallLog(*ledgerDir)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = calls.Close() }()
+	st = watchedStore{Store: st, log: calls}
 
 	logger := zap.NewNop()
 	if os.Getenv("FAULTRUN_DEBUG") != "" {
@@ -73,9 +82,10 @@ func WorkerMain(args []string) error {
 			WorkerStopTimeout:                  time.Second,
 		},
 		Idempotency: interceptor.Options{
-			Store:    st,
-			Lease:    *lease,
-			Identity: fmt.Sprintf("faultrun@%d", os.Getpid()),
+			Store:        st,
+			Lease:        *lease,
+			StoreTimeout: *storeTimeout,
+			Identity:     fmt.Sprintf("faultrun@%d", os.Getpid()),
 		},
 		Logger: logger,
 	})

@@ -60,7 +60,12 @@ func drive(args []string) int {
 	lease := fs.Duration("lease", 3*time.Second, "the dispatcher's claim lease in the workers")
 	startToClose := fs.Duration("start-to-close", 2*time.Second, "the activities' start-to-close timeout (slow bodies take 1.5 times that)")
 	pause := fs.Duration("pause", 1500*time.Millisecond, "pause between a workflow's pair of calls and its retry-like third")
-	seed := fs.Uint64("seed", 1, "seed of the behaviour mix and the kills")
+	storeTimeout := fs.Duration("store-timeout", 0, "the dispatcher's StoreTimeout in the workers (0: the library's default, 10s)")
+	network := fs.String("network", "off", "put a TCP proxy between the workers and the store and inject network faults on it: off, on, or both (each round twice)")
+	networkEvery := fs.Duration("network-every", 2*time.Second, "mean pause between two network faults")
+	networkHold := fs.Duration("network-hold", 0, "longest a network fault lasts before it heals, and longest a reply is held (0: twice -start-to-close)")
+	networkShort := fs.Duration("network-short", 250*time.Millisecond, "longest short reply delay (below every store call's budget)")
+	seed := fs.Uint64("seed", 1, "seed of the behaviour mix, the kills and the network faults")
 	keep := fs.String("dir", "", "keep ledgers and worker logs under this directory (default: a temporary one, removed)")
 	probe := fs.String("probe", "off", "declare the EFFECTFUL activity with a probe that asks the ledger: off, on, or both (each round twice)")
 	verbose := fs.Bool("v", false, "log progress")
@@ -95,14 +100,29 @@ func drive(args []string) int {
 		fmt.Fprintf(os.Stderr, "faultrun: -probe %q: want off, on or both\n", *probe)
 		return 2
 	}
+	var networks []bool
+	switch *network {
+	case "off":
+		networks = []bool{false}
+	case "on":
+		networks = []bool{true}
+	case "both":
+		networks = []bool{false, true}
+	default:
+		fmt.Fprintf(os.Stderr, "faultrun: -network %q: want off, on or both\n", *network)
+		return 2
+	}
 	type round struct {
-		store string
-		probe bool
+		store   string
+		probe   bool
+		network bool
 	}
 	var rounds []round
 	for _, st := range strings.Split(*stores, ",") {
 		for _, p := range probes {
-			rounds = append(rounds, round{strings.TrimSpace(st), p})
+			for _, n := range networks {
+				rounds = append(rounds, round{strings.TrimSpace(st), p, n})
+			}
 		}
 	}
 	code := 0
@@ -126,11 +146,16 @@ func drive(args []string) int {
 			Lease:         *lease,
 			StartToClose:  *startToClose,
 			Pause:         *pause,
+			StoreTimeout:  *storeTimeout,
+			Network:       r.network,
+			NetworkEvery:  *networkEvery,
+			NetworkHold:   *networkHold,
+			NetworkShort:  *networkShort,
 			Seed:          *seed,
 			Logf:          logf,
 		}
 		if *keep != "" {
-			cfg.Dir = fmt.Sprintf("%s/%s-probe-%t", *keep, cfg.Store, cfg.Probe)
+			cfg.Dir = fmt.Sprintf("%s/%s-probe-%t-network-%t", *keep, cfg.Store, cfg.Probe, cfg.Network)
 			if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 				fmt.Fprintln(os.Stderr, "faultrun:", err)
 				return 2
@@ -149,12 +174,12 @@ func drive(args []string) int {
 			}
 		} else {
 			for _, p := range sum.Problems() {
-				fmt.Fprintf(os.Stderr, "faultrun: %s round: %s\n", cfg.Store, p)
+				fmt.Fprintf(os.Stderr, "faultrun: %s round: %s\n", sum.Store, p)
 				code = 1
 			}
 		}
 		for _, s := range sum.Samples {
-			fmt.Fprintf(os.Stderr, "faultrun: %s: %s\n", cfg.Store, s)
+			fmt.Fprintf(os.Stderr, "faultrun: %s: %s\n", sum.Store, s)
 		}
 		if ctx.Err() != nil {
 			break
