@@ -41,17 +41,19 @@ func TestAnalyse(t *testing.T) {
 		nil, // a hung workflow has no result
 	}
 	// What the workers noted: a takeover of o1's key whose answer never
-	// came, one of o2's that was answered, a renewal that failed.
-	write("calls-2.jsonl", `{"at":"2026-12-03T10:00:01Z","pid":2,"op":"takeover","key":"k1","supersede":7,"attempt":2,"ctx_ended":true,"err":"context deadline exceeded"}
-{"at":"2026-12-03T10:00:02Z","pid":2,"op":"takeover","key":"k2","supersede":8,"status":"acquired","token":9}
+	// came, one of o2's that was answered, a renewal that failed, and a
+	// takeover of an IDEMPOTENT key (not counted among the takeovers).
+	write("calls-2.jsonl", `{"at":"2026-12-03T10:00:01Z","pid":2,"op":"takeover","activity":"Charge","key":"k1","supersede":7,"attempt":2,"ctx_ended":true,"err":"context deadline exceeded"}
+{"at":"2026-12-03T10:00:02Z","pid":2,"op":"takeover","activity":"Charge","key":"k2","supersede":8,"status":"acquired","token":9}
 {"at":"2026-12-03T10:00:00Z","pid":2,"op":"renew","key":"k1","token":7,"err":"i/o timeout"}
+{"at":"2026-12-03T10:00:02Z","pid":2,"op":"takeover","activity":"Reserve","key":"s9","supersede":3,"err":"EOF"}
 {"at":"2026-12-03T10:00:03Z","pid":2,"op":"clai`)
 	events, err := ReadCallEvents(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(events) != 3 || events[0].Op != OpRenew {
-		t.Fatalf("read %d call events (first %+v), want 3 in time order, the torn line skipped", len(events), events[0])
+	if len(events) != 4 || events[0].Op != OpRenew {
+		t.Fatalf("read %d call events (first %+v), want 4 in time order, the torn line skipped", len(events), events[0])
 	}
 	s := &Summary{Indeterminate: map[string]int{}, Landed: map[string]int{}, Errors: map[string]int{}}
 	s.analyse(results, entries, events)
@@ -78,14 +80,14 @@ func TestAnalyse(t *testing.T) {
 	check("AskedLanded", s.AskedLanded, 1)
 	check("Takeovers", s.Takeovers, 2)
 	check("TakeoversUnanswered", s.TakeoversUnanswered, 1)
-	check("StoreErrors[takeover]", s.StoreErrors[OpTakeover], 1)
+	check("StoreErrors[takeover]", s.StoreErrors[OpTakeover], 2)
 	check("StoreErrors[renew]", s.StoreErrors[OpRenew], 1)
 	found := false
 	for _, line := range s.Samples {
 		if strings.HasPrefix(line, "o1 charged 2 times:") {
 			found = true
 			for _, want := range []string{"effect o1/1/1", "effect o1/2/1", "=indeterminate(recorded)",
-				"pid 2 renew token 7: i/o timeout", "pid 2 takeover attempt 2 superseding 7: context deadline exceeded (context ended)"} {
+				"pid 2 renew token 7: i/o timeout", "pid 2 takeover Charge attempt 2 superseding 7: context deadline exceeded (context ended)"} {
 				if !strings.Contains(line, want) {
 					t.Errorf("the duplicate's sample %q lacks %q", line, want)
 				}

@@ -109,8 +109,9 @@ func TestFaultRun(t *testing.T) {
 			for _, c := range sum.NetFaults {
 				n += c
 			}
-			// Seed 1 draws a cut_reply second and a cut_all fourth.
-			if n < 4 || sum.ProxyCut < 1 {
+			// Seed 1 draws replies held short, then long, short again, a
+			// stall of the replies, then replies cut mid-way.
+			if n < 5 || sum.ProxyCut < 1 {
 				t.Errorf("%s round: %d network faults, %d connections cut: the nemesis did not work", st, n, sum.ProxyCut)
 			}
 		}

@@ -17,6 +17,12 @@ const (
 	// NetDelayShort holds every reply for less than any store call's budget
 	// (at most NetworkShort): calls are slow, none should time out.
 	NetDelayShort = "delay_short"
+	// NetDelayMid holds every reply for about a store call's budget (from
+	// NetworkShort to StartToClose): longer than what is left of an
+	// attempt late in it, and than the Redis client's read timeout (1s),
+	// shorter than a fresh attempt's deadline. Whether a call hears its
+	// answer depends on when it was made.
+	NetDelayMid = "delay_mid"
 	// NetDelayLong holds every reply for longer than a store call's budget
 	// (from StartToClose to NetworkHold): the store has done what it was
 	// asked, the caller stops waiting before it hears so.
@@ -38,13 +44,13 @@ const (
 )
 
 // NetFaults lists the network faults in the order the table prints them.
-var NetFaults = []string{NetDelayShort, NetDelayLong, NetCutReply, NetStallUp, NetStallDown, NetCutAll, NetRefuse}
+var NetFaults = []string{NetDelayShort, NetDelayMid, NetDelayLong, NetCutReply, NetStallUp, NetStallDown, NetCutAll, NetRefuse}
 
 // netWeights is how often each fault is drawn, relative to the others:
 // the faults that lose or hold an answer (the paths a kill never reaches)
 // twice as often as the rest.
 var netWeights = map[string]int{
-	NetDelayShort: 2, NetDelayLong: 2, NetCutReply: 2,
+	NetDelayShort: 2, NetDelayMid: 2, NetDelayLong: 2, NetCutReply: 2,
 	NetStallUp: 1, NetStallDown: 1, NetCutAll: 1, NetRefuse: 1,
 }
 
@@ -59,7 +65,7 @@ type netFault struct {
 
 func (f netFault) String() string {
 	switch f.kind {
-	case NetDelayShort, NetDelayLong:
+	case NetDelayShort, NetDelayMid, NetDelayLong:
 		return fmt.Sprintf("%s: replies held %v, for %v", f.kind, f.delay, f.hold)
 	case NetCutReply:
 		return fmt.Sprintf("%s: the next %d replies cut halfway, for at most %v", f.kind, f.cuts, f.hold)
@@ -125,6 +131,9 @@ func (n *nemesis) draw() netFault {
 	case NetDelayShort:
 		f.delay = n.between(10*time.Millisecond, c.NetworkShort)
 		f.hold = n.between(c.NetworkHold/4, c.NetworkHold)
+	case NetDelayMid:
+		f.delay = n.between(c.NetworkShort, c.StartToClose)
+		f.hold = n.between(max(f.delay, c.NetworkHold/4), c.NetworkHold)
 	case NetDelayLong:
 		// Held past the budget of the call that waits for it: the
 		// activity's deadline for the calls before the body, StoreTimeout
@@ -172,7 +181,7 @@ func (n *nemesis) run(ctx context.Context) {
 func (n *nemesis) apply(f netFault) {
 	p := n.proxy
 	switch f.kind {
-	case NetDelayShort, NetDelayLong:
+	case NetDelayShort, NetDelayMid, NetDelayLong:
 		p.SetDelay(netfault.Down, f.delay)
 	case NetCutReply:
 		p.CutNext(netfault.Down, f.cuts)

@@ -24,7 +24,8 @@ func nemesisConfig(seed uint64) *Config {
 
 // TestNemesisDraw checks the nemesis's choices: a seed gives one sequence
 // of faults (another seed another), every kind is drawn, and every fault
-// keeps to its bounds — a short delay under NetworkShort, a long one from
+// keeps to its bounds — a short delay under NetworkShort, a middle one
+// from NetworkShort to StartToClose, a long one from
 // StartToClose (past the budget of a call before the body) to NetworkHold,
 // and no fault held longer than NetworkHold.
 func TestNemesisDraw(t *testing.T) {
@@ -49,6 +50,9 @@ func TestNemesisDraw(t *testing.T) {
 		case NetDelayShort:
 			assert.True(t, f.delay > 0 && f.delay <= c.NetworkShort, "%v", f)
 			assert.Positive(t, f.hold, "%v", f)
+		case NetDelayMid:
+			assert.True(t, f.delay >= c.NetworkShort && f.delay <= c.StartToClose, "%v", f)
+			assert.GreaterOrEqual(t, f.hold, f.delay, "%v", f)
 		case NetDelayLong:
 			assert.True(t, f.delay >= c.StartToClose && f.delay <= c.NetworkHold, "%v", f)
 			assert.Equal(t, f.delay, f.hold, "%v: a long delay lasts as long as it holds", f)

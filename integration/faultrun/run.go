@@ -200,9 +200,10 @@ type Summary struct {
 	TornLines int
 	// Kills and Restarts are the faults injected.
 	Kills, Restarts int
-	// Takeovers counts the claims that superseded a lapsed holder's token,
-	// TakeoversUnanswered those among them that returned an error (the
-	// store may have taken the key over all the same), and StoreErrors the
+	// Takeovers counts the EFFECTFUL (Charge) claims that superseded a
+	// lapsed holder's token, TakeoversUnanswered those among them that
+	// returned an error (the store may have taken the key over all the
+	// same, or never seen the claim), and StoreErrors the
 	// store calls that failed, by operation (OpClaim, OpTakeover, …): the
 	// recovery paths the round reached, as the workers noted them.
 	Takeovers, TakeoversUnanswered int
@@ -527,7 +528,7 @@ func (s *Summary) analyse(results []*WorkflowResult, entries []Entry, events []C
 	byKey := map[string][]CallEvent{}
 	for _, e := range events {
 		byKey[e.Key] = append(byKey[e.Key], e)
-		if e.Op == OpTakeover {
+		if e.Op == OpTakeover && e.Activity == ChargeActivity {
 			s.Takeovers++
 			if e.Err != "" {
 				s.TakeoversUnanswered++
@@ -727,7 +728,7 @@ func (s *Summary) Rows() [][2]string {
 	}
 	rows = append(rows,
 		[2]string{"store calls failed", fmt.Sprint(failed)},
-		[2]string{"takeovers (unanswered)", fmt.Sprintf("%d (%d)", s.Takeovers, s.TakeoversUnanswered)},
+		[2]string{"Charge takeovers (unanswered)", fmt.Sprintf("%d (%d)", s.Takeovers, s.TakeoversUnanswered)},
 	)
 	rows = append(rows,
 		[2]string{"torn ledger lines", fmt.Sprint(s.TornLines)},

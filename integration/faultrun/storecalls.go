@@ -21,13 +21,15 @@ import (
 // never came is the one the network nemesis is for — and, for a key with
 // two effects, which store calls led there.
 type CallEvent struct {
-	At        time.Time `json:"at"`
-	PID       int       `json:"pid"`
-	Op        string    `json:"op"`
-	Key       string    `json:"key"`
-	Token     int64     `json:"token,omitempty"`
-	Supersede int64     `json:"supersede,omitempty"`
-	Attempt   int32     `json:"attempt,omitempty"`
+	At  time.Time `json:"at"`
+	PID int       `json:"pid"`
+	Op  string    `json:"op"`
+	// Activity is the claiming activity's type (claims and takeovers).
+	Activity  string `json:"activity,omitempty"`
+	Key       string `json:"key"`
+	Token     int64  `json:"token,omitempty"`
+	Supersede int64  `json:"supersede,omitempty"`
+	Attempt   int32  `json:"attempt,omitempty"`
 	// Status is the claim's answer (acquired, held, …) when it answered.
 	Status string `json:"status,omitempty"`
 	// CtxEnded says the caller's context had ended when the call returned.
@@ -39,6 +41,9 @@ type CallEvent struct {
 // ended.
 func (e CallEvent) String() string {
 	out := fmt.Sprintf("%s pid %d %s", e.At.Format("15:04:05.000"), e.PID, e.Op)
+	if e.Activity != "" {
+		out += " " + e.Activity
+	}
 	if e.Attempt != 0 {
 		out += fmt.Sprintf(" attempt %d", e.Attempt)
 	}
@@ -127,7 +132,8 @@ func (s watchedStore) Claim(ctx context.Context, p store.ClaimParams) (store.Res
 		if p.Supersede != 0 {
 			op = OpTakeover
 		}
-		e := CallEvent{Op: op, Key: p.Key, Supersede: p.Supersede, Attempt: p.Origin.Attempt, CtxEnded: ctx.Err() != nil}
+		e := CallEvent{Op: op, Activity: p.Origin.ActivityType, Key: p.Key, Supersede: p.Supersede,
+			Attempt: p.Origin.Attempt, CtxEnded: ctx.Err() != nil}
 		if err != nil {
 			e.Err = err.Error()
 		} else {
