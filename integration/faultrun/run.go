@@ -335,9 +335,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 				rngMu.Unlock()
 				pool.killAt(i)
 				kills.Add(1)
-				cfg.Logf("%s: killed worker %d (%d kills)", cfg.Store, i, kills.Load())
+				cfg.Logf("%s: killed worker %d (%d kills)", label, i, kills.Load())
 				if err := pool.replace(i); err != nil {
-					cfg.Logf("%s: replacing worker %d: %v", cfg.Store, i, err)
+					cfg.Logf("%s: replacing worker %d: %v", label, i, err)
 				}
 			}
 		}()
@@ -357,7 +357,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 					}
 				}
 				if err := inst.kill(); err != nil {
-					cfg.Logf("%s: %v", cfg.Store, err)
+					cfg.Logf("%s: %v", label, err)
 					continue
 				}
 				select {
@@ -365,11 +365,11 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 				case <-time.After(cfg.StoreDown):
 				}
 				if err := inst.start(); err != nil {
-					cfg.Logf("%s: restart: %v", cfg.Store, err)
+					cfg.Logf("%s: restart: %v", label, err)
 					return
 				}
 				restarts.Add(1)
-				cfg.Logf("%s: store restarted (%d)", cfg.Store, restarts.Load())
+				cfg.Logf("%s: store restarted (%d)", label, restarts.Load())
 			}
 		}()
 	}

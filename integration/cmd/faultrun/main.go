@@ -12,6 +12,15 @@
 //
 //	cd integration && GOTOOLCHAIN=go1.27.3 go run ./cmd/faultrun -workflows 2000 -workers 4 -kill-every 5s -restarts 4
 //	cd integration && GOTOOLCHAIN=go1.27.3 go run ./cmd/faultrun -workflows 2000 -workers 4 -kill-every 5s -restarts 4 -stores postgres,redis -probe on
+//	cd integration && GOTOOLCHAIN=go1.27.3 go run ./cmd/faultrun -workflows 1500 -workers 4 -kill-every 5s -restarts 3 -stores postgres,redis -network on -network-every 1s -store-timeout 1s
+//
+// With -network on the workers reach the store through a loopback TCP proxy
+// on which a nemesis injects network faults (replies held, cut mid-reply,
+// one direction stalled, connections cut or refused); -seed fixes their
+// sequence. Each worker notes its takeovers and failed store calls beside
+// the ledger (calls-PID.jsonl), and a key with two effects is printed with
+// its effects and those calls; -dir keeps them with the worker logs (set
+// FAULTRUN_DEBUG=1 for the dispatcher's events in the logs).
 //
 // It exits 1 when a round under the promise (postgres, redis) breaks it —
 // a key with two effects, an answer not in the ledger, a hung workflow, an
