@@ -23,6 +23,11 @@ import (
 // empty.
 const DefaultTenant = "test"
 
+// DeadlockTimeout is how long the environment's worker lets a workflow task
+// run before it reports a potential deadlock (the SDK's default is a
+// second, which a loaded test machine can exceed).
+const DeadlockTimeout = 10 * time.Second
+
 // Options configure [New].
 type Options struct {
 	// Declarations are the activities under test. Each is registered with
@@ -41,9 +46,13 @@ type Options struct {
 	// Defaults to none.
 	DecisionTimeout time.Duration
 	// Configure, if set, changes the interceptor's other options before
-	// it is made. The store, the observer and the default tenant are the
-	// kit's.
+	// it is made. The store and the default tenant are the kit's; an
+	// Observer set here receives every event after the kit has noted it.
 	Configure func(*interceptor.Options)
+	// Interceptors run on the environment's worker before the
+	// idempotency interceptor (a tracing interceptor, say, whose span the
+	// observer then finds in the activity's context).
+	Interceptors []sdkinterceptor.WorkerInterceptor
 }
 
 // Env is a workflow test environment whose worker runs the idempotency
@@ -59,6 +68,8 @@ type Env struct {
 	st     *faultStore
 	ic     *interceptor.Interceptor
 	decls  map[string]*activity.Declaration
+
+	forward interceptor.Observer // Options.Configure's observer, if any
 
 	mu        sync.Mutex
 	scripts   map[string][]Outcome
@@ -121,6 +132,7 @@ func New(suite *testsuite.WorkflowTestSuite, opts Options) (*Env, error) {
 	}
 	io.Store, io.DefaultTenant = e.st, e.tenant
 	e.scope = io.Scope
+	e.forward = io.Observer
 	io.Observer = interceptor.ObserverFunc(e.observe)
 	if e.ic, err = interceptor.New(io); err != nil {
 		return nil, err
@@ -145,9 +157,13 @@ func New(suite *testsuite.WorkflowTestSuite, opts Options) (*Env, error) {
 	// The tenant travels from the workflow to its activities in a header,
 	// as on a worker.
 	env.SetContextPropagators([]workflow.ContextPropagator{interceptor.TenantPropagator()})
-	env.SetWorkerOptions(worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{
-		&outer{e: e}, e.ic, &inner{e: e},
-	}})
+	env.SetWorkerOptions(worker.Options{
+		Interceptors: slices.Concat(opts.Interceptors,
+			[]sdkinterceptor.WorkerInterceptor{&outer{e: e}, e.ic, &inner{e: e}}),
+		// A test machine under load is not a deadlock: a workflow task
+		// gets DeadlockTimeout, not the SDK's second.
+		DeadlockDetectionTimeout: DeadlockTimeout,
+	})
 	for _, d := range e.decls {
 		env.RegisterActivityWithOptions(d.Func(), sdkactivity.RegisterOptions{Name: d.Name()})
 	}
@@ -246,10 +262,13 @@ func (e *Env) EventKinds(activityType string) []interceptor.EventKind {
 	return out
 }
 
-func (e *Env) observe(_ context.Context, ev interceptor.Event) {
+func (e *Env) observe(ctx context.Context, ev interceptor.Event) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.events = append(e.events, ev)
+	e.mu.Unlock()
+	if e.forward != nil {
+		e.forward.Observe(ctx, ev)
+	}
 }
 
 // Pending returns what the workflow waits on a person for (the
