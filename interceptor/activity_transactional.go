@@ -50,8 +50,11 @@ func (e *TransactionalError) Is(target error) bool {
 	return target == store.ErrNotTransactional || target == activity.ErrInvalidDeclaration
 }
 
-// checkTransactional refuses a transactional declaration st cannot run.
-func checkTransactional(st store.Store, d *activity.Declaration) error {
+// CheckTransactional returns the [*TransactionalError] with which
+// [Interceptor.Declare] refuses d on an interceptor recording in st, or nil:
+// d is not transactional, or st can run it. The worker package calls it to
+// refuse a registration before it registers anything.
+func CheckTransactional(st store.Store, d *activity.Declaration) error {
 	if !d.IsTransactional() {
 		return nil
 	}
@@ -92,7 +95,7 @@ func (x *execution) runTransactional(ctx context.Context, in *interceptor.Execut
 		// store that changed type, which Options does not allow.
 		sctx, cancel := x.storeContext(ctx)
 		defer cancel()
-		cause := checkTransactional(x.opts.Store, x.decl)
+		cause := CheckTransactional(x.opts.Store, x.decl)
 		x.release(sctx, cause)
 		return nil, x.misconfigured(ctx, ErrorTypeStoreUnavailable, cause)
 	}

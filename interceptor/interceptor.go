@@ -380,7 +380,7 @@ func (i *Interceptor) Declare(decls ...*activity.Declaration) error {
 			return fmt.Errorf("%w: %q", ErrAlreadyDeclared, d.Name())
 		}
 		seen[d.Name()] = true
-		if err := checkTransactional(i.opts.Store, d); err != nil {
+		if err := CheckTransactional(i.opts.Store, d); err != nil {
 			return err
 		}
 	}
