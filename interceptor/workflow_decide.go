@@ -345,8 +345,12 @@ func (o *workflowOutbound) apply(ctx workflow.Context, w *wait, d Decision) (Dec
 	w.applied = true
 	if obs := o.root.opts.Observer; obs != nil && !o.Next.IsReplaying(ctx) {
 		info := o.Next.GetInfo(ctx)
+		var kind activity.Kind // UNKNOWN where this worker does not declare the activity
+		if decl, ok := o.root.Declaration(out.Activity); ok {
+			kind = decl.Kind()
+		}
 		obs.Observe(context.Background(), Event{
-			Kind: EventDecided, Activity: out.Activity, Tenant: out.Tenant, Key: d.Key,
+			Kind: EventDecided, Activity: out.Activity, ActivityKind: kind, Tenant: out.Tenant, Key: d.Key,
 			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
 			Err:      w.err,
 			Decision: &DecisionAudit{Action: d.Action, By: d.By, Reason: d.Reason, Reference: d.Reference},
