@@ -194,11 +194,17 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 		case store.StatusAcquired:
 			x.token = res.Record.Token
 			if lost != nil {
-				if x.kind == activity.KindEffectful {
+				// A transactional holder that is gone left nothing behind:
+				// its transaction rolled back, or committed the record with
+				// it. Only the others may have left an unknown effect.
+				if x.kind == activity.KindEffectful && !x.decl.IsTransactional() {
 					return x.holderLost(ctx, lost)
 				}
 				x.observe(ctx, EventTakenOver, nil)
 				x.count(MetricTakeovers)
+			}
+			if x.decl.IsTransactional() {
+				return x.runTransactional(ctx, in)
 			}
 			return x.runBody(ctx, in)
 		case store.StatusCompleted:
@@ -753,7 +759,10 @@ func (x *execution) indeterminate(ctx context.Context, reason activity.Reason, e
 // its body runs: the body is never entered. IDEMPOTENT gets a retryable
 // error; EFFECTFUL the non-retryable indeterminate one.
 func (x *execution) notDeduplicable(ctx context.Context, reason activity.Reason, cause error) error {
-	if x.kind == activity.KindEffectful {
+	// A transactional activity's earlier attempts left either a completed
+	// record or nothing: an attempt that cannot claim is one that did not
+	// run, as for IDEMPOTENT.
+	if x.kind == activity.KindEffectful && !x.decl.IsTransactional() {
 		return x.indeterminate(ctx, reason, false, cause)
 	}
 	typ := ErrorTypeKeyNotDerivable

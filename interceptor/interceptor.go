@@ -366,7 +366,8 @@ var ErrAlreadyDeclared = errors.New("idempotency: activity already declared")
 
 // Declare makes the dispatcher apply each declaration's policy to the
 // activity registered under its name. Declaring one name twice is refused,
-// and then none of decls is applied.
+// and so is a transactional declaration the store cannot honour (a
+// [*TransactionalError]); then none of decls is applied.
 func (i *Interceptor) Declare(decls ...*activity.Declaration) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -380,6 +381,9 @@ func (i *Interceptor) Declare(decls ...*activity.Declaration) error {
 		}
 		seen[d.Name()] = true
 		if err := i.checkRetention(d); err != nil {
+			return err
+		}
+		if err := CheckTransactional(i.opts.Store, d); err != nil {
 			return err
 		}
 	}
