@@ -24,6 +24,11 @@ const (
 	// it again (retryable). A body that failed with a non-retryable error
 	// of its own returns that error instead, and is not retried.
 	ErrorTypeNotLanded = "IdempotencyEffectNotLanded"
+	// ErrorTypeArgumentsMismatch: the record under the call's key was made
+	// with other values of the arguments its declaration checks
+	// (activity.Policy.CheckArguments); activity.AsArgumentsMismatch reads
+	// the details. Non-retryable.
+	ErrorTypeArgumentsMismatch = activity.ErrorTypeArgumentsMismatch
 	// ErrorTypeKeyNotDerivable: no key could be derived (a named key
 	// argument is absent, a value with no canonical form, no workflow run)
 	// for an IDEMPOTENT activity. Retryable.

@@ -11,7 +11,7 @@
 //		AwaitDecision: true,
 //	})
 //	env.OnNext("Book", idempotencytest.Indeterminate(activity.ReasonBodyFailed))
-//	env.DecideAfter(time.Minute, "Book", interceptor.Decision{Action: interceptor.ActionComplete, Result: []byte(`"CONF-1"`)})
+//	env.DecideAfter(time.Minute, "Book", decision.Decision{Action: decision.ActionComplete, Result: []byte(`"CONF-1"`)})
 //	env.ExecuteWorkflow(BookTrip, "BA117")
 //	env.Effects() // the bodies that ran: one booking, whose answer was lost
 //

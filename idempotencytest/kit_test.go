@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/idempotencytest"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/store"
@@ -161,7 +162,7 @@ func TestDecideFree(t *testing.T) {
 	t.Parallel()
 	k := newKit(t, idempotencytest.Options{AwaitDecision: true})
 	k.env.OnNext("Book", idempotencytest.Indeterminate(activity.ReasonHolderLost))
-	k.env.DecideAfter(time.Minute, "Book", interceptor.Decision{Action: interceptor.ActionFree})
+	k.env.DecideAfter(time.Minute, "Book", decision.Decision{Action: decision.ActionFree})
 	k.env.ExecuteWorkflow(BookTrip, "BA117")
 	var conf string
 	require.NoError(t, k.env.GetWorkflowResult(&conf))
@@ -169,7 +170,7 @@ func TestDecideFree(t *testing.T) {
 	require.Len(t, k.env.Decisions(), 1)
 	d := k.env.Decisions()[0]
 	require.NoError(t, d.Err)
-	assert.Equal(t, interceptor.AppliedFreed, d.Result.Applied)
+	assert.Equal(t, decision.AppliedFreed, d.Result.Applied)
 	assert.Equal(t, "idempotencytest", d.Decision.By)
 	assert.Equal(t, 1, k.env.EffectsOf("Book"))
 }
@@ -178,7 +179,7 @@ func TestDecideFree(t *testing.T) {
 func TestDecideNothingWaits(t *testing.T) {
 	t.Parallel()
 	k := newKit(t, idempotencytest.Options{AwaitDecision: true})
-	k.env.DecideAfter(time.Minute, "Book", interceptor.Decision{Action: interceptor.ActionFree})
+	k.env.DecideAfter(time.Minute, "Book", decision.Decision{Action: decision.ActionFree})
 	k.env.ExecuteWorkflow(func(ctx workflow.Context) (string, error) {
 		if err := workflow.Sleep(ctx, time.Hour); err != nil {
 			return "", err

@@ -131,7 +131,7 @@ func (h *checkHarness) complete(t *testing.T, key string, token int64, b Booking
 // as found, naming the checked arguments and key, and never their values.
 func requireMismatch(t *testing.T, err error, key, found string, values ...string) activity.ArgumentsMismatch {
 	t.Helper()
-	appErr := requireApplicationError(t, err, activity.ArgumentsMismatchErrorType)
+	appErr := requireApplicationError(t, err, activity.ErrorTypeArgumentsMismatch)
 	assert.True(t, appErr.NonRetryable(), "the mismatch is not retried")
 	m, ok := activity.AsArgumentsMismatch(err)
 	require.True(t, ok)

@@ -96,7 +96,7 @@ func newOf(t testing.TB, typ string) any {
 // compatNames are the names and strings other processes match on.
 var compatNames = map[string]string{
 	"activity.IndeterminateOutcomeErrorType":    activity.ErrorTypeIndeterminateOutcome,
-	"activity.ArgumentsMismatchErrorType":       activity.ArgumentsMismatchErrorType,
+	"activity.ArgumentsMismatchErrorType":       activity.ErrorTypeArgumentsMismatch,
 	"activity.FoundCompleted":                   activity.FoundCompleted,
 	"activity.FoundWaited":                      activity.FoundWaited,
 	"activity.FoundIndeterminate":               activity.FoundIndeterminate,
