@@ -330,7 +330,8 @@ func (o *workflowOutbound) apply(ctx workflow.Context, w *wait, d Decision) (Dec
 	switch d.Action {
 	case ActionComplete, ActionFree:
 		req := ResolveRequest{Tenant: out.Tenant, Key: d.Key, Action: d.Action, Result: d.Result,
-			By: d.By, Reason: d.Reason, Reference: d.Reference, Token: out.Token}
+			By: d.By, Reason: d.Reason, Reference: d.Reference, Token: out.Token,
+			Check: out.Check, Retention: out.Retention}
 		rctx := workflow.WithActivityOptions(ctx, resolveOptions)
 		w.err = o.Next.ExecuteActivity(rctx, ResolveActivityName, req).Get(ctx, nil)
 		res.Applied = AppliedRecorded
