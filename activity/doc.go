@@ -40,7 +40,7 @@
 // # Failures
 //
 // An EFFECTFUL activity that fails keeps its claim and stops the run with
-// the non-retryable [IndeterminateOutcomeErrorType] application error; the
+// the non-retryable [ErrorTypeIndeterminateOutcome] application error; the
 // workflow reads its details with [AsIndeterminate] and routes the decision
 // to a person. An activity that knows for certain its effect did not happen
 // says so with [NoEffect], and the key is freed instead.
