@@ -458,7 +458,7 @@ type recordJSON struct {
 	Key        string     `json:"key"`
 	State      string     `json:"state"`
 	Holder     string     `json:"holder"`
-	Token      int64      `json:"token"`
+	Token      int64      `json:"token,string"` // a string: JSON readers round 64-bit integers
 	LeaseUntil *time.Time `json:"lease_until"`
 	ExpiresAt  *time.Time `json:"expires_at"`
 	CreatedAt  *time.Time `json:"created_at"`

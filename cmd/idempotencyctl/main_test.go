@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -524,6 +525,11 @@ var storeCases = []struct {
 		}
 		_, err := time.Parse(time.RFC3339Nano, got["expires_at"].(string))
 		assert.NoError(t, err)
+		// The token is a string: JSON readers that hold numbers as doubles
+		// round a 64-bit integer.
+		rec, err := f.st.Lookup(context.Background(), store.LookupParams{Tenant: tenant, Key: testKey})
+		require.NoError(t, err)
+		assert.Equal(t, strconv.FormatInt(rec.Token, 10), got["token"])
 	}},
 	{"show an outcome a payload codec wrote", func(t *testing.T, f fixture, tenant string) {
 		enc, err := proto.Marshal(&commonpb.Payloads{Payloads: []*commonpb.Payload{{
