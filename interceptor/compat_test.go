@@ -440,7 +440,7 @@ func TestCompatRead(t *testing.T) {
 				require.NoError(t, err, c.Name)
 				assert.Equal(t, c.Payload.Metadata, toCompatPayload(t, again).Metadata, "%s: the encoding", c.Name)
 				today := again.GetData()
-				if c.Type == "[]interceptor.PendingDecision" {
+				if c.Type == "[]interceptor.PendingDecision" && (strings.HasPrefix(set.Name, "r1-") || strings.HasPrefix(set.Name, "r2-")) {
 					// The one change readers of earlier releases see: since
 					// r3 the pending query's token is a JSON string (JSON
 					// readers that hold numbers as doubles rounded it). This
