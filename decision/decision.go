@@ -138,4 +138,8 @@ type ResolveRequest struct {
 	// Token fences the decision to the indeterminate record it was made on
 	// (IndeterminateOutcome.Token); zero applies it to whichever stands.
 	Token int64 `json:"token,omitempty"`
+	// Check and Retention (IndeterminateOutcome's) are kept with the record
+	// a complete decision makes when the key's record is gone.
+	Check     string        `json:"check,omitempty"`
+	Retention time.Duration `json:"retention,omitempty"`
 }

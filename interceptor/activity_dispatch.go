@@ -95,6 +95,7 @@ type execution struct {
 
 	tenant string
 	key    string
+	check  keyspace.Check // the digest of the checked arguments; "" for none
 	holder string
 	token  int64
 }
@@ -132,6 +133,9 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
 	}
 	x.key, x.event.Key = string(key), string(key)
+	if err := x.deriveCheck(tenant, run, in.Args); err != nil {
+		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
+	}
 	x.holder = holderName(x.info, x.opts.Identity)
 
 	var (
@@ -156,16 +160,30 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 		case store.StatusAcquired:
 			x.token = res.Record.Token
 			if lost != nil {
-				if x.kind == activity.KindEffectful {
+				// A transactional holder that is gone left nothing behind:
+				// its transaction rolled back, or committed the record with
+				// it. Only the others may have left an unknown effect.
+				if x.kind == activity.KindEffectful && !x.decl.IsTransactional() {
 					return x.holderLost(ctx, lost)
 				}
 				x.observe(ctx, EventTakenOver, nil)
 				x.count(MetricTakeovers)
 			}
+			if x.decl.IsTransactional() {
+				return x.runTransactional(ctx, in)
+			}
 			return x.runBody(ctx, in)
 		case store.StatusCompleted:
+			if x.mismatched(res.Record) {
+				return nil, x.argumentsMismatch(ctx, res.Record, found(waited, res.Status))
+			}
 			return x.deduplicated(ctx, res.Record, waited)
 		case store.StatusIndeterminate:
+			if x.mismatched(res.Record) {
+				// A decision on it would answer this call with another
+				// call's effect.
+				return nil, x.argumentsMismatch(ctx, res.Record, found(waited, res.Status))
+			}
 			// The outcome names the record standing, for a decision fenced
 			// by its token; this execution holds no claim of its own.
 			x.token = res.Record.Token
@@ -181,6 +199,12 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 				// Temporal gave up on: its body is still running (it
 				// renews until the body returns) and may yet record.
 				rec := res.Record
+				if x.mismatched(rec) {
+					// Taking it over would mark another call's effect
+					// indeterminate (or probe it, or run the body) as
+					// this call's.
+					return nil, x.argumentsMismatch(ctx, rec, found(0, res.Status))
+				}
 				supersede, lost = rec.Token, &rec
 				break
 			}
@@ -269,6 +293,8 @@ func (x *execution) claim(ctx context.Context, supersede int64) (store.Result, e
 		Holder:    x.holder,
 		Lease:     x.opts.Lease,
 		Supersede: supersede,
+		Check:     string(x.check),
+		Retention: x.decl.Retention(),
 		Origin: store.Origin{
 			WorkflowID:   x.info.WorkflowExecution.ID,
 			RunID:        x.info.WorkflowExecution.RunID,
@@ -298,7 +324,11 @@ func (x *execution) wait(ctx context.Context, token int64) (store.Result, time.D
 	if hb := x.info.HeartbeatTimeout; hb > 0 && hb/2 < every {
 		every = hb / 2
 	}
-	defer func() { x.metrics.Timer(MetricWaitLatency).Record(time.Since(start)) }()
+	defer func() {
+		d := time.Since(start)
+		x.metrics.Timer(MetricWaitLatency).Record(d)
+		x.waited(ctx, d)
+	}()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, every)
 		res, err := x.opts.Store.Wait(wctx, store.WaitParams{Tenant: x.tenant, Key: x.key, Token: token})
@@ -686,6 +716,8 @@ func (x *execution) indeterminate(ctx context.Context, reason activity.Reason, e
 		RunID:               x.info.WorkflowExecution.RunID,
 		ActivityID:          x.info.ActivityID,
 		Token:               x.token,
+		Check:               string(x.check),
+		Retention:           x.decl.Retention(),
 	}, cause)
 }
 
@@ -693,7 +725,10 @@ func (x *execution) indeterminate(ctx context.Context, reason activity.Reason, e
 // its body runs: the body is never entered. IDEMPOTENT gets a retryable
 // error; EFFECTFUL the non-retryable indeterminate one.
 func (x *execution) notDeduplicable(ctx context.Context, reason activity.Reason, cause error) error {
-	if x.kind == activity.KindEffectful {
+	// A transactional activity's earlier attempts left either a completed
+	// record or nothing: an attempt that cannot claim is one that did not
+	// run, as for IDEMPOTENT.
+	if x.kind == activity.KindEffectful && !x.decl.IsTransactional() {
 		return x.indeterminate(ctx, reason, false, cause)
 	}
 	typ := decision.ErrorTypeKeyNotDerivable

@@ -37,7 +37,7 @@ type DecisionAudit struct {
 func ResolveActivity(st store.Store, dc converter.DataConverter) func(context.Context, decision.ResolveRequest) error {
 	return func(ctx context.Context, req decision.ResolveRequest) error {
 		p := store.ResolveParams{Tenant: req.Tenant, Key: req.Key, Token: req.Token,
-			By: req.By, Reason: req.Reason, Reference: req.Reference}
+			By: req.By, Reason: req.Reason, Reference: req.Reference, Check: req.Check, Retention: req.Retention}
 		switch req.Action {
 		case decision.ActionComplete:
 			outcome, err := EncodeOutcome((&Options{DataConverter: dc}).dataConverter(ctx), req.Result)
