@@ -96,7 +96,7 @@ func newOf(t testing.TB, typ string) any {
 // compatNames are the names and strings other processes match on.
 var compatNames = map[string]string{
 	"activity.IndeterminateOutcomeErrorType":    activity.ErrorTypeIndeterminateOutcome,
-	"activity.ArgumentsMismatchErrorType":       activity.ArgumentsMismatchErrorType,
+	"activity.ArgumentsMismatchErrorType":       activity.ErrorTypeArgumentsMismatch,
 	"activity.FoundCompleted":                   activity.FoundCompleted,
 	"activity.FoundWaited":                      activity.FoundWaited,
 	"activity.FoundIndeterminate":               activity.FoundIndeterminate,
@@ -203,8 +203,8 @@ func compatPayloadCases() []compatPayloadCase {
 		// retention travel with the outcome to the decision; a mismatch
 		// error's details.
 		{"indeterminate-outcome-checked", "activity.IndeterminateOutcome", compatChecked},
-		{"resolve-request-checked", "interceptor.ResolveRequest", interceptor.ResolveRequest{Tenant: "acme", Key: compatKey,
-			Action: interceptor.ActionComplete, Result: compatDecision.Result, By: "ops@acme", Token: compatChecked.Token,
+		{"resolve-request-checked", "interceptor.ResolveRequest", decision.ResolveRequest{Tenant: "acme", Key: compatKey,
+			Action: decision.ActionComplete, Result: compatDecision.Result, By: "ops@acme", Token: compatChecked.Token,
 			Check: compatChecked.Check, Retention: compatChecked.Retention}},
 		{"arguments-mismatch", "activity.ArgumentsMismatch", activity.ArgumentsMismatch{Activity: "Book", Tenant: "acme", Key: compatKey,
 			Arguments: []string{"fare", "seat"}, Found: activity.FoundWaited, RecordWorkflowID: "booking/BA117",
