@@ -16,7 +16,10 @@
 // seat; a booking whose answer was lost stops the run with the typed
 // indeterminate error instead of booking twice; a person (played here by
 // the program) looks at the airline, records the outcome and sends it to the
-// workflow, which carries on.
+// workflow, which carries on. With -store postgres it also assigns a seat
+// whose row lives in the store's own database, through an activity declared
+// Transactional: asked twice at once and failing once after writing, it
+// leaves exactly one row, and nobody is asked.
 package main
 
 import (
@@ -32,6 +35,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/api/enums/v1"
@@ -96,6 +100,10 @@ type Report struct {
 	// WithoutLibrary is the airline's ledger for the same trip booked on a
 	// plain worker.
 	WithoutLibrary map[string][]string
+	// With the PostgreSQL store: the two answers to the seat asked for
+	// twice (AssignSeat, transactional), and the seat map's rows for it.
+	SeatAnswers [2]string
+	Seats       []string
 }
 
 // TaskQueue is the task queue the booking worker polls.
@@ -224,8 +232,9 @@ func connect(cfg Config) (client.Client, func(), error) {
 	return c, c.Close, nil
 }
 
-// startWorker starts the booking worker on c.
-func startWorker(c client.Client, cfg Config, st store.Store, airline *Airline, obs interceptor.Observer) (*worker.Worker, error) {
+// startWorker starts the booking worker on c; with seats (the PostgreSQL
+// store only) it also runs the seat map's transactional activity.
+func startWorker(c client.Client, cfg Config, st store.Store, airline *Airline, seats *SeatMap, obs interceptor.Observer) (*worker.Worker, error) {
 	w, err := worker.New(c, TaskQueue, worker.Options{
 		Idempotency: interceptor.Options{
 			Store: st, Observer: obs,
@@ -260,6 +269,13 @@ func startWorker(c client.Client, cfg Config, st store.Store, airline *Airline, 
 		return nil, err
 	}
 	w.RegisterWorkflow(BookTrip)
+	if seats != nil {
+		// The seat map lives in the store's database: transactional.
+		if err := w.Register(seats.SeatDeclaration()); err != nil {
+			return nil, err
+		}
+		w.RegisterWorkflow(AssignSeats)
+	}
 	return w, w.Start()
 }
 
@@ -328,7 +344,7 @@ func RunWorker(out io.Writer, cfg Config, airline *Airline) error {
 		return err
 	}
 	defer disconnect()
-	w, err := startWorker(c, cfg, st, airline, observer(cfg, out, &counter{}))
+	w, err := startWorker(c, cfg, st, airline, seatMap(cfg), observer(cfg, out, &counter{}))
 	if err != nil {
 		return err
 	}
@@ -453,7 +469,8 @@ func Run(ctx context.Context, out io.Writer, cfg Config) (*Report, error) {
 	if cfg.Lookup {
 		say("The airline's booking lookup is up: a lost answer is asked of it before a person.")
 	}
-	w, err := startWorker(c, cfg, st, airline, observer(cfg, nil, events))
+	seats := seatMap(cfg)
+	w, err := startWorker(c, cfg, st, airline, seats, observer(cfg, nil, events))
 	if err != nil {
 		return nil, err
 	}
@@ -466,6 +483,11 @@ func Run(ctx context.Context, out io.Writer, cfg Config) (*Report, error) {
 	report.Deduplicated, report.Indeterminate = events.get(interceptor.EventDeduplicated), events.get(interceptor.EventIndeterminate)
 	say("\nDispatcher events: %d deduplicated, %d indeterminate.", report.Deduplicated, report.Indeterminate)
 	say("At most one side effect per key: nothing was booked twice.")
+	if seats != nil {
+		if err := assignSeats(ctx, out, c, cfg, seats, report); err != nil {
+			return nil, err
+		}
+	}
 
 	// The same trip on a plain worker, for contrast.
 	trip := theTrip
@@ -545,6 +567,10 @@ func openStore(ctx context.Context, cfg Config) (store.Store, func(), error) {
 		if err == nil {
 			err = st.EnsureSchema(ctx)
 		}
+		if err == nil {
+			// The seat map's table, in the store's database.
+			_, err = pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+seatsTable(cfg)+createSeats)
+		}
 		if err != nil {
 			pool.Close()
 			return nil, nil, fmt.Errorf("postgres at %s: %w", cfg.PostgresURL, err)
@@ -565,6 +591,52 @@ func openStore(ctx context.Context, cfg Config) (store.Store, func(), error) {
 	default:
 		return nil, nil, errors.New(`-store must be memory, postgres or redis, not "` + cfg.Store + `"`)
 	}
+}
+
+// seatMap is the seat map of cfg's store: nil but for PostgreSQL, where its
+// table lives beside the records.
+func seatMap(cfg Config) *SeatMap {
+	if cfg.Store != "postgres" {
+		return nil
+	}
+	m := &SeatMap{table: seatsTable(cfg)}
+	m.hiccup.Store(true)
+	return m
+}
+
+// assignSeats asks for Ada's seat on the repeated flight twice at once and
+// reports what the seat map holds.
+func assignSeats(ctx context.Context, out io.Writer, c client.Client, cfg Config, seats *SeatMap, report *Report) error {
+	say := func(format string, a ...any) { fmt.Fprintf(out, format+"\n", a...) }
+	req := SeatRequest{Flight: theTrip.Repeated, Passenger: theTrip.Passenger, Seat: "12A"}
+	say("\nThe seat map lives in the store's PostgreSQL database: AssignSeat is declared Transactional.")
+	say("Seat %s on %s is asked for twice at once; the first assignment fails after writing its row.", req.Seat, req.Flight)
+	run, err := c.ExecuteWorkflow(interceptor.WithTenant(ctx, "acme"), client.StartWorkflowOptions{
+		ID:        fmt.Sprintf("seats-%d", time.Now().UnixNano()),
+		TaskQueue: TaskQueue,
+	}, AssignSeats, req)
+	if err != nil {
+		return err
+	}
+	if err := run.Get(ctx, &report.SeatAnswers); err != nil {
+		return fmt.Errorf("the seat workflow failed: %w", err)
+	}
+	pool, err := pgxpool.New(ctx, cfg.PostgresURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	rows, err := pool.Query(ctx, "SELECT seat || ' (attempt ' || attempt || ')' FROM "+seats.table+" WHERE flight = $1 AND passenger = $2", req.Flight, req.Passenger)
+	if err != nil {
+		return err
+	}
+	if report.Seats, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		return err
+	}
+	say("  answers: %q and %q", report.SeatAnswers[0], report.SeatAnswers[1])
+	say("  the seat map holds %d row(s) %v: the failed assignment's row rolled back with its transaction,", len(report.Seats), report.Seats)
+	say("  and the one that landed committed together with its record — exactly once, and nobody was asked.")
+	return nil
 }
 
 func envOr(name, def string) string {
