@@ -497,6 +497,30 @@ var storeCases = []struct {
 		assert.Equal(t, "", got["workflow_id"])
 		assert.Equal(t, float64(0), got["attempt"])
 	}},
+	{"show the retention and the check a record keeps", func(t *testing.T, f fixture, tenant string) {
+		const check = "c1:a3515ec52eab311b:c9265cd8bd7a76c50211580b050c6c618ef94ca07b7d8dcf76e86dffc6b48009"
+		res, err := f.st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: testKey, Holder: "test-holder",
+			Lease: time.Minute, Check: check, Retention: 72 * time.Hour})
+		require.NoError(t, err)
+		require.NoError(t, f.st.Complete(context.Background(), store.CompleteParams{Tenant: tenant, Key: testKey, Token: res.Record.Token}))
+		r := f.run(t, "show", "-tenant", tenant, "-key", testKey)
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Contains(t, r.stdout, "retention    72h0m0s (the activity's own)\n")
+		assert.Contains(t, r.stdout, "checked      yes, digest "+check+"\n")
+		r = f.run(t, "show", "-tenant", tenant, "-key", testKey, "-json")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+		assert.Equal(t, float64(72*3600), got["retention_seconds"])
+		assert.Equal(t, check, got["check"])
+
+		other := testKey[:len(testKey)-1] + "0"
+		seedCompleted(t, f.st, tenant, other, nil)
+		r = f.run(t, "show", "-tenant", tenant, "-key", other)
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Contains(t, r.stdout, "retention    the store's\n")
+		assert.Contains(t, r.stdout, "checked      no (no digest of checked arguments kept)\n")
+	}},
 	{"show quotes text that could break a line", func(t *testing.T, f fixture, tenant string) {
 		seedIndeterminate(t, f.st, tenant, testKey, "line one\nline two \x1b[31m")
 		r := f.run(t, "show", "-tenant", tenant, "-key", testKey)
