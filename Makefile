@@ -23,6 +23,8 @@ help: ## Show this help.
 
 .PHONY: run
 run: ## Run the main job: the booking example against an in-process Temporal server (RUN_ARGS="-store postgres").
+	@echo "make run: building the booking example with an embedded Temporal server ($(SERVER_TOOLCHAIN), which the go command"
+	@echo "          fetches once). The first build prints nothing for several minutes (up to ~20 on two busy cores); later runs start in seconds."
 	cd examples/booking && GOTOOLCHAIN=$(SERVER_TOOLCHAIN) go run . $(RUN_ARGS)
 
 .PHONY: services

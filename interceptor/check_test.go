@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/store"
 )
@@ -296,8 +297,8 @@ func TestCheckDecisionOnGoneKey(t *testing.T) {
 	require.NoError(t, h.mem.Resolve(context.Background(), store.ResolveParams{Tenant: "acme", Key: o.Key, Decision: store.DecisionFree}))
 
 	resolve := interceptor.ResolveActivity(h.mem, nil)
-	require.NoError(t, resolve(context.Background(), interceptor.ResolveRequest{Tenant: o.Tenant, Key: o.Key,
-		Action: interceptor.ActionComplete, Result: []byte(`{"flight":"BA117","call":1}`), By: "ops",
+	require.NoError(t, resolve(context.Background(), decision.ResolveRequest{Tenant: o.Tenant, Key: o.Key,
+		Action: decision.ActionComplete, Result: []byte(`{"flight":"BA117","call":1}`), By: "ops",
 		Token: o.Token, Check: o.Check, Retention: o.Retention}))
 	rec, err := h.lookup(t, "acme", o.Key)
 	require.NoError(t, err)

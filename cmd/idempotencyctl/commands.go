@@ -48,7 +48,7 @@ var commands = []command{
 	{
 		name:     "list",
 		summary:  "list what waits for a person (or any records), one page at a time",
-		synopsis: "(-tenant T | -all-tenants) [-state S,S] [-stale] [-older-than D] [-oldest] [-limit N] [-cursor C] [-json]",
+		synopsis: "(-tenant T | -all-tenants) [-state S,S] [-stale] [-older-than D] [-oldest] [-limit N] [-cursor C] [-json | -keys]",
 		detail: "Lists a tenant's live records as a table: tenant, key, state, age,\n" +
 			"activity, workflow ID, reason and who decided. With neither -state nor\n" +
 			"-stale it lists what waits for a person: indeterminate records, and\n" +
@@ -478,7 +478,7 @@ type recordJSON struct {
 	Key        string     `json:"key"`
 	State      string     `json:"state"`
 	Holder     string     `json:"holder"`
-	Token      int64      `json:"token"`
+	Token      int64      `json:"token,string"` // a string: JSON readers round 64-bit integers
 	LeaseUntil *time.Time `json:"lease_until"`
 	ExpiresAt  *time.Time `json:"expires_at"`
 	CreatedAt  *time.Time `json:"created_at"`

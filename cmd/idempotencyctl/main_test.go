@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -140,6 +141,7 @@ func TestUsageErrors(t *testing.T) {
 		{"list with a zero limit", with("list", "-tenant", "a", "-limit", "0"), "-limit must be between 1 and 1000, got 0"},
 		{"list with a huge limit", with("list", "-tenant", "a", "-limit", "5000"), "-limit must be between 1 and 1000"},
 		{"list with a negative age", with("list", "-tenant", "a", "-older-than", "-1h"), "-older-than must not be negative"},
+		{"list with -json and -keys", with("list", "-tenant", "a", "-json", "-keys"), "-json and -keys are exclusive"},
 		{"list with a bad cursor", with("list", "-tenant", "a", "-cursor", "xyz"), "-cursor: not a listing cursor; use the cursor the previous page printed"},
 		{"resolve with a long -reason", with("resolve", "-tenant", "a", "-key", testKey, "-free", "-reason", strings.Repeat("x", 1025)), "-reason is 1025 bytes; at most 1024"},
 		{"forget without tenant", with("forget", "-yes"), "forget: -tenant is required"},
@@ -547,6 +549,11 @@ var storeCases = []struct {
 		}
 		_, err := time.Parse(time.RFC3339Nano, got["expires_at"].(string))
 		assert.NoError(t, err)
+		// The token is a string: JSON readers that hold numbers as doubles
+		// round a 64-bit integer.
+		rec, err := f.st.Lookup(context.Background(), store.LookupParams{Tenant: tenant, Key: testKey})
+		require.NoError(t, err)
+		assert.Equal(t, strconv.FormatInt(rec.Token, 10), got["token"])
 	}},
 	{"show an outcome a payload codec wrote", func(t *testing.T, f fixture, tenant string) {
 		enc, err := proto.Marshal(&commonpb.Payloads{Payloads: []*commonpb.Payload{{
@@ -782,6 +789,10 @@ var storeCases = []struct {
 		assert.Equal(t, indKey, got.Records[1].Key)
 		assert.Empty(t, got.Next)
 
+		r = f.run(t, "list", "-tenant", tenant, "-keys")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Equal(t, indKey+"\n"+testKey+"\n", r.stdout, "only the keys, newest first")
+
 		r = f.run(t, "list", "-tenant", tenant, "-state", "completed")
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 		assert.Contains(t, r.stdout, doneKey)
@@ -813,6 +824,10 @@ var storeCases = []struct {
 		r = f.run(t, "list", "-tenant", tenant, "-json")
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 		assert.Equal(t, `{"records":[],"next":""}`+"\n", r.stdout)
+
+		r = f.run(t, "list", "-tenant", tenant, "-keys")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Empty(t, r.stdout, "-keys prints nothing when nothing matches")
 	}},
 	{"list pages with -cursor", func(t *testing.T, f fixture, tenant string) {
 		keys := []string{
