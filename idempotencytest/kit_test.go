@@ -200,3 +200,64 @@ func TestOnNextRefusesWhatCannotApply(t *testing.T) {
 	}, "Hold declares no probe")
 	assert.Panics(t, func() { idempotencytest.Indeterminate("made_up") })
 }
+
+// FareRequest is a booking whose fare must match the call that made the
+// record (a checked argument).
+type FareRequest struct {
+	Flight string `json:"flight"`
+	Fare   int    `json:"fare"`
+}
+
+func (a *Airline) BookFare(_ context.Context, req FareRequest) (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.Sold++
+	return fmt.Sprintf("CONF-%s-%d", req.Flight, req.Fare), nil
+}
+
+// The router's path: a person completes a booking whose record is gone
+// (swept while they looked); the record the decision makes keeps the
+// decided call's digest, so the workflow's next call with another fare is
+// refused instead of answered with the decided booking.
+func TestDecisionOnGoneKeyKeepsTheCheck(t *testing.T) {
+	t.Parallel()
+	a := &Airline{}
+	book := activity.MustDeclare(a.BookFare, activity.Policy{Kind: activity.KindEffectful,
+		KeyArguments: []string{"flight"}, CheckArguments: []string{"fare"}})
+	env, err := idempotencytest.New(quietSuite(), idempotencytest.Options{Declarations: []*activity.Declaration{book}, AwaitDecision: true})
+	require.NoError(t, err)
+	t.Cleanup(env.Stop)
+	env.OnNext("BookFare", idempotencytest.Indeterminate(activity.ReasonBodyFailed))
+	env.RegisterDelayedCallback(func() {
+		// The record goes while the person looks (an operator freed it).
+		p, err := env.Pending()
+		require.NoError(t, err)
+		require.Len(t, p, 1)
+		require.NotEmpty(t, p[0].Outcome.Check, "the outcome carries the digest to the decision")
+		require.NoError(t, env.Store().Resolve(context.Background(), store.ResolveParams{Tenant: env.Tenant(),
+			Key: p[0].Outcome.Key, Decision: store.DecisionFree}))
+	}, 30*time.Second)
+	env.DecideAfter(time.Minute, "BookFare", decision.Decision{Action: decision.ActionComplete, Result: []byte(`"CONF-BA117-120"`)})
+
+	type answers struct{ First, Second string }
+	env.ExecuteWorkflow(func(ctx workflow.Context) (answers, error) {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
+		var out answers
+		if err := workflow.ExecuteActivity(ctx, "BookFare", FareRequest{Flight: "BA117", Fare: 120}).Get(ctx, &out.First); err != nil {
+			return out, err
+		}
+		err := workflow.ExecuteActivity(ctx, "BookFare", FareRequest{Flight: "BA117", Fare: 95}).Get(ctx, &out.Second)
+		if m, ok := activity.AsArgumentsMismatch(err); ok {
+			out.Second = "mismatch: " + m.Found
+			return out, nil
+		}
+		return out, err
+	})
+	require.NoError(t, env.GetWorkflowError())
+	var got answers
+	require.NoError(t, env.GetWorkflowResult(&got))
+	assert.Equal(t, answers{First: "CONF-BA117-120", Second: "mismatch: completed"}, got)
+	assert.Equal(t, 1, a.Sold, "one seat: the lost answer's")
+	require.Len(t, env.Decisions(), 1)
+	assert.Equal(t, decision.AppliedRecorded, env.Decisions()[0].Result.Applied)
+}
