@@ -20,6 +20,8 @@
 // [Env.OnNext] scripts the next execution of an activity type; executions
 // with nothing scripted run as they would on a worker. [Deduplicated] answers
 // it from a record another call made (the body does not run);
+// [ArgumentsMismatch] answers it with a record made with other values of
+// its checked arguments (the call fails, non-retryable);
 // [Indeterminate] ends it indeterminate for a reason: ReasonRecorded (an
 // earlier call left the key indeterminate), ReasonHolderLost (its holder
 // stopped answering), ReasonBodyFailed (the body ran and its answer was

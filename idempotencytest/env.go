@@ -210,6 +210,9 @@ func (e *Env) OnNext(activityType string, o Outcome) {
 	if o.probe != nil && d.Probe() == nil {
 		panic(fmt.Sprintf("idempotencytest: activity %q declares no probe to answer", activityType))
 	}
+	if o.kind == kindMismatch && len(d.CheckArguments()) == 0 {
+		panic(fmt.Sprintf("idempotencytest: activity %q checks no arguments (Policy.CheckArguments)", activityType))
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.scripts[activityType] = append(e.scripts[activityType], o)

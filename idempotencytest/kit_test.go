@@ -261,3 +261,31 @@ func TestDecisionOnGoneKeyKeepsTheCheck(t *testing.T) {
 	require.Len(t, env.Decisions(), 1)
 	assert.Equal(t, decision.AppliedRecorded, env.Decisions()[0].Result.Applied)
 }
+
+// A scripted mismatch fails the call with the typed error; the body does
+// not run. A declaration that checks nothing cannot be scripted so.
+func TestScriptedArgumentsMismatch(t *testing.T) {
+	t.Parallel()
+	a := &Airline{}
+	book := activity.MustDeclare(a.BookFare, activity.Policy{Kind: activity.KindEffectful,
+		KeyArguments: []string{"flight"}, CheckArguments: []string{"fare"}})
+	env, err := idempotencytest.New(quietSuite(), idempotencytest.Options{Declarations: []*activity.Declaration{book}})
+	require.NoError(t, err)
+	t.Cleanup(env.Stop)
+	env.OnNext("BookFare", idempotencytest.ArgumentsMismatch())
+	env.ExecuteWorkflow(func(ctx workflow.Context) (string, error) {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
+		var conf string
+		err := workflow.ExecuteActivity(ctx, "BookFare", FareRequest{Flight: "BA117", Fare: 120}).Get(ctx, &conf)
+		return conf, err
+	})
+	m, ok := activity.AsArgumentsMismatch(env.GetWorkflowError())
+	require.True(t, ok, "%v", env.GetWorkflowError())
+	assert.Equal(t, []string{"fare"}, m.Arguments)
+	assert.Equal(t, "idempotencytest-other-call", m.RecordWorkflowID)
+	assert.Zero(t, a.Sold)
+	assert.Equal(t, []interceptor.EventKind{interceptor.EventArgumentsMismatch}, env.EventKinds("BookFare"))
+
+	k := newKit(t, idempotencytest.Options{})
+	assert.Panics(t, func() { k.env.OnNext("Book", idempotencytest.ArgumentsMismatch()) })
+}
