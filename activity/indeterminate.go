@@ -3,15 +3,24 @@ package activity
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 )
 
-// IndeterminateOutcomeErrorType is the stable [temporal.ApplicationError]
+// ErrorTypeIndeterminateOutcome is the stable [temporal.ApplicationError]
 // type of the error an execution fails with when its effect is one nobody can
 // state. Workflows may match on it by string; [AsIndeterminate] does it for
-// them. It will not change without a major version.
-const IndeterminateOutcomeErrorType = "IndeterminateOutcomeError"
+// them. It will not change without a major version. The decision package
+// lists it with every other error type of the library.
+const ErrorTypeIndeterminateOutcome = "IndeterminateOutcomeError"
+
+// IndeterminateOutcomeErrorType is the former name of
+// [ErrorTypeIndeterminateOutcome].
+//
+// Deprecated: use [ErrorTypeIndeterminateOutcome]; this name goes in the
+// next release.
+const IndeterminateOutcomeErrorType = ErrorTypeIndeterminateOutcome
 
 // Reason says why an outcome is indeterminate.
 type Reason string
@@ -73,6 +82,12 @@ type IndeterminateOutcome struct {
 	// decision made on this outcome carries it, so it applies to that
 	// record only, never to a newer one nobody has looked at.
 	Token int64 `json:"token,omitempty"`
+	// Check is the digest of the call's checked arguments (never their
+	// values), and Retention its declared retention window: a decision that
+	// records an outcome on a key whose record is gone makes a record that
+	// keeps both, as the call's claim would have.
+	Check     string        `json:"check,omitempty"`
+	Retention time.Duration `json:"retention,omitempty"`
 }
 
 // Message returns the one-line description of the outcome, its cause

@@ -21,43 +21,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
-)
-
-// The types of the retryable application errors an IDEMPOTENT activity
-// fails with when it cannot be deduplicated before its body runs. Its retry
-// policy applies to them as to any failure.
-const (
-	// ErrorTypeKeyNotDerivable: no key could be derived (a named key
-	// argument is absent, a value with no canonical form, no workflow run).
-	ErrorTypeKeyNotDerivable = "IdempotencyKeyNotDerivable"
-	// ErrorTypeStoreUnavailable: the store could not be reached.
-	ErrorTypeStoreUnavailable = "IdempotencyStoreUnavailable"
-	// ErrorTypeOutcomeUnreadable: a recorded outcome could not be decoded
-	// (the data converter changed incompatibly). Non-retryable.
-	ErrorTypeOutcomeUnreadable = "IdempotencyOutcomeUnreadable"
-	// ErrorTypeInvalidTenant: the execution's tenant breaks a rule every
-	// store applies (empty, longer than store.MaxTenantLength bytes, not
-	// UTF-8, a NUL byte). Non-retryable, for both kinds: it would be refused
-	// forever. A configuration error, reported as [EventMisconfigured]: the
-	// body never ran, so no person need decide anything.
-	ErrorTypeInvalidTenant = "IdempotencyInvalidTenant"
-	// ErrorTypeNoTenant: no tenant could be resolved for the execution
-	// (Options.Tenant found none; with the default [TenantFromHeader], the
-	// workflow carries none: no [TenantHeader] header, no [TenantMemo]
-	// memo holding a string, no Options.DefaultTenant on its worker). The
-	// message names those three ways, and says when the workflow's memo was
-	// there but held no tenant. Non-retryable, for both kinds: the tenant
-	// travels in the activity's header, which every retry carries
-	// unchanged. A configuration error, reported as [EventMisconfigured]:
-	// the body never ran, so no person need decide anything, and a workflow
-	// that waits for decisions (Options.AwaitDecision) does not wait on it.
-	ErrorTypeNoTenant = "IdempotencyNoTenant"
-	// ErrorTypeSuperseded: the body of an IDEMPOTENT activity was stopped
-	// because its claim was taken over while it ran. Retryable: the retry
-	// waits for the caller that took the key over and gets its answer.
-	ErrorTypeSuperseded = "IdempotencySuperseded"
 )
 
 // ErrSuperseded is the cause of a body's context ending because its claim
@@ -129,6 +95,7 @@ type execution struct {
 
 	tenant string
 	key    string
+	check  keyspace.Check // the digest of the checked arguments; "" for none
 	holder string
 	token  int64
 }
@@ -166,6 +133,9 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
 	}
 	x.key, x.event.Key = string(key), string(key)
+	if err := x.deriveCheck(tenant, run, in.Args); err != nil {
+		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
+	}
 	x.holder = holderName(x.info, x.opts.Identity)
 
 	var (
@@ -204,8 +174,16 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 			}
 			return x.runBody(ctx, in)
 		case store.StatusCompleted:
+			if x.mismatched(res.Record) {
+				return nil, x.argumentsMismatch(ctx, res.Record, found(waited, res.Status))
+			}
 			return x.deduplicated(ctx, res.Record, waited)
 		case store.StatusIndeterminate:
+			if x.mismatched(res.Record) {
+				// A decision on it would answer this call with another
+				// call's effect.
+				return nil, x.argumentsMismatch(ctx, res.Record, found(waited, res.Status))
+			}
 			// The outcome names the record standing, for a decision fenced
 			// by its token; this execution holds no claim of its own.
 			x.token = res.Record.Token
@@ -221,6 +199,12 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 				// Temporal gave up on: its body is still running (it
 				// renews until the body returns) and may yet record.
 				rec := res.Record
+				if x.mismatched(rec) {
+					// Taking it over would mark another call's effect
+					// indeterminate (or probe it, or run the body) as
+					// this call's.
+					return nil, x.argumentsMismatch(ctx, rec, found(0, res.Status))
+				}
 				supersede, lost = rec.Token, &rec
 				break
 			}
@@ -309,6 +293,8 @@ func (x *execution) claim(ctx context.Context, supersede int64) (store.Result, e
 		Holder:    x.holder,
 		Lease:     x.opts.Lease,
 		Supersede: supersede,
+		Check:     string(x.check),
+		Retention: x.decl.Retention(),
 		Origin: store.Origin{
 			WorkflowID:   x.info.WorkflowExecution.ID,
 			RunID:        x.info.WorkflowExecution.RunID,
@@ -338,7 +324,11 @@ func (x *execution) wait(ctx context.Context, token int64) (store.Result, time.D
 	if hb := x.info.HeartbeatTimeout; hb > 0 && hb/2 < every {
 		every = hb / 2
 	}
-	defer func() { x.metrics.Timer(MetricWaitLatency).Record(time.Since(start)) }()
+	defer func() {
+		d := time.Since(start)
+		x.metrics.Timer(MetricWaitLatency).Record(d)
+		x.waited(ctx, d)
+	}()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, every)
 		res, err := x.opts.Store.Wait(wctx, store.WaitParams{Tenant: x.tenant, Key: x.key, Token: token})
@@ -399,7 +389,7 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 		}
 		return nil, temporal.NewApplicationErrorWithCause(
 			fmt.Sprintf("idempotency: activity %q stopped: %v", x.decl.Name(), ErrSuperseded),
-			ErrorTypeSuperseded, activity.UnwrapNoEffect(err))
+			decision.ErrorTypeSuperseded, activity.UnwrapNoEffect(err))
 	}
 	if panicked != nil {
 		perr := fmt.Errorf("activity panicked: %v", panicked)
@@ -726,6 +716,8 @@ func (x *execution) indeterminate(ctx context.Context, reason activity.Reason, e
 		RunID:               x.info.WorkflowExecution.RunID,
 		ActivityID:          x.info.ActivityID,
 		Token:               x.token,
+		Check:               string(x.check),
+		Retention:           x.decl.Retention(),
 	}, cause)
 }
 
@@ -739,9 +731,9 @@ func (x *execution) notDeduplicable(ctx context.Context, reason activity.Reason,
 	if x.kind == activity.KindEffectful && !x.decl.IsTransactional() {
 		return x.indeterminate(ctx, reason, false, cause)
 	}
-	typ := ErrorTypeKeyNotDerivable
+	typ := decision.ErrorTypeKeyNotDerivable
 	if reason == activity.ReasonStoreUnavailable {
-		typ = ErrorTypeStoreUnavailable
+		typ = decision.ErrorTypeStoreUnavailable
 	}
 	return temporal.NewApplicationErrorWithCause(
 		fmt.Sprintf("idempotency: activity %q was not run: %s: %v", x.decl.Name(), reason, cause), typ, cause)
@@ -751,17 +743,17 @@ func (x *execution) notDeduplicable(ctx context.Context, reason activity.Reason,
 // error carries no key, and neither kind is retried: the tenant will be
 // refused the same way every time.
 func (x *execution) invalidTenant(ctx context.Context, cause error) error {
-	return x.misconfigured(ctx, ErrorTypeInvalidTenant, fmt.Errorf("the tenant cannot be stored: %w", cause))
+	return x.misconfigured(ctx, decision.ErrorTypeInvalidTenant, fmt.Errorf("the tenant cannot be stored: %w", cause))
 }
 
 // noTenant refuses an execution no tenant could be resolved for, saying how
 // to give its workflow one and, when its memo was there but held none, why.
 func (x *execution) noTenant(ctx context.Context) error {
 	if !x.root.tenantFromHeader {
-		return x.misconfigured(ctx, ErrorTypeNoTenant, fmt.Errorf("%w: Options.Tenant resolved none", errNoTenant))
+		return x.misconfigured(ctx, decision.ErrorTypeNoTenant, fmt.Errorf("%w: Options.Tenant resolved none", errNoTenant))
 	}
 	if standalone(x.info) {
-		return x.misconfigured(ctx, ErrorTypeNoTenant, fmt.Errorf("%w: the standalone activity carries no tenant; give it one: "+
+		return x.misconfigured(ctx, decision.ErrorTypeNoTenant, fmt.Errorf("%w: the standalone activity carries no tenant; give it one: "+
 			"start it with interceptor.WithTenant(ctx, tenant) on a client whose ContextPropagators hold interceptor.TenantPropagator() "+
 			"(the %s header), or set Options.DefaultTenant on its worker", errNoTenant, TenantHeader))
 	}
@@ -769,7 +761,7 @@ func (x *execution) noTenant(ctx context.Context) error {
 	if p := tenantProblem(ctx); p != "" {
 		why += " (" + p + ")"
 	}
-	return x.misconfigured(ctx, ErrorTypeNoTenant, fmt.Errorf("%w: %s; give the workflow one: "+
+	return x.misconfigured(ctx, decision.ErrorTypeNoTenant, fmt.Errorf("%w: %s; give the workflow one: "+
 		"start it with interceptor.WithTenant(ctx, tenant) on a client whose ContextPropagators hold interceptor.TenantPropagator() "+
 		"(the %s header), or with the memo %s holding the tenant as a string "+
 		"(temporal workflow start --memo '%s=\"acme\"'), or set Options.DefaultTenant on its worker",

@@ -9,7 +9,8 @@
 // At most one side effect per key within the retention window. Not exactly
 // once: a call that fails without answering leaves the effect unknown, and
 // the dispatcher reports that rather than guessing. Not ever: a retry that
-// arrives after the store's retention window sees a free key. Not across
+// arrives after the store's retention window (or the activity's own,
+// activity.Policy.Retention) sees a free key. Not across
 // tenants: records are tenant-scoped. (An indeterminate key is not subject
 // to the window: it waits for a person however long that takes.)
 //
@@ -27,7 +28,11 @@
 //     is returned as a duplicate's. Held by a caller that is gone (its lease
 //     ran out): IDEMPOTENT takes over, EFFECTFUL fails indeterminate
 //     (unless its probe answers; see below).
-//     Indeterminate: fail again.
+//     Indeterminate: fail again. On each of these paths a record made with
+//     other values of the declaration's checked arguments
+//     (activity.Policy.CheckArguments) is not an answer: the call fails
+//     with the non-retryable activity.ArgumentsMismatchErrorType error
+//     ([EventArgumentsMismatch]) and the record is left as it is.
 //   - Acquired: the body runs with the key in its context; the lease is
 //     renewed every third of its length until the body returns, also past
 //     the activity's deadline. If a renewal finds the key taken over, the
@@ -51,7 +56,7 @@
 //     probe's result (a value of the activity's return type) is recorded
 //     and returned as a duplicate's answer ([EventProbeLanded], then
 //     [EventCompleted]). Did not land: the key is freed and the call fails
-//     with the retryable [ErrorTypeNotLanded] error, so the retry policy
+//     with the retryable [decision.ErrorTypeNotLanded] error, so the retry policy
 //     runs the activity again ([EventProbeNotLanded], then
 //     [EventReleased]). Cannot tell, an error, a panic, a result of the
 //     wrong type: indeterminate as without a probe ([EventProbeUnsettled],
@@ -131,10 +136,10 @@
 //
 // What each part does:
 //
-//   - [PendingQuery] answers from the workflow's start with the keys it waits
-//     on ([PendingDecision]: activity, tenant, key, reason, whether the effect
+//   - [decision.QueryName] answers from the workflow's start with the keys it waits
+//     on ([decision.PendingDecision]: activity, tenant, key, reason, whether the effect
 //     may have landed), then the decision signals it rejected lately.
-//   - [DecisionUpdate] takes a [Decision]: complete (with the activity's
+//   - [decision.UpdateName] takes a [decision.Decision]: complete (with the activity's
 //     result as JSON), free, retry or fail, and who decided (By, required).
 //     Its validator rejects, with the reason and nothing written to the
 //     history, a key nobody waits on or already decided, an unknown action,
@@ -142,8 +147,8 @@
 //     decode into the activity's declared return type (when the workflow
 //     worker holds the declaration), a tenant that is not the record's, or
 //     a decision that names no one. An accepted update records the
-//     decision once per key through the [ResolveActivityName] activity and
-//     returns a [DecisionResult] saying what it did. [DecisionSignal] takes
+//     decision once per key through the [decision.ResolveActivityName] activity and
+//     returns a [decision.Result] saying what it did. [decision.SignalName] takes
 //     the same decision for clients without Update, with the same checks; a
 //     rejected signal changes nothing, is logged, and is listed by the query.
 //   - The first decision accepted on a key wins. A decision is accepted in
@@ -204,7 +209,7 @@
 // decision is fail or the timeout passes), and histories of workflows that
 // waited under the pre-release router, which recorded no marker and replay
 // as not routed. A routed workflow applies decisions through the
-// [ResolveActivityName] activity on its own task queue, so keep it
+// [decision.ResolveActivityName] activity on its own task queue, so keep it
 // registered there (the worker package's plugin and worker.New do) until
 // the workflows routed before turning AwaitDecision off have finished.
 //
@@ -220,7 +225,7 @@
 // and a workflow that started with none keeps none. With no tenant (no
 // header, no memo, no default, or a memo that holds no tenant: a memo
 // wins over the default, so a malformed one gives none), every declared
-// call in it fails at once with the non-retryable [ErrorTypeNoTenant]
+// call in it fails at once with the non-retryable [decision.ErrorTypeNoTenant]
 // error, which names the three ways to give one and says when the memo held
 // none; it is reported as [EventMisconfigured], and AwaitDecision or not,
 // nobody is asked to decide (there is no key, and nothing ran).
@@ -243,7 +248,7 @@
 //     context given to ExecuteActivity, on a client with [TenantPropagator]
 //     (the SDK applies a client's propagators to the start). Without it,
 //     the tenant is Options.DefaultTenant; with neither, the call fails at
-//     once with the non-retryable [ErrorTypeNoTenant] error, no body
+//     once with the non-retryable [decision.ErrorTypeNoTenant] error, no body
 //     entered.
 //   - No workflow can wait for a person: Options.AwaitDecision does not
 //     apply, and an indeterminate outcome fails the activity with the
@@ -258,7 +263,19 @@
 //
 // Every step is an [Event] handed to the [Observer], and a counter or timer
 // (see the Metric constants) on the activity's Temporal metrics handler.
-// Events never carry arguments or results.
+// Events never carry arguments or results. The module
+// github.com/tesserix/idempotency/contrib/oteltrace is an Observer that
+// adds them to the activity's OpenTelemetry span (the key's digest, the
+// outcome, how long a call waited), kept out of this module's
+// dependencies.
+//
+// # Testing workflows
+//
+// Package github.com/tesserix/idempotency/idempotencytest runs a workflow
+// through this interceptor in the SDK's test environment with a memory
+// store, and makes a declared activity end with each outcome (answered
+// from a record, indeterminate for each reason, settled by a probe), sends
+// a person's decisions and lists the effects applied.
 //
 // # Tenants
 //

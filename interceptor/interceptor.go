@@ -87,7 +87,7 @@ type Options struct {
 	// started without the header, when Tenant finds none. Set it only where
 	// one worker serves one tenant; empty (the default) leaves such a
 	// workflow or activity without a tenant, and every declared call in it
-	// fails at once, non-retryable, with [ErrorTypeNoTenant]. The value in
+	// fails at once, non-retryable, with [decision.ErrorTypeNoTenant]. The value in
 	// force when a workflow starts, empty included, is recorded in its
 	// history (see [TenantChangeID]), so changing it applies to new
 	// workflows only.
@@ -163,10 +163,10 @@ type Options struct {
 	Identity string
 	// AwaitDecision makes a workflow wait for a person instead of failing
 	// when an activity call ends indeterminate with a key: the call blocks,
-	// [PendingQuery] lists what is pending, and a [Decision] sent as the
-	// [DecisionUpdate] (or on [DecisionSignal]) settles it — record the
+	// [decision.QueryName] lists what is pending, and a [decision.Decision] sent as the
+	// [decision.UpdateName] (or on [decision.SignalName]) settles it — record the
 	// result, free the key, retry, or fail. The decision is recorded through
-	// the [ResolveActivityName] activity, which the worker package's plugin
+	// the [decision.ResolveActivityName] activity, which the worker package's plugin
 	// (and so worker.New) registers. Off
 	// by default: the workflow receives the typed error and handles it
 	// itself. A workflow records at its first activity call whether it is
@@ -380,12 +380,34 @@ func (i *Interceptor) Declare(decls ...*activity.Declaration) error {
 			return fmt.Errorf("%w: %q", ErrAlreadyDeclared, d.Name())
 		}
 		seen[d.Name()] = true
+		if err := i.checkRetention(d); err != nil {
+			return err
+		}
 		if err := CheckTransactional(i.opts.Store, d); err != nil {
 			return err
 		}
 	}
 	for _, d := range decls {
 		i.decls[d.Name()] = d
+	}
+	return nil
+}
+
+// checkRetention refuses a declaration whose own retention window is
+// shorter than the lease, or longer than a store keeps: a record that
+// expires while its holder may still be running would free the key under
+// it.
+func (i *Interceptor) checkRetention(d *activity.Declaration) error {
+	r := d.Retention()
+	switch {
+	case r == 0:
+		return nil
+	case r < i.opts.Lease:
+		return &activity.DeclarationError{Activity: d.Name(), Field: "Policy.Retention",
+			Reason: fmt.Sprintf("%v is shorter than the lease (Options.Lease, %v): the record could expire while its holder runs", r, i.opts.Lease)}
+	case r > store.MaxRetention:
+		return &activity.DeclarationError{Activity: d.Name(), Field: "Policy.Retention",
+			Reason: fmt.Sprintf("%v is longer than a store keeps (store.MaxRetention, 100 years)", r)}
 	}
 	return nil
 }

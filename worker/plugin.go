@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/store"
 )
@@ -61,7 +62,7 @@ type PluginOptions struct {
 // data converter to the dispatcher, so recorded outcomes go through the
 // client's codecs. On each worker it installs a dispatcher of its own (the
 // activity and workflow interceptor) with the declarations applied,
-// registers the declared activities and the [interceptor.ResolveActivityName]
+// registers the declared activities and the [decision.ResolveActivityName]
 // activity when the worker starts (each unless the worker has a
 // registration under that name already), runs the sweeper while the worker
 // runs, and stops the dispatcher's background work once the worker has
@@ -311,7 +312,7 @@ func (p *Plugin) register(pw *pluginWorker, r registry) error {
 	// Registered whether or not AwaitDecision is on: workflows routed while
 	// it was on still apply their decisions through it after it is turned
 	// off, and would wait forever without it.
-	regs := []reg{{interceptor.ResolveActivity(p.cfg.iopts.Store, p.cfg.iopts.DataConverter), interceptor.ResolveActivityName}}
+	regs := []reg{{interceptor.ResolveActivity(p.cfg.iopts.Store, p.cfg.iopts.DataConverter), decision.ResolveActivityName}}
 	for _, d := range p.cfg.decls {
 		regs = append(regs, reg{d.Func(), d.Name()})
 	}

@@ -98,6 +98,17 @@ func transactorCases() []txCase {
 			assert.NoError(t, txn.Rollback(h.ctx), "a rollback after the commit")
 			assert.Equal(t, 1, h.tx.Effects(t, h.tag), "a rollback after the commit undid it")
 		}},
+		{"CommitKeepsOwnRetention", func(t *testing.T, h *txHarness) {
+			// A record claimed with a retention window of its own keeps
+			// it when the transaction completes it, as Complete does.
+			rec := h.claimKept(t, "k", 10*time.Minute)
+			h.clock.Advance(30 * time.Second)
+			done := h.clock.Now()
+			require.NoError(t, h.begin(t, rec, h.tag).Commit(h.ctx, []byte("x")))
+			assertTime(t, done.Add(10*time.Minute), h.lookup(t, "k").ExpiresAt, "ExpiresAt after the commit")
+			h.clock.Advance(10*time.Minute + time.Second)
+			h.requireMissing(t, h.tenant, "k")
+		}},
 		{"EmptyOutcome", func(t *testing.T, h *txHarness) {
 			rec := h.acquire(t, "k")
 			require.NoError(t, h.begin(t, rec, h.tag).Commit(h.ctx, nil))
