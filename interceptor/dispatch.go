@@ -32,8 +32,11 @@ const (
 	// ErrorTypeKeyNotDerivable: no key could be derived (a named key
 	// argument is absent, a value with no canonical form, no workflow run).
 	ErrorTypeKeyNotDerivable = "IdempotencyKeyNotDerivable"
-	// ErrorTypeStoreUnavailable: the store could not be reached.
-	ErrorTypeStoreUnavailable = "IdempotencyStoreUnavailable"
+	// ErrorTypeStoreUnavailable: the store could not be reached before the
+	// body, so this attempt ran nothing; for both kinds it is retryable and
+	// carries [activity.NotRun] (read with activity.AsNotRun). It is
+	// [activity.StoreUnavailableErrorType].
+	ErrorTypeStoreUnavailable = activity.StoreUnavailableErrorType
 	// ErrorTypeOutcomeUnreadable: a recorded outcome could not be decoded
 	// (the data converter changed incompatibly). Non-retryable.
 	ErrorTypeOutcomeUnreadable = "IdempotencyOutcomeUnreadable"
@@ -730,12 +733,8 @@ func (x *execution) notDeduplicable(ctx context.Context, reason activity.Reason,
 	if x.kind == activity.KindEffectful {
 		return x.indeterminate(ctx, reason, false, cause)
 	}
-	typ := ErrorTypeKeyNotDerivable
-	if reason == activity.ReasonStoreUnavailable {
-		typ = ErrorTypeStoreUnavailable
-	}
 	return temporal.NewApplicationErrorWithCause(
-		fmt.Sprintf("idempotency: activity %q was not run: %s: %v", x.decl.Name(), reason, cause), typ, cause)
+		fmt.Sprintf("idempotency: activity %q was not run: %s: %v", x.decl.Name(), reason, cause), ErrorTypeKeyNotDerivable, cause)
 }
 
 // invalidTenant refuses an execution whose tenant no store accepts. The
@@ -783,7 +782,13 @@ func (x *execution) misconfigured(ctx context.Context, typ string, cause error) 
 // storeFailed handles a store error before the body runs. The caller's own
 // cancellation is returned as it is; anything else means the store could not
 // say whether the key is free, and a store that is down does not read as
-// permission.
+// permission: the body is not entered. Since it was not, this attempt ran
+// nothing, whatever the kind: the retryable [activity.NotRun] error says so,
+// and whoever runs the call again (the retry policy, the workflow's router
+// waiting for the store, the workflow's code) finds what the claim decides
+// then. Before, an EFFECTFUL call failed here with the indeterminate error,
+// and a workflow routing decisions asked a person about an outcome the
+// library knew: nothing ran.
 func (x *execution) storeFailed(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -792,7 +797,15 @@ func (x *execution) storeFailed(ctx context.Context, err error) error {
 	if errors.Is(err, store.ErrInvalid) {
 		return x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
 	}
-	return x.notDeduplicable(ctx, activity.ReasonStoreUnavailable, err)
+	return activity.NewNotRunError(activity.NotRun{
+		Activity:   x.decl.Name(),
+		Tenant:     x.tenant,
+		Key:        x.key,
+		Reason:     activity.ReasonStoreUnavailable,
+		WorkflowID: x.info.WorkflowExecution.ID,
+		RunID:      x.info.WorkflowExecution.RunID,
+		ActivityID: x.info.ActivityID,
+	}, fmt.Errorf("idempotency: activity %q was not run: the store did not answer: %w", x.decl.Name(), err))
 }
 
 func (x *execution) deduplicated(ctx context.Context, rec store.Record, waited time.Duration) (any, error) {
