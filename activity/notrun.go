@@ -89,8 +89,14 @@ func NewNotRunError(n NotRun, cause error) error {
 // [StoreUnavailableErrorType] error — on either side, as [AsIndeterminate]
 // reads its own — and returns its details. Errors of that type written by
 // releases that sent no details read with the message as Cause and
-// MayRetry true.
+// MayRetry true. A timeout is never read as one, even when an earlier
+// attempt's NotRun error is its cause: the attempt Temporal timed out may
+// have run the body.
 func AsNotRun(err error) (NotRun, bool) {
+	var te *temporal.TimeoutError
+	if errors.As(err, &te) {
+		return NotRun{}, false
+	}
 	var appErr *temporal.ApplicationError
 	for {
 		if !errors.As(err, &appErr) {

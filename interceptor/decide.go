@@ -131,8 +131,11 @@ type PendingDecision struct {
 	// Since is the workflow time at which the wait began.
 	Since time.Time `json:"since"`
 	// Rejected is set on an entry that lists a rejected decision signal
-	// rather than a wait.
+	// (or a probe's answer that came after a decision) rather than a wait.
 	Rejected *RejectedDecision `json:"rejected,omitempty"`
+	// Probe says where asking the activity's probe again stands, while a
+	// wait on a key whose activity declares one is open (SettleChangeID).
+	Probe *ProbeSchedule `json:"probe,omitempty"`
 }
 
 // RejectedDecision is a decision signal the workflow refused.
@@ -156,6 +159,10 @@ type ResolveRequest struct {
 	// Token fences the decision to the indeterminate record it was made on
 	// (IndeterminateOutcome.Token); zero applies it to whichever stands.
 	Token int64 `json:"token,omitempty"`
+	// Outcome, when set with ActionComplete, is the result already encoded
+	// as the dispatcher records one (a probe's answer, see ProbeReply); it
+	// is recorded as it is, and Result is only for reading.
+	Outcome []byte `json:"outcome,omitempty"`
 }
 
 // ResolveActivity returns the activity that records a person's decision in
@@ -170,7 +177,10 @@ func ResolveActivity(st store.Store, dc converter.DataConverter) func(context.Co
 			By: req.By, Reason: req.Reason, Reference: req.Reference}
 		switch req.Action {
 		case ActionComplete:
-			outcome, err := EncodeOutcome((&Options{DataConverter: dc}).dataConverter(ctx), req.Result)
+			outcome, err := req.Outcome, error(nil)
+			if len(outcome) == 0 {
+				outcome, err = EncodeOutcome((&Options{DataConverter: dc}).dataConverter(ctx), req.Result)
+			}
 			if err != nil {
 				return temporal.NewNonRetryableApplicationError(err.Error(), "IdempotencyBadDecision", err)
 			}

@@ -74,6 +74,7 @@ var errNoTenant = errors.New("no tenant could be resolved for the execution")
 type activityInbound struct {
 	interceptor.ActivityInboundInterceptorBase
 	root *Interceptor
+	out  *activityOutbound // set by Init
 }
 
 var _ interceptor.ActivityInboundInterceptor = (*activityInbound)(nil)
@@ -97,6 +98,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		info:  info,
 		event: baseEvent(decl, info),
 		dc:    a.root.opts.dataConverter(ctx),
+		out:   a.out,
 	}
 	x.metrics = sdkactivity.GetMetricsHandler(ctx).WithTags(map[string]string{
 		"activity_type":    decl.Name(),
@@ -129,6 +131,8 @@ type execution struct {
 	// dc records outcomes; see Options.dataConverter. What goes back to
 	// the SDK is never encoded with it: the SDK encodes results itself.
 	dc converter.DataConverter
+	// out appends the timeout marker to the execution's heartbeats.
+	out *activityOutbound
 
 	tenant string
 	key    string
@@ -170,6 +174,8 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 	}
 	x.key, x.event.Key = string(key), string(key)
 	x.holder = holderName(x.info, x.opts.Identity)
+	// From here a timeout of this call carries its key (EFFECTFUL).
+	x.mark(ctx, activity.StageClaiming, true)
 
 	var (
 		supersede int64
@@ -330,6 +336,7 @@ func (x *execution) claim(ctx context.Context, supersede int64) (store.Result, e
 func (x *execution) wait(ctx context.Context, token int64) (store.Result, time.Duration, error) {
 	x.observe(ctx, EventWaiting, nil)
 	x.count(MetricWaits)
+	x.mark(ctx, activity.StageWaiting, true)
 	start := time.Now()
 	every := x.opts.WaitHeartbeat
 	if hb := x.info.HeartbeatTimeout; hb > 0 && hb/2 < every {
@@ -358,6 +365,7 @@ func (x *execution) wait(ctx context.Context, token int64) (store.Result, time.D
 func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivityInput) (result any, err error) {
 	bodyCtx, cancelBody := context.WithCancelCause(activity.WithKey(ctx, keyspace.Key(x.key)))
 	defer cancelBody(nil)
+	x.mark(ctx, activity.StageBody, false)
 	var superseded atomic.Bool
 	stop := x.renew(ctx, func(err error) {
 		superseded.Store(true)
@@ -723,6 +731,7 @@ func (x *execution) indeterminate(ctx context.Context, reason activity.Reason, e
 		RunID:               x.info.WorkflowExecution.RunID,
 		ActivityID:          x.info.ActivityID,
 		Token:               x.token,
+		Probe:               x.decl.Probe() != nil,
 	}, cause)
 }
 
