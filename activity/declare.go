@@ -24,6 +24,9 @@ type DeclarationError struct {
 	Activity string
 	// Argument is the key argument or parameter name at fault, if any.
 	Argument string
+	// Field is the Policy field at fault (such as "Policy.Retention"), if
+	// any.
+	Field string
 	// Reason says what is wrong.
 	Reason string
 }
@@ -37,6 +40,9 @@ func (e *DeclarationError) Error() string {
 	}
 	if e.Argument != "" {
 		fmt.Fprintf(&b, ", argument %q", e.Argument)
+	}
+	if e.Field != "" {
+		fmt.Fprintf(&b, ", %s", e.Field)
 	}
 	b.WriteString(": ")
 	b.WriteString(e.Reason)
@@ -72,6 +78,22 @@ type Policy struct {
 	// landed before an outcome is reported indeterminate (see [Probe]).
 	// EFFECTFUL only: an IDEMPOTENT activity is simply run again.
 	Probe Probe
+	// CheckArguments names arguments that are not part of the key but
+	// must match the call that made the record: a call whose key has a
+	// record made with other values of them fails with the non-retryable
+	// [ArgumentsMismatchErrorType] error instead of receiving that record's
+	// answer (a fare or a seat changed under the same booking). Named as
+	// KeyArguments are; a name must not also be a key argument. The record
+	// keeps only a digest of their values (keyspace.DeriveCheck). Not for
+	// KindReadOnly.
+	CheckArguments []string
+	// Retention, when positive, is how long the records of this activity
+	// are kept after their last write, in place of the store's retention
+	// window: within it a duplicate gets the recorded answer, after it the
+	// key is free again and the activity runs anew. The interceptor
+	// refuses one shorter than its lease. Zero: the store's window. Not for
+	// KindReadOnly.
+	Retention time.Duration
 }
 
 // Declaration binds a [Policy] to an activity function. It is immutable and
@@ -114,10 +136,31 @@ func Declare(fn any, p Policy) (*Declaration, error) {
 		return fail("", "unknown kind %d", p.Kind)
 	}
 	p.KeyArguments = slices.Clone(p.KeyArguments)
+	p.CheckArguments = slices.Clone(p.CheckArguments)
 	p.Params = slices.Clone(p.Params)
 	p.Name = name
 	if dup, ok := firstDuplicate(p.KeyArguments); ok {
 		return fail(dup, "named twice in KeyArguments")
+	}
+	if dup, ok := firstDuplicate(p.CheckArguments); ok {
+		return fail(dup, "named twice in CheckArguments")
+	}
+	for _, c := range p.CheckArguments {
+		if c == "" {
+			return fail("", "CheckArguments holds an empty name")
+		}
+		if slices.Contains(p.KeyArguments, c) {
+			return fail(c, "named in both KeyArguments and CheckArguments: a key argument always matches the record")
+		}
+	}
+	if p.Retention < 0 {
+		return nil, &DeclarationError{Activity: name, Field: "Policy.Retention", Reason: "must not be negative"}
+	}
+	if p.Kind == KindReadOnly && len(p.CheckArguments) > 0 {
+		return fail(p.CheckArguments[0], "a READ_ONLY activity keeps no record to check arguments against")
+	}
+	if p.Kind == KindReadOnly && p.Retention != 0 {
+		return nil, &DeclarationError{Activity: name, Field: "Policy.Retention", Reason: "a READ_ONLY activity keeps no record to retain"}
 	}
 	if dup, ok := firstDuplicate(p.Params); ok {
 		return fail(dup, "named twice in Params")
@@ -140,8 +183,8 @@ func Declare(fn any, p Policy) (*Declaration, error) {
 		if len(p.Params) != len(params) {
 			return fail("", "Params names %d parameters but the function takes %d (not counting its context)", len(p.Params), len(params))
 		}
-		d.argIndex = make(map[string]int, len(p.KeyArguments))
-		for _, k := range p.KeyArguments {
+		d.argIndex = make(map[string]int, len(p.KeyArguments)+len(p.CheckArguments))
+		for _, k := range slices.Concat(p.KeyArguments, p.CheckArguments) {
 			i := slices.Index(p.Params, k)
 			if i < 0 {
 				return fail(k, "not a parameter of the activity (Params: %s)", strings.Join(p.Params, ", "))
@@ -153,15 +196,15 @@ func Declare(fn any, p Policy) (*Declaration, error) {
 		if err != nil {
 			return fail("", "%v", err)
 		}
-		for _, k := range p.KeyArguments {
+		for _, k := range slices.Concat(p.KeyArguments, p.CheckArguments) {
 			if !slices.Contains(fields, k) {
 				return fail(k, "not a JSON field of %s (fields: %s)", params[0], strings.Join(fields, ", "))
 			}
 		}
-	case len(p.KeyArguments) == 0:
+	case len(p.KeyArguments) == 0 && len(p.CheckArguments) == 0:
 		d.argIndex = map[string]int{}
 	default:
-		return fail(p.KeyArguments[0], "the activity takes %d positional parameters: name them in Policy.Params", len(params))
+		return fail(slices.Concat(p.KeyArguments, p.CheckArguments)[0], "the activity takes %d positional parameters: name them in Policy.Params", len(params))
 	}
 	return d, nil
 }
@@ -213,9 +256,16 @@ func (d *Declaration) Kind() Kind { return d.policy.Kind }
 func (d *Declaration) Policy() Policy {
 	p := d.policy
 	p.KeyArguments = slices.Clone(p.KeyArguments)
+	p.CheckArguments = slices.Clone(p.CheckArguments)
 	p.Params = slices.Clone(p.Params)
 	return p
 }
+
+// CheckArguments returns the declared checked arguments (a copy).
+func (d *Declaration) CheckArguments() []string { return slices.Clone(d.policy.CheckArguments) }
+
+// Retention returns the declared retention window; zero for the store's.
+func (d *Declaration) Retention() time.Duration { return d.policy.Retention }
 
 // Probe returns the declared probe, or nil.
 func (d *Declaration) Probe() Probe { return d.policy.Probe }
@@ -237,25 +287,40 @@ func (d *Declaration) WithProbe(probe Probe) (*Declaration, error) {
 // argument is absent, and the keyspace package's other errors as they are.
 func (d *Declaration) Key(tenant, run string, args []any) (keyspace.Key, error) {
 	in := keyspace.Input{Tenant: tenant, Run: run, Activity: d.name, KeyArguments: d.policy.KeyArguments}
-	if d.argIndex == nil {
-		switch {
-		case len(args) > 0:
-			in.Arguments = args[0]
-		case len(in.KeyArguments) > 0:
-			return "", &keyspace.MissingArgumentError{Name: in.KeyArguments[0]}
-		default:
-			in.Arguments = map[string]any{}
-		}
-	} else {
-		m := make(map[string]any, len(d.argIndex))
-		for k, i := range d.argIndex {
-			if i < len(args) {
-				m[k] = args[i]
-			}
-		}
-		in.Arguments = m
+	if d.argIndex == nil && len(args) == 0 && len(in.KeyArguments) > 0 {
+		return "", &keyspace.MissingArgumentError{Name: in.KeyArguments[0]}
 	}
+	in.Arguments = d.arguments(args, d.policy.KeyArguments)
 	return keyspace.Derive(in)
+}
+
+// Check derives the digest of the declared checked arguments of one
+// execution, as the dispatcher does; "" when the declaration checks none.
+// A checked argument the call does not carry is digested as absent.
+func (d *Declaration) Check(tenant, run string, args []any) (keyspace.Check, error) {
+	if len(d.policy.CheckArguments) == 0 {
+		return "", nil
+	}
+	return keyspace.DeriveCheck(keyspace.CheckInput{Tenant: tenant, Run: run, Activity: d.name,
+		Arguments: d.arguments(args, d.policy.CheckArguments), Names: d.policy.CheckArguments})
+}
+
+// arguments returns what the keyspace reads names from: the one struct
+// argument, or a map of the named positional arguments.
+func (d *Declaration) arguments(args []any, names []string) any {
+	if d.argIndex == nil {
+		if len(args) > 0 {
+			return args[0]
+		}
+		return map[string]any{}
+	}
+	m := make(map[string]any, len(names))
+	for _, k := range names {
+		if i, ok := d.argIndex[k]; ok && i < len(args) {
+			m[k] = args[i]
+		}
+	}
+	return m
 }
 
 // WithName returns a copy of d that applies to the activity registered under

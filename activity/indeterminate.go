@@ -3,6 +3,7 @@ package activity
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 )
@@ -73,6 +74,12 @@ type IndeterminateOutcome struct {
 	// decision made on this outcome carries it, so it applies to that
 	// record only, never to a newer one nobody has looked at.
 	Token int64 `json:"token,omitempty"`
+	// Check is the digest of the call's checked arguments (never their
+	// values), and Retention its declared retention window: a decision that
+	// records an outcome on a key whose record is gone makes a record that
+	// keeps both, as the call's claim would have.
+	Check     string        `json:"check,omitempty"`
+	Retention time.Duration `json:"retention,omitempty"`
 	// Probe reports that the activity's declaration has a probe: a
 	// workflow waiting for a person on this outcome asks it again on a
 	// schedule (interceptor.SettleChangeID), and the first definite answer

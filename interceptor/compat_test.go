@@ -74,6 +74,7 @@ var compatTypes = map[string]func() any{
 	"[]interceptor.PendingDecision": func() any { return new([]interceptor.PendingDecision) },
 	"interceptor.ResolveRequest":    func() any { return new(interceptor.ResolveRequest) },
 	"activity.IndeterminateOutcome": func() any { return new(activity.IndeterminateOutcome) },
+	"activity.ArgumentsMismatch":    func() any { return new(activity.ArgumentsMismatch) },
 	"string":                        func() any { return new(string) },
 	"int64":                         func() any { return new(int64) },
 	"float64":                       func() any { return new(float64) },
@@ -94,6 +95,11 @@ func newOf(t testing.TB, typ string) any {
 // compatNames are the names and strings other processes match on.
 var compatNames = map[string]string{
 	"activity.IndeterminateOutcomeErrorType":    activity.IndeterminateOutcomeErrorType,
+	"activity.ArgumentsMismatchErrorType":       activity.ArgumentsMismatchErrorType,
+	"activity.FoundCompleted":                   activity.FoundCompleted,
+	"activity.FoundWaited":                      activity.FoundWaited,
+	"activity.FoundIndeterminate":               activity.FoundIndeterminate,
+	"activity.FoundTakeover":                    activity.FoundTakeover,
 	"activity.ReasonBodyFailed":                 string(activity.ReasonBodyFailed),
 	"activity.ReasonKeyNotDerivable":            string(activity.ReasonKeyNotDerivable),
 	"activity.ReasonStoreUnavailable":           string(activity.ReasonStoreUnavailable),
@@ -140,6 +146,14 @@ var (
 		WorkflowID: "payments/7", RunID: "0193a1b2-c3d4-7e5f-8a9b-000000000011", ActivityID: "3",
 		Cause: "holder_lost: holder stopped answering without recording an outcome", Token: 1217158967429758835,
 	}
+	compatChecked = activity.IndeterminateOutcome{
+		Activity: "Book", Tenant: "acme", Key: compatKey, Reason: activity.ReasonBodyFailed,
+		BodyEntered: true, EffectMayHaveLanded: true,
+		WorkflowID: "booking/BA117", RunID: "0193a1b2-c3d4-7e5f-8a9b-00000000000d", ActivityID: "5",
+		Cause: "context deadline exceeded", Token: 6166759917972120762,
+		Check:     "c1:a3515ec52eab311b:c9265cd8bd7a76c50211580b050c6c618ef94ca07b7d8dcf76e86dffc6b48009",
+		Retention: 72 * time.Hour,
+	}
 	compatNoKey = activity.IndeterminateOutcome{
 		Activity: "Book", Reason: activity.ReasonKeyNotDerivable,
 		WorkflowID: "booking/BA118", RunID: "0193a1b2-c3d4-7e5f-8a9b-000000000012", ActivityID: "1",
@@ -184,6 +198,17 @@ func compatPayloadCases() []compatPayloadCase {
 		{"resolve-request-free", "interceptor.ResolveRequest", interceptor.ResolveRequest{Tenant: "zürich-ä", Key: compatRecorded.Key,
 			Action: interceptor.ActionFree, By: "ops@zürich", Token: compatRecorded.Token}},
 		{"indeterminate-outcome", "activity.IndeterminateOutcome", compatBody},
+		// Since r2: the digest of the checked arguments and the declared
+		// retention travel with the outcome to the decision; a mismatch
+		// error's details.
+		{"indeterminate-outcome-checked", "activity.IndeterminateOutcome", compatChecked},
+		{"resolve-request-checked", "interceptor.ResolveRequest", interceptor.ResolveRequest{Tenant: "acme", Key: compatKey,
+			Action: interceptor.ActionComplete, Result: compatDecision.Result, By: "ops@acme", Token: compatChecked.Token,
+			Check: compatChecked.Check, Retention: compatChecked.Retention}},
+		{"arguments-mismatch", "activity.ArgumentsMismatch", activity.ArgumentsMismatch{Activity: "Book", Tenant: "acme", Key: compatKey,
+			Arguments: []string{"fare", "seat"}, Found: activity.FoundWaited, RecordWorkflowID: "booking/BA117",
+			RecordRunID: "0193a1b2-c3d4-7e5f-8a9b-00000000000d", WorkflowID: "booking/BA117-retry",
+			RunID: "0193a1b2-c3d4-7e5f-8a9b-00000000000e", ActivityID: "7"}},
 	}
 }
 
@@ -200,6 +225,7 @@ func compatFailureCases() []compatFailureCase {
 		{"indeterminate-body-failed", body, errors.New("read tcp 10.0.0.7:51234->10.0.0.9:443: connection reset by peer")},
 		{"indeterminate-recorded", compatRecorded, nil},
 		{"indeterminate-key-not-derivable", compatNoKey, errors.New(`keyspace: key argument "flight" is missing`)},
+		{"indeterminate-checked", compatChecked, nil},
 	}
 }
 

@@ -379,9 +379,31 @@ func (i *Interceptor) Declare(decls ...*activity.Declaration) error {
 			return fmt.Errorf("%w: %q", ErrAlreadyDeclared, d.Name())
 		}
 		seen[d.Name()] = true
+		if err := i.checkRetention(d); err != nil {
+			return err
+		}
 	}
 	for _, d := range decls {
 		i.decls[d.Name()] = d
+	}
+	return nil
+}
+
+// checkRetention refuses a declaration whose own retention window is
+// shorter than the lease, or longer than a store keeps: a record that
+// expires while its holder may still be running would free the key under
+// it.
+func (i *Interceptor) checkRetention(d *activity.Declaration) error {
+	r := d.Retention()
+	switch {
+	case r == 0:
+		return nil
+	case r < i.opts.Lease:
+		return &activity.DeclarationError{Activity: d.Name(), Field: "Policy.Retention",
+			Reason: fmt.Sprintf("%v is shorter than the lease (Options.Lease, %v): the record could expire while its holder runs", r, i.opts.Lease)}
+	case r > store.MaxRetention:
+		return &activity.DeclarationError{Activity: d.Name(), Field: "Policy.Retention",
+			Reason: fmt.Sprintf("%v is longer than a store keeps (store.MaxRetention, 100 years)", r)}
 	}
 	return nil
 }

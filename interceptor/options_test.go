@@ -135,7 +135,9 @@ func TestEventKindString(t *testing.T) {
 		{interceptor.EventProbeUnsettled, "probe_unsettled"},
 		{interceptor.EventProbeLate, "probe_late"},
 		{interceptor.EventMisconfigured, "misconfigured"},
-		{interceptor.EventMisconfigured + 1, "unknown"},
+		{interceptor.EventArgumentsMismatch, "arguments_mismatch"},
+		{interceptor.EventWaited, "waited"},
+		{interceptor.EventWaited + 1, "unknown"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

@@ -81,6 +81,10 @@ type compatKey struct {
 	// activity declared with a map) derive the same key.
 	MapAgrees bool   `json:"map_agrees"`
 	Key       string `json:"key"`
+	// CheckNames are checked arguments, and Check the digest DeriveCheck
+	// made of them (since r2).
+	CheckNames []string `json:"check_names,omitempty"`
+	Check      string   `json:"check,omitempty"`
 }
 
 type compatKeys struct {
@@ -124,6 +128,15 @@ func compatCases() []struct {
 		{compatKey{Name: "nested-struct", Tenant: "acme", Run: "0193a1b2-c3d4-7e5f-8a9b-000000000004", Activity: "Book",
 			KeyArguments: []string{"flight", "passenger", "fare", "discount", "seats", "when", "extras"}, GoType: "compatBooking", MapAgrees: true},
 			booking},
+		{compatKey{Name: "checked", Tenant: "acme", Run: "0193a1b2-c3d4-7e5f-8a9b-000000000007", Activity: "Book",
+			KeyArguments: []string{"flight", "when"}, GoType: "compatBooking", MapAgrees: true,
+			CheckNames: []string{"passenger", "fare", "seats", "extras"}},
+			booking},
+		{compatKey{Name: "checked-absent", Tenant: "acme", Run: "0193a1b2-c3d4-7e5f-8a9b-000000000008", Activity: "Book",
+			KeyArguments: []string{"flight"}, GoType: "compatBooking", MapAgrees: true,
+			// Extras is omitempty and nil: absent.
+			CheckNames: []string{"extras", "fare"}},
+			compatBooking{Flight: "LH400", Fare: 99}},
 		{compatKey{Name: "exact-integers", Tenant: "acme", Run: "0193a1b2-c3d4-7e5f-8a9b-000000000005", Activity: "Transfer",
 			KeyArguments: []string{"account", "cents", "ref", "memo"}, GoType: "compatTransfer"},
 			// Beyond 2^53: a map would read them as floats and refuse them.
@@ -147,6 +160,11 @@ func TestCompatWrite(t *testing.T) {
 		k, err := keyspace.Derive(keyspace.Input{Tenant: c.Tenant, Run: c.Run, Activity: c.Activity, Arguments: tc.args, KeyArguments: c.KeyArguments})
 		require.NoError(t, err, c.Name)
 		c.Key = string(k)
+		if len(c.CheckNames) > 0 {
+			ch, err := keyspace.DeriveCheck(keyspace.CheckInput{Tenant: c.Tenant, Run: c.Run, Activity: c.Activity, Arguments: tc.args, Names: c.CheckNames})
+			require.NoError(t, err, c.Name)
+			c.Check = string(ch)
+		}
 		out.Cases = append(out.Cases, c)
 	}
 	set.WriteJSON(t, compatKeysJSON, out)
@@ -154,7 +172,8 @@ func TestCompatWrite(t *testing.T) {
 (keys.json): tenant, run, activity, key arguments, and the arguments as the default
 data converter sends them (JSON) with the Go type they are declared as (the types
 are in keyspace/compat_test.go). Unicode in names and values (NFD, beyond the BMP),
-floats, nested structs, integers beyond 2^53, null and empty values.`)
+floats, nested structs, integers beyond 2^53, null and empty values; and, from r2,
+the digests keyspace.DeriveCheck made of checked arguments (check_names, check).`)
 }
 
 // Every committed set's inputs, decoded as the SDK decodes them, derive the
@@ -186,6 +205,15 @@ func TestCompatRead(t *testing.T) {
 						assert.Equal(t, c.Key, string(k), "%s: the key of the arguments as a map", c.Name)
 					}
 				}
+				if len(c.CheckNames) > 0 {
+					for _, goType := range []string{c.GoType, "map[string]any"} {
+						ch, err := keyspace.DeriveCheck(keyspace.CheckInput{Tenant: c.Tenant, Run: c.Run, Activity: c.Activity,
+							Arguments: decodeAs(t, goType, c.Arguments), Names: c.CheckNames})
+						if assert.NoError(t, err, c.Name) {
+							assert.Equal(t, c.Check, string(ch), "%s: the check of %s", c.Name, goType)
+						}
+					}
+				}
 			}
 		})
 	}
@@ -206,8 +234,14 @@ func TestCompatWritesNewest(t *testing.T) {
 		args, err := json.Marshal(tc.args)
 		require.NoError(t, err)
 		assert.NoError(t, compat.Equal(got.Arguments, args), "%s: the arguments", want.Name)
-		want.Arguments, want.Key = got.Arguments, got.Key
+		want.Arguments, want.Key, want.Check = got.Arguments, got.Key, got.Check
 		assert.Equal(t, want, got)
+		if len(want.CheckNames) > 0 {
+			ch, err := keyspace.DeriveCheck(keyspace.CheckInput{Tenant: want.Tenant, Run: want.Run, Activity: want.Activity, Arguments: tc.args, Names: want.CheckNames})
+			if assert.NoError(t, err, want.Name) {
+				assert.Equal(t, got.Check, string(ch), "%s: the check of the Go value", want.Name)
+			}
+		}
 		k, err := keyspace.Derive(keyspace.Input{Tenant: want.Tenant, Run: want.Run, Activity: want.Activity, Arguments: tc.args, KeyArguments: want.KeyArguments})
 		if assert.NoError(t, err, want.Name) {
 			assert.Equal(t, got.Key, string(k), "%s: the key of the Go value", want.Name)

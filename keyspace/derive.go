@@ -86,13 +86,33 @@ func (e *encoder) encodeInput(in *Input) error {
 	// The key arguments, in canonical order, checked for duplicates. They
 	// are sorted in a stack array: no allocation, no write barriers.
 	var stack [maxStackNames]argName
-	names := stack[:0]
-	if len(in.KeyArguments) > maxStackNames {
-		names = make([]argName, 0, len(in.KeyArguments))
+	names, err := sortedNames(stack[:0], in.KeyArguments, "KeyArguments")
+	if err != nil {
+		return err
 	}
-	for _, name := range in.KeyArguments {
+
+	buf := appendField(e.buf, domain)
+	buf = appendField(buf, in.Tenant)
+	buf = appendField(buf, in.Run)
+	buf = appendField(buf, in.Activity)
+	e.buf = append(buf, tagObject)
+	if err := e.encodeArguments(in, names); err != nil {
+		return err
+	}
+	e.buf = append(e.buf, tagObjectEnd)
+	return nil
+}
+
+// sortedNames appends list to names, normalised, in canonical order, and
+// refuses an empty name or two that are equal after normalisation; field
+// names the list in errors.
+func sortedNames(names []argName, list []string, field string) ([]argName, error) {
+	if len(list) > cap(names) {
+		names = make([]argName, 0, len(list))
+	}
+	for _, name := range list {
 		if name == "" {
-			return &InputError{Field: "KeyArguments", Reason: "a key argument name is empty"}
+			return nil, &InputError{Field: field, Reason: "a key argument name is empty"}
 		}
 		names = append(names, argName{norm: normalize(name), name: name})
 	}
@@ -108,22 +128,12 @@ func (e *encoder) encodeInput(in *Input) error {
 	for i := 1; i < len(names); i++ {
 		if a, b := names[i-1], names[i]; a.norm == b.norm {
 			if a.name == b.name {
-				return &InputError{Field: "KeyArguments", Reason: "name " + strconv.Quote(a.name) + " appears twice"}
+				return nil, &InputError{Field: field, Reason: "name " + strconv.Quote(a.name) + " appears twice"}
 			}
-			return &InputError{Field: "KeyArguments", Reason: "names " + strconv.Quote(a.name) + " and " + strconv.Quote(b.name) + " are equal after NFC normalisation"}
+			return nil, &InputError{Field: field, Reason: "names " + strconv.Quote(a.name) + " and " + strconv.Quote(b.name) + " are equal after NFC normalisation"}
 		}
 	}
-
-	buf := appendField(e.buf, domain)
-	buf = appendField(buf, in.Tenant)
-	buf = appendField(buf, in.Run)
-	buf = appendField(buf, in.Activity)
-	e.buf = append(buf, tagObject)
-	if err := e.encodeArguments(in, names); err != nil {
-		return err
-	}
-	e.buf = append(e.buf, tagObjectEnd)
-	return nil
+	return names, nil
 }
 
 // missing reports the first declared key argument, for a deterministic

@@ -240,10 +240,11 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 			}
 			var notified int64
 			o := p.Origin
-			lease, expires := s.claimTimes(now, p.Lease)
+			lease, expires := s.claimTimes(now, p.Lease, p.Retention)
+			check, retention := kept(p.Check, p.Retention)
 			row := s.pool.QueryRow(ctx, s.sql.claim, p.Tenant, p.Key, p.Holder, token,
 				lease, expires, now, p.Supersede, s.opts.NotifyChannel, payloadFor(p.Tenant, p.Key),
-				o.WorkflowID, o.RunID, o.ActivityType, o.ActivityID, o.Attempt)
+				o.WorkflowID, o.RunID, o.ActivityType, o.ActivityID, o.Attempt, check, retention)
 			err = scanRecord(row, &rec, &acquired, &notified)
 		}
 		switch {
@@ -307,10 +308,11 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 // deleted between the two statements), for the caller to run it again.
 func (s *Store) claimFast(ctx context.Context, p store.ClaimParams, token int64, now time.Time) (rec store.Record, acquired bool, err error) {
 	o := p.Origin
-	lease, expires := s.claimTimes(now, p.Lease)
+	lease, expires := s.claimTimes(now, p.Lease, p.Retention)
+	check, retention := kept(p.Check, p.Retention)
 	b := &pgx.Batch{}
 	b.Queue(s.sql.claimInsert, p.Tenant, p.Key, p.Holder, token, lease, expires, now,
-		o.WorkflowID, o.RunID, o.ActivityType, o.ActivityID, o.Attempt)
+		o.WorkflowID, o.RunID, o.ActivityType, o.ActivityID, o.Attempt, check, retention)
 	b.Queue(s.sql.claimRead, p.Tenant, p.Key, token)
 	br := s.pool.SendBatch(ctx, b)
 	tag, err := br.Exec()
@@ -329,14 +331,35 @@ func (s *Store) claimFast(ctx context.Context, p store.ClaimParams, token int64,
 	return store.Record{
 		Tenant: p.Tenant, Key: p.Key, State: store.StatePending, Holder: p.Holder, Token: token,
 		LeaseUntil: lease, ExpiresAt: expires, CreatedAt: now, UpdatedAt: now, Origin: o,
+		Check: p.Check, Retention: keptRetention(p.Retention),
 	}, true, nil
 }
 
+// kept returns the check digest and the retention (microseconds) a record
+// keeps as bind parameters: NULL for none.
+func kept(check string, retention time.Duration) (*string, *int64) {
+	var c *string
+	var r *int64
+	if check != "" {
+		c = &check
+	}
+	if us := retention.Microseconds(); us > 0 {
+		r = &us
+	}
+	return c, r
+}
+
+// keptRetention is retention as the table keeps it: to the microsecond.
+func keptRetention(retention time.Duration) time.Duration {
+	return retention.Truncate(time.Microsecond)
+}
+
 // claimTimes returns the lease deadline and the expiry of a claim made at
-// now: the retention window, never ending before the lease (a lease longer
-// than the TTL), so the key is not free while its holder may be running.
-func (s *Store) claimTimes(now time.Time, lease time.Duration) (leaseUntil, expires time.Time) {
-	leaseUntil, expires = now.Add(lease), now.Add(s.opts.TTL)
+// now: the retention window (the claim's own, else the TTL), never ending
+// before the lease (a lease longer than the window), so the key is not
+// free while its holder may be running.
+func (s *Store) claimTimes(now time.Time, lease, retention time.Duration) (leaseUntil, expires time.Time) {
+	leaseUntil, expires = now.Add(lease), now.Add(store.RetentionOr(keptRetention(retention), s.opts.TTL))
 	if expires.Before(leaseUntil) {
 		expires = leaseUntil
 	}
@@ -565,9 +588,10 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 	if errors.Is(err, pgx.ErrNoRows) && p.RecordIfGone {
 		err = s.retry(ctx, func(ctx context.Context) error {
 			now := s.now(ctx)
+			check, retention := kept(p.Check, p.Retention)
 			return s.pool.QueryRow(ctx, s.sql.resolveGone, p.Tenant, p.Key, store.ResolveHolder, store.NewToken(),
-				now, now.Add(s.opts.TTL), outcome, int16(p.Decision), p.By, p.Reason, p.Reference,
-				s.opts.NotifyChannel, payload).Scan(&n)
+				now, now.Add(store.RetentionOr(keptRetention(p.Retention), s.opts.TTL)), outcome, int16(p.Decision), p.By, p.Reason, p.Reference,
+				s.opts.NotifyChannel, payload, check, retention).Scan(&n)
 		})
 		if err != nil {
 			return s.interpret(ctx, op, err)
@@ -691,15 +715,18 @@ func scanRecord(row pgx.Row, rec *store.Record, extra ...any) error {
 	var (
 		state, action int16
 		resolvedAt    *time.Time
+		check         *string
+		retention     *int64
 	)
-	dest := make([]any, 0, 23)
+	dest := make([]any, 0, 25)
 	if len(extra) > 0 {
 		dest = append(dest, extra[0])
 	}
 	dest = append(dest, &rec.Tenant, &rec.Key, &state, &rec.Holder, &rec.Token, &rec.LeaseUntil,
 		&rec.ExpiresAt, &rec.CreatedAt, &rec.UpdatedAt, &rec.Outcome, &rec.Reason,
 		&rec.Origin.WorkflowID, &rec.Origin.RunID, &rec.Origin.ActivityType, &rec.Origin.ActivityID, &rec.Origin.Attempt,
-		&action, &rec.Resolution.By, &rec.Resolution.Reason, &rec.Resolution.Reference, &resolvedAt)
+		&action, &rec.Resolution.By, &rec.Resolution.Reason, &rec.Resolution.Reference, &resolvedAt,
+		&check, &retention)
 	if len(extra) > 1 {
 		dest = append(dest, extra[1:]...)
 	}
@@ -710,6 +737,12 @@ func scanRecord(row pgx.Row, rec *store.Record, extra ...any) error {
 	rec.Resolution.Action = store.Decision(action)
 	if resolvedAt != nil {
 		rec.Resolution.At = *resolvedAt
+	}
+	if check != nil {
+		rec.Check = *check
+	}
+	if retention != nil {
+		rec.Retention = time.Duration(*retention) * time.Microsecond
 	}
 	return nil
 }

@@ -19,7 +19,7 @@ var (
 // scanRecord.
 const columns = "tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason, " +
 	"origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt, " +
-	"resolution_action, resolved_by, resolution_reason, resolution_reference, resolved_at"
+	"resolution_action, resolved_by, resolution_reason, resolution_reference, resolved_at, check_digest, retention_us"
 
 // addedColumns are the columns a table made by an earlier version may lack,
 // with their definitions; EnsureSchema adds those missing.
@@ -35,6 +35,10 @@ var addedColumns = []struct{ name, def string }{
 	{"resolution_reason", "text NOT NULL DEFAULT ''"},
 	{"resolution_reference", "text NOT NULL DEFAULT ''"},
 	{"resolved_at", "timestamptz"},
+	// Since r2: the digest of the checked arguments and the record's own
+	// retention window (microseconds), both NULL for records without.
+	{"check_digest", "text"},
+	{"retention_us", "bigint"},
 }
 
 // statements holds the SQL of one store, with its table's name quoted in.
@@ -78,6 +82,8 @@ func buildStatements(table, index, listIndex string) statements {
 	resolution_reason    text    NOT NULL DEFAULT '',
 	resolution_reference text    NOT NULL DEFAULT '',
 	resolved_at          timestamptz,
+	check_digest         text,
+	retention_us         bigint,
 	PRIMARY KEY (tenant, key)
 )`),
 		// addColumn brings a table made by an earlier version up to date,
@@ -103,11 +109,12 @@ func buildStatements(table, index, listIndex string) statements {
 		//
 		// $1 tenant, $2 key, $3 holder, $4 token, $5 lease_until,
 		// $6 expires_at, $7 now, $8 supersede, $9 channel, $10 payload,
-		// $11–$15 the origin.
+		// $11–$15 the origin, $16 check digest, $17 retention (µs), both
+		// NULL for none.
 		claim: r.Replace(`WITH ins AS (
 	INSERT INTO {t} AS r (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
-		origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt)
-	VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $7, NULL, '', $11, $12, $13, $14, $15)
+		origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt, check_digest, retention_us)
+	VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $7, NULL, '', $11, $12, $13, $14, $15, $16, $17)
 	ON CONFLICT (tenant, key) DO UPDATE SET
 		state = 1, holder = EXCLUDED.holder, token = EXCLUDED.token,
 		lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at,
@@ -116,12 +123,14 @@ func buildStatements(table, index, listIndex string) statements {
 		origin_workflow_id = EXCLUDED.origin_workflow_id, origin_run_id = EXCLUDED.origin_run_id,
 		origin_activity_type = EXCLUDED.origin_activity_type, origin_activity_id = EXCLUDED.origin_activity_id,
 		origin_attempt = EXCLUDED.origin_attempt,
-		resolution_action = 0, resolved_by = '', resolution_reason = '', resolution_reference = '', resolved_at = NULL
+		resolution_action = 0, resolved_by = '', resolution_reason = '', resolution_reference = '', resolved_at = NULL,
+		check_digest = EXCLUDED.check_digest, retention_us = EXCLUDED.retention_us
 	WHERE r.expires_at <= $7 OR (r.state = 1 AND r.token = $8)
 	RETURNING r.tenant, r.key, r.state, r.holder, r.token, r.lease_until, r.expires_at,
 		r.created_at, r.updated_at, r.outcome, r.reason, r.origin_workflow_id, r.origin_run_id,
 		r.origin_activity_type, r.origin_activity_id, r.origin_attempt, r.resolution_action, r.resolved_by,
-		r.resolution_reason, r.resolution_reference, r.resolved_at, r.xmax::text <> '0' AS replaced
+		r.resolution_reason, r.resolution_reference, r.resolved_at, r.check_digest, r.retention_us,
+		r.xmax::text <> '0' AS replaced
 )
 SELECT true AS acquired, {cols},
 	CASE WHEN replaced THEN (SELECT count(pg_notify($9, $10))) ELSE 0 END AS notified
@@ -139,10 +148,11 @@ WHERE tenant = $1 AND key = $2 AND NOT EXISTS (SELECT 1 FROM ins)`),
 		// replaces it.
 		//
 		// $1 tenant, $2 key, $3 holder, $4 token, $5 lease_until,
-		// $6 expires_at, $7 now, $8–$12 the origin.
+		// $6 expires_at, $7 now, $8–$12 the origin, $13 check digest,
+		// $14 retention (µs).
 		claimInsert: r.Replace(`INSERT INTO {t} (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
-	origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt)
-VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $7, NULL, '', $8, $9, $10, $11, $12)
+	origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt, check_digest, retention_us)
+VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $7, NULL, '', $8, $9, $10, $11, $12, $13, $14)
 ON CONFLICT (tenant, key) DO NOTHING`),
 		// $1 tenant, $2 key, $3 the claim's own token: its own row, when it
 		// inserted one, is not read back.
@@ -168,15 +178,17 @@ RETURNING {cols}`),
 		// would serialise every settlement nobody waits for.
 		//
 		// $1 tenant, $2 key, $3 token, $4 now, $5 lease_until, $6 now+TTL.
-		// A renewal restarts the retention window, so a live holder's
-		// record never expires under it.
-		renew: r.Replace(`UPDATE {t} SET lease_until = $5, updated_at = $4, expires_at = greatest($6::timestamptz, $5::timestamptz)
+		// A renewal restarts the retention window (the record's own, when
+		// it keeps one: see {window}), so a live holder's record never
+		// expires under it.
+		renew: r.Replace(`UPDATE {t} SET lease_until = $5, updated_at = $4,
+	expires_at = greatest(` + window("$4", "$6") + `, $5::timestamptz)
 WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
 RETURNING lease_until`),
-		// $1 tenant, $2 key, $3 token, $4 now, $5 expires_at, $6 outcome,
+		// $1 tenant, $2 key, $3 token, $4 now, $5 now+TTL, $6 outcome,
 		// $7 channel, $8 payload.
 		complete: r.Replace(`WITH upd AS (
-	UPDATE {t} SET state = 2, outcome = $6, updated_at = $4, expires_at = $5
+	UPDATE {t} SET state = 2, outcome = $6, updated_at = $4, expires_at = ` + window("$4", "$5") + `
 	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
 	RETURNING watched
 )
@@ -202,11 +214,11 @@ SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($7, $8) END) FROM u
 		// token) — and, when the fence $token is not 0, claimed under
 		// exactly that token: the check and the change are one statement.
 		//
-		// $1 tenant, $2 key, $3 now, $4 expires_at, $5 outcome, $6 channel,
+		// $1 tenant, $2 key, $3 now, $4 now+TTL, $5 outcome, $6 channel,
 		// $7 payload, $8 token (0: unfenced), $9 action, $10 by, $11 reason,
 		// $12 reference, $13 stale.
 		resolveComplete: r.Replace(`WITH upd AS (
-	UPDATE {t} SET state = 2, outcome = $5, updated_at = $3, expires_at = $4,
+	UPDATE {t} SET state = 2, outcome = $5, updated_at = $3, expires_at = ` + window("$3", "$4") + `,
 		resolution_action = $9, resolved_by = $10, resolution_reason = $11, resolution_reference = $12, resolved_at = $3
 	WHERE tenant = $1 AND key = $2 AND expires_at > $3 AND ($8::bigint = 0 OR token = $8::bigint)
 		AND (state = 3 OR ($13::boolean AND state = 1 AND lease_until <= $3))
@@ -229,11 +241,11 @@ SELECT count(pg_notify($4, $5)) FROM del`),
 		//
 		// $1 tenant, $2 key, $3 holder, $4 token, $5 now, $6 expires_at,
 		// $7 outcome, $8 action, $9 by, $10 reason, $11 reference,
-		// $12 channel, $13 payload.
+		// $12 channel, $13 payload, $14 check digest, $15 retention (µs).
 		resolveGone: r.Replace(`WITH ins AS (
 	INSERT INTO {t} AS r (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
-		resolution_action, resolved_by, resolution_reason, resolution_reference, resolved_at)
-	VALUES ($1, $2, 2, $3, $4, $5, $6, $5, $5, $7, '', $8, $9, $10, $11, $5)
+		resolution_action, resolved_by, resolution_reason, resolution_reference, resolved_at, check_digest, retention_us)
+	VALUES ($1, $2, 2, $3, $4, $5, $6, $5, $5, $7, '', $8, $9, $10, $11, $5, $14, $15)
 	ON CONFLICT (tenant, key) DO UPDATE SET
 		state = 2, holder = EXCLUDED.holder, token = EXCLUDED.token,
 		lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at,
@@ -242,7 +254,7 @@ SELECT count(pg_notify($4, $5)) FROM del`),
 		origin_workflow_id = '', origin_run_id = '', origin_activity_type = '', origin_activity_id = '', origin_attempt = 0,
 		resolution_action = EXCLUDED.resolution_action, resolved_by = EXCLUDED.resolved_by,
 		resolution_reason = EXCLUDED.resolution_reason, resolution_reference = EXCLUDED.resolution_reference,
-		resolved_at = EXCLUDED.resolved_at
+		resolved_at = EXCLUDED.resolved_at, check_digest = EXCLUDED.check_digest, retention_us = EXCLUDED.retention_us
 	WHERE r.expires_at <= $5
 	RETURNING r.xmax::text <> '0' AS replaced
 )
@@ -289,4 +301,13 @@ SELECT count(pg_notify($4, $5)) FROM del`),
 )
 SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($5, $6) END) FROM upd`),
 	}
+}
+
+// window is the SQL of the end of a retention window restarted at now
+// (a bind parameter): the row's own retention when it keeps one
+// (retention_us, exact to the microsecond: an interval times an integer
+// below 2^53), else the store's, def (now + TTL, a bind parameter).
+func window(now, def string) string {
+	return "CASE WHEN retention_us IS NULL THEN " + def + "::timestamptz ELSE " +
+		now + "::timestamptz + retention_us * interval '1 microsecond' END"
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/tesserix/idempotency/store"
 )
@@ -31,6 +32,14 @@ func parseRecord(tenant, key string, m map[string]string) (store.Record, error) 
 		State:  state,
 		Holder: m["holder"],
 		Reason: m["reason"],
+		Check:  m["check"],
+	}
+	if ret := m["ret"]; ret != "" {
+		us, err := strconv.ParseInt(ret, 10, 64)
+		if err != nil {
+			return store.Record{}, fmt.Errorf("record of tenant %q key %q: ret: %w", tenant, key, err)
+		}
+		r.Retention = time.Duration(us) * time.Microsecond
 	}
 	if o := m["outcome"]; o != "" {
 		r.Outcome = []byte(o)

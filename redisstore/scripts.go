@@ -1,6 +1,10 @@
 package redisstore
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // The scripts. Each is one server-side operation: Redis runs a script to the
 // end before any other command, so a read followed by a write inside one is
@@ -10,8 +14,10 @@ import "github.com/redis/go-redis/v9"
 //   - Times are unix microseconds, computed by the client from the store's
 //     clock (which follows Redis's own, see the package documentation) and
 //     passed as decimal strings. Lua compares them with tonumber
-//     (exact: they are far below 2^53) but never does arithmetic on them, so
-//     what is stored is exactly what the client computed.
+//     (exact: they are far below 2^53). The one sum Lua makes is a record's
+//     own retention window (ownWindow): now plus "ret", both integers
+//     whose sum stays below 2^53, formatted back with %.0f, so it is exact
+//     too.
 //   - A record is live when its "exp" field is greater than ARGV now; a
 //     record whose exp <= now is free, whether or not Redis has dropped it
 //     yet.
@@ -24,7 +30,9 @@ import "github.com/redis/go-redis/v9"
 //     nobody waits on publish nothing. Forget always publishes.
 //
 // Record hash fields: state, holder, token, lease, exp, created, updated,
-// outcome, reason, origin, resolution, w, and sup (the token a takeover
+// outcome, reason, origin, resolution, check (the digest of the checked
+// arguments), ret (the record's own retention window in microseconds; the
+// store's TTL when absent), w, and sup (the token a takeover
 // superseded, set only when it replaced a live pending record; see
 // undoClaimScript).
 //
@@ -50,6 +58,24 @@ local function extend_index(idx, ttl)
 end
 `
 
+// ownWindow is shared Lua: when the record KEYS[1] keeps a retention
+// window of its own ("ret"), own_window returns the expiry of a write at
+// now under it (never before floor), the record's physical TTL and its
+// index's, in milliseconds, as extend_index wants them; otherwise exp, ttl
+// and idx_ttl as the client computed them with the store's TTL.
+var ownWindow = `
+local function own_window(now, floor, exp, ttl, idx_ttl)
+  local ret = redis.call('HGET', KEYS[1], 'ret')
+  if not ret then return exp, ttl, idx_ttl end
+  local n = tonumber(now)
+  local e = n + tonumber(ret)
+  if tonumber(floor) > e then e = tonumber(floor) end
+  local ms = math.ceil((e - n) / 1000) + ` + strconv.FormatInt(physicalMargin.Milliseconds(), 10) + `
+  local window = math.ceil(tonumber(ret) / 1000) + ` + strconv.FormatInt(physicalMargin.Milliseconds(), 10) + `
+  return string.format('%.0f', e), string.format('%.0f', ms), string.format('%.0f', ms + window)
+end
+`
+
 // fencePrelude is shared Lua: holds is true when KEYS[1] is a live pending
 // record held under ARGV[2] at ARGV[1], and its second result is true when
 // a Wait has registered on the record.
@@ -62,7 +88,7 @@ end
 
 // claimScript: KEYS rec, idx, age. ARGV now, holder, token, lease_until,
 // exp, supersede ("0" for none), ttl_ms, member, channel, idx_ttl_ms,
-// origin (JSON; "" for none).
+// origin (JSON; "" for none), check ("" for none), ret (µs; "" for none).
 // Returns {"acquired"}, or {state, HGETALL...} of the live record that
 // stopped the claim. It reads the record with one HGETALL, which a fresh key
 // answers with nothing and a conflict needs anyway.
@@ -102,6 +128,12 @@ redis.call('HSET', KEYS[1], 'state', 'pending', 'holder', ARGV[2], 'token', ARGV
 if ARGV[11] ~= '' then
   redis.call('HSET', KEYS[1], 'origin', ARGV[11])
 end
+if ARGV[12] ~= '' then
+  redis.call('HSET', KEYS[1], 'check', ARGV[12])
+end
+if ARGV[13] ~= '' then
+  redis.call('HSET', KEYS[1], 'ret', ARGV[13])
+end
 if superseded then
   redis.call('HSET', KEYS[1], 'sup', ARGV[6])
 end
@@ -116,26 +148,28 @@ return {'acquired'}
 `)
 
 // renewScript: KEYS rec, idx, age. ARGV now, token, lease_until, exp,
-// ttl_ms, idx_ttl_ms.
+// ttl_ms, idx_ttl_ms (by the store's TTL: see ownWindow).
 // Returns 1, or 0 when the token does not hold the claim.
-var renewScript = redis.NewScript(extendIndex + fencePrelude + `
+var renewScript = redis.NewScript(extendIndex + fencePrelude + ownWindow + `
 if not holds(KEYS[1], ARGV[1], ARGV[2]) then return 0 end
-redis.call('HSET', KEYS[1], 'lease', ARGV[3], 'exp', ARGV[4], 'updated', ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-extend_index(KEYS[2], ARGV[6])
+local exp, ttl, idx_ttl = own_window(ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+redis.call('HSET', KEYS[1], 'lease', ARGV[3], 'exp', exp, 'updated', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ttl)
+extend_index(KEYS[2], idx_ttl)
 return 1
 `)
 
-// completeScript: KEYS rec, idx, age. ARGV now, token, exp, ttl_ms,
-// outcome, channel. Returns 1, or 0 when the token does not hold the claim.
-// It leaves the indexes alone: the claim or renewal that made the record it
-// completes kept them alive a retention window past the record (see
-// indexTTL).
-var completeScript = redis.NewScript(fencePrelude + `
+// completeScript: KEYS rec, idx, age. ARGV now, token, exp, ttl_ms
+// (by the store's TTL: see ownWindow), outcome, channel. Returns 1, or 0
+// when the token does not hold the claim. It leaves the indexes alone: the
+// claim or renewal that made the record it completes kept them alive a
+// retention window (the record's) past the record (see indexTTL).
+var completeScript = redis.NewScript(fencePrelude + ownWindow + `
 local held, waited = holds(KEYS[1], ARGV[1], ARGV[2])
 if not held then return 0 end
-redis.call('HSET', KEYS[1], 'state', 'completed', 'outcome', ARGV[5], 'exp', ARGV[3], 'updated', ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
+local exp, ttl = own_window(ARGV[1], ARGV[1], ARGV[3], ARGV[4], '0')
+redis.call('HSET', KEYS[1], 'state', 'completed', 'outcome', ARGV[5], 'exp', exp, 'updated', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ttl)
 if waited then
   redis.call('PUBLISH', ARGV[6], KEYS[1])
 end
@@ -205,23 +239,32 @@ return 1
 // "free"), outcome, exp, ttl_ms, member, channel, token (the fence; "0" for
 // none), resolution (JSON), record_if_gone ("1" or "0"), holder and token
 // of a record made for record_if_gone, stale ("1" or "0": also settle the
-// record pending under the fence whose lease ran out at now). Returns 1
+// record pending under the fence whose lease ran out at now), then the
+// check, ret, exp and ttl_ms of a record made for record_if_gone (check
+// and ret "" for none; exp and ttl_ms by ret, else the TTL); a record that stands
+// completes by its own window (ownWindow). Returns 1
 // when applied, -1 when there is no live record (and record_if_gone is
 // "0"), -2 when the record is not indeterminate (nor, with stale, pending),
 // -3 when it stands under another token than the fence, -4 when, with
 // stale, it is pending under the fence within its lease.
-var resolveScript = redis.NewScript(extendIndex + `
+var resolveScript = redis.NewScript(extendIndex + ownWindow + `
 local cur = redis.call('HMGET', KEYS[1], 'state', 'exp', 'w', 'token', 'lease')
 if not cur[1] or tonumber(cur[2]) <= tonumber(ARGV[1]) then
   if ARGV[10] ~= '1' then return -1 end
   redis.call('DEL', KEYS[1])
   redis.call('HSET', KEYS[1], 'state', 'completed', 'holder', ARGV[11], 'token', ARGV[12],
-    'lease', ARGV[1], 'exp', ARGV[4], 'created', ARGV[1], 'updated', ARGV[1],
+    'lease', ARGV[1], 'exp', ARGV[16], 'created', ARGV[1], 'updated', ARGV[1],
     'outcome', ARGV[3], 'resolution', ARGV[9])
-  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+  if ARGV[14] ~= '' then
+    redis.call('HSET', KEYS[1], 'check', ARGV[14])
+  end
+  if ARGV[15] ~= '' then
+    redis.call('HSET', KEYS[1], 'ret', ARGV[15])
+  end
+  redis.call('PEXPIRE', KEYS[1], ARGV[17])
   redis.call('SADD', KEYS[2], ARGV[6])
   redis.call('ZADD', KEYS[3], ARGV[1], ARGV[6])
-  extend_index(KEYS[2], ARGV[5])
+  extend_index(KEYS[2], ARGV[17])
   if cur[3] then
     redis.call('PUBLISH', ARGV[7], KEYS[1])
   end
@@ -239,10 +282,11 @@ if ARGV[2] == 'free' then
   redis.call('SREM', KEYS[2], ARGV[6])
   redis.call('ZREM', KEYS[3], ARGV[6])
 else
-  redis.call('HSET', KEYS[1], 'state', 'completed', 'outcome', ARGV[3], 'exp', ARGV[4], 'updated', ARGV[1],
+  local exp, ttl = own_window(ARGV[1], ARGV[1], ARGV[4], ARGV[5], '0')
+  redis.call('HSET', KEYS[1], 'state', 'completed', 'outcome', ARGV[3], 'exp', exp, 'updated', ARGV[1],
     'resolution', ARGV[9])
-  redis.call('PEXPIRE', KEYS[1], ARGV[5])
-  extend_index(KEYS[2], ARGV[5])
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  extend_index(KEYS[2], ttl)
 end
 if cur[3] then
   redis.call('PUBLISH', ARGV[7], KEYS[1])

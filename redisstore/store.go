@@ -137,7 +137,12 @@ func (t stamp) time() time.Time           { return time.UnixMicro(int64(t)).UTC(
 // never before the lease ends) and the physical TTL, in milliseconds, Redis
 // gets for it.
 func (s *Store) expiry(now, leaseUntil stamp) (exp stamp, ttlMillis string) {
-	exp = max(now.add(s.ttl), leaseUntil)
+	return s.expiryWithin(now, leaseUntil, s.ttl)
+}
+
+// expiryWithin is expiry under the retention window window.
+func (s *Store) expiryWithin(now, leaseUntil stamp, window time.Duration) (exp stamp, ttlMillis string) {
+	exp = max(now.add(window), leaseUntil)
 	ms := (int64(exp-now)+999)/1000 + physicalMargin.Milliseconds()
 	return exp, strconv.FormatInt(ms, 10)
 }
@@ -150,8 +155,14 @@ func (s *Store) expiry(now, leaseUntil stamp) (exp stamp, ttlMillis string) {
 // so it finds the index alive past the record's new expiry and need not
 // touch the index.
 func (s *Store) indexTTL(ttlMillis string) string {
+	return s.indexTTLWithin(ttlMillis, s.ttl)
+}
+
+// indexTTLWithin is indexTTL for a record whose retention window is
+// retention.
+func (s *Store) indexTTLWithin(ttlMillis string, retention time.Duration) string {
 	ms, _ := strconv.ParseInt(ttlMillis, 10, 64) // Formatted by expiry.
-	window := (s.ttl.Microseconds()+999)/1000 + physicalMargin.Milliseconds()
+	window := (retention.Microseconds()+999)/1000 + physicalMargin.Milliseconds()
 	return strconv.FormatInt(ms+window, 10)
 }
 
@@ -171,7 +182,8 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	}
 	now := s.now(ctx)
 	lease := now.add(p.Lease)
-	exp, ttl := s.expiry(now, lease)
+	window := store.RetentionOr(keptRetention(p.Retention), s.ttl)
+	exp, ttl := s.expiryWithin(now, lease, window)
 	token := store.NewToken()
 	rec := s.recordKey(p.Tenant, p.Key)
 	keys := []string{rec, s.indexKey(p.Tenant), s.ageKey(p.Tenant)}
@@ -185,7 +197,8 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	}
 	v, err := s.runClaim(ctx, keys, p.Key, strconv.FormatInt(token, 10),
 		now.arg(), p.Holder, strconv.FormatInt(token, 10), lease.arg(), exp.arg(),
-		strconv.FormatInt(p.Supersede, 10), ttl, p.Key, s.channel, s.indexTTL(ttl), origin)
+		strconv.FormatInt(p.Supersede, 10), ttl, p.Key, s.channel, s.indexTTLWithin(ttl, window), origin,
+		p.Check, retentionArg(p.Retention))
 	if err != nil {
 		if timedOut(ctx, err) {
 			// The script may have run: take back a claim nobody will use.
@@ -213,6 +226,8 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 			CreatedAt:  now.time(),
 			UpdatedAt:  now.time(),
 			Origin:     p.Origin,
+			Check:      p.Check,
+			Retention:  keptRetention(p.Retention),
 		}}, nil
 	}
 	r, err := parseRecord(p.Tenant, p.Key, pairs(reply[1:]))
@@ -233,6 +248,20 @@ func (s *Store) undoClaim(ctx context.Context, c redis.Scripter, keys []string, 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	_ = undoClaimScript.Run(ctx, c, keys, s.now(ctx).arg(), token, member, s.channel).Err()
+}
+
+// keptRetention is retention as the store keeps it: to the microsecond.
+func keptRetention(retention time.Duration) time.Duration {
+	return retention.Truncate(time.Microsecond)
+}
+
+// retentionArg is the "ret" field of a record keeping retention: its
+// microseconds, or "" for none.
+func retentionArg(retention time.Duration) string {
+	if us := retention.Microseconds(); us > 0 {
+		return strconv.FormatInt(us, 10)
+	}
+	return ""
 }
 
 // resultOf answers a claim or a wait that found the live record r at now.
@@ -321,7 +350,13 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 		return translate(ctx, "resolve", err)
 	}
 	now := s.now(ctx)
+	// The store's window for a record that stands (the script applies the
+	// record's own), the params' for a record made for RecordIfGone.
 	exp, ttl := s.expiry(now, now)
+	goneExp, goneTTL := s.expiryWithin(now, now, store.RetentionOr(keptRetention(p.Retention), s.ttl))
+	if p.Decision == store.DecisionFree || !p.RecordIfGone {
+		goneExp, goneTTL = exp, ttl
+	}
 	decision := "complete"
 	if p.Decision == store.DecisionFree {
 		decision = "free"
@@ -339,7 +374,8 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 	}
 	v, err := s.run(ctx, resolveScript, []string{s.recordKey(p.Tenant, p.Key), s.indexKey(p.Tenant), s.ageKey(p.Tenant)},
 		now.arg(), decision, p.Outcome, exp.arg(), ttl, p.Key, s.channel, strconv.FormatInt(p.Token, 10), trail,
-		recordIfGone, store.ResolveHolder, strconv.FormatInt(store.NewToken(), 10), stale)
+		recordIfGone, store.ResolveHolder, strconv.FormatInt(store.NewToken(), 10), stale,
+		p.Check, retentionArg(p.Retention), goneExp.arg(), goneTTL)
 	if err != nil {
 		return translate(ctx, "resolve", err)
 	}

@@ -114,10 +114,12 @@ func (m *Memory) Claim(ctx context.Context, params ClaimParams) (Result, error) 
 		LeaseUntil: now.Add(params.Lease),
 		// Never before the lease ends (a lease longer than the TTL), so the
 		// key is not free while its holder may still be running.
-		ExpiresAt: later(now.Add(m.ttl), now.Add(params.Lease)),
+		ExpiresAt: later(now.Add(RetentionOr(params.Retention, m.ttl)), now.Add(params.Lease)),
 		CreatedAt: now,
 		UpdatedAt: now,
 		Origin:    params.Origin,
+		Check:     params.Check,
+		Retention: params.Retention,
 	}
 	m.put(fresh)
 	return Result{Status: StatusAcquired, Record: copyRecord(fresh)}, nil
@@ -140,7 +142,7 @@ func (m *Memory) Renew(ctx context.Context, params RenewParams) (time.Time, erro
 	// A renewal is a write: the retention window restarts, so a holder that
 	// keeps renewing never loses its record (and a lease longer than the TTL
 	// is still covered).
-	rec.ExpiresAt = later(now.Add(m.ttl), rec.LeaseUntil)
+	rec.ExpiresAt = later(now.Add(RetentionOr(rec.Retention, m.ttl)), rec.LeaseUntil)
 	m.notify(params.Tenant, params.Key)
 	return rec.LeaseUntil, nil
 }
@@ -160,7 +162,7 @@ func (m *Memory) Complete(ctx context.Context, params CompleteParams) error {
 	rec.State = StateCompleted
 	rec.Outcome = slices.Clone(params.Outcome)
 	rec.UpdatedAt = now
-	rec.ExpiresAt = now.Add(m.ttl)
+	rec.ExpiresAt = now.Add(RetentionOr(rec.Retention, m.ttl))
 	m.notify(params.Tenant, params.Key)
 	return nil
 }
@@ -289,11 +291,13 @@ func (m *Memory) Resolve(ctx context.Context, params ResolveParams) error {
 			Holder:     ResolveHolder,
 			Token:      m.newToken(m.records[params.Tenant][params.Key]),
 			LeaseUntil: now,
-			ExpiresAt:  now.Add(m.ttl),
+			ExpiresAt:  now.Add(RetentionOr(params.Retention, m.ttl)),
 			CreatedAt:  now,
 			UpdatedAt:  now,
 			Outcome:    slices.Clone(params.Outcome),
 			Resolution: params.Resolution(now),
+			Check:      params.Check,
+			Retention:  params.Retention,
 		})
 		return nil
 	}
@@ -324,7 +328,7 @@ func (m *Memory) Resolve(ctx context.Context, params ResolveParams) error {
 		rec.Resolution = params.Resolution(now)
 		rec.Outcome = slices.Clone(params.Outcome)
 		rec.UpdatedAt = now
-		rec.ExpiresAt = now.Add(m.ttl)
+		rec.ExpiresAt = now.Add(RetentionOr(rec.Retention, m.ttl))
 		m.notify(params.Tenant, params.Key)
 	case DecisionFree:
 		m.remove(params.Tenant, params.Key)

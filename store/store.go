@@ -22,6 +22,14 @@ const MaxTenantLength = 256
 // MaxHolderLength bounds [ClaimParams.Holder], in bytes.
 const MaxHolderLength = 512
 
+// MaxCheckLength bounds [ClaimParams.Check], in bytes. Digests made by
+// keyspace.DeriveCheck are 84 bytes.
+const MaxCheckLength = 256
+
+// MaxRetention bounds [ClaimParams.Retention]: a hundred years, far short of
+// [NeverExpires] however long the store runs.
+const MaxRetention = 100 * 365 * 24 * time.Hour
+
 // Store keeps the record of what already happened under each idempotency key.
 //
 // Every method is safe for concurrent use by many goroutines and, for the
@@ -246,6 +254,16 @@ type Record struct {
 	// no person decided (and for records written before stores kept it). A
 	// decision that frees the key leaves no record to keep it in.
 	Resolution Resolution
+	// Check is the digest of the arguments the claimer declared to be
+	// checked ([ClaimParams.Check]), opaque to the store: never the
+	// arguments themselves. Empty when the claimer gave none (and for
+	// records written before stores kept it).
+	Check string
+	// Retention is the record's own retention window ([ClaimParams.Retention]),
+	// which every write of the record restarts in place of the store's TTL.
+	// Zero when the store's TTL applies (and for records written before
+	// stores kept it).
+	Retention time.Duration
 }
 
 // MaxResolutionTextLength bounds ResolveParams.By, Reason and Reference, in
@@ -352,6 +370,18 @@ type ClaimParams struct {
 	// Origin names the claiming execution, kept with the record for
 	// operators. Optional.
 	Origin Origin
+	// Check is a digest of the arguments the call must share with every
+	// call the record answers (see keyspace.DeriveCheck), kept with the
+	// record as [Record.Check]. The store never reads it. Optional; at most
+	// MaxCheckLength bytes.
+	Check string
+	// Retention, when positive, is the record's own retention window in
+	// place of the store's TTL: every write of the record (this claim, a
+	// renewal, a completion, a person's decision) makes it expire this long
+	// after, never before its lease ends, and Sweep reclaims it then. It is
+	// kept with the record as [Record.Retention]. Zero: the store's TTL.
+	// Must not be negative nor longer than MaxRetention.
+	Retention time.Duration
 	// Supersede, when non-zero, takes the key over if it is pending under
 	// exactly this token: the caller has decided that holder is gone. A
 	// claim pending under any other token is reported as StatusHeld.
@@ -482,6 +512,13 @@ type ResolveParams struct {
 	// person confirmed is not run again. A key claimed again meanwhile is
 	// left alone, with the errors above.
 	RecordIfGone bool
+	// Check and Retention are kept with the record RecordIfGone creates,
+	// as ClaimParams' are with a claim's: the digest of the checked
+	// arguments of the call decided on, and its own retention window
+	// (zero: the store's TTL). A decision on a record that stands keeps
+	// the record's own, whatever these say.
+	Check     string
+	Retention time.Duration
 	// Stale, with Token set (required), also applies the decision to the
 	// record under Token while it is pending and its lease has run out by
 	// the store's clock: a holder that died after its effect may have

@@ -28,7 +28,37 @@ func (p ClaimParams) Validate() error {
 	if p.Supersede < 0 {
 		return &InvalidError{Field: "Supersede", Reason: "must not be negative"}
 	}
+	if err := validateKept(p.Check, p.Retention); err != nil {
+		return err
+	}
 	return p.Origin.validate()
+}
+
+// validateKept checks the check digest and the retention a record keeps.
+func validateKept(check string, retention time.Duration) error {
+	if len(check) > MaxCheckLength {
+		return &InvalidError{Field: "Check", Reason: "longer than " + strconv.Itoa(MaxCheckLength) + " bytes"}
+	}
+	if err := validateText("Check", check); err != nil {
+		return err
+	}
+	switch {
+	case retention < 0:
+		return &InvalidError{Field: "Retention", Reason: "must not be negative"}
+	case retention > MaxRetention:
+		return &InvalidError{Field: "Retention", Reason: "longer than MaxRetention (100 years)"}
+	}
+	return nil
+}
+
+// RetentionOr returns retention when it is positive, and ttl, the store's
+// own window, otherwise: the window a write of a record that keeps
+// retention starts.
+func RetentionOr(retention, ttl time.Duration) time.Duration {
+	if retention > 0 {
+		return retention
+	}
+	return ttl
 }
 
 func (o Origin) validate() error {
@@ -92,6 +122,9 @@ func (p ResolveParams) Validate() error {
 	}
 	if p.Stale && p.Token == 0 {
 		return &InvalidError{Field: "Stale", Reason: "needs Token: the record the person looked at"}
+	}
+	if err := validateKept(p.Check, p.Retention); err != nil {
+		return err
 	}
 	for _, f := range []struct{ name, v string }{{"By", p.By}, {"Reason", p.Reason}, {"Reference", p.Reference}} {
 		if len(f.v) > MaxResolutionTextLength {

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
@@ -69,7 +71,7 @@ func openBackend(ctx context.Context, cfg config) (*backend, error) {
 		return &backend{
 			Store:        st,
 			ensureSchema: st.EnsureSchema,
-			where:        fmt.Sprintf("table %s.%s", o.Schema, o.Table),
+			where:        fmt.Sprintf("PostgreSQL table %s.%s at %s", o.Schema, o.Table, postgresPlace(pcfg)),
 			release: func() {
 				st.Close()
 				pool.Close()
@@ -85,7 +87,7 @@ func openBackend(ctx context.Context, cfg config) (*backend, error) {
 		return &backend{
 			Store:    st,
 			backfill: st.BackfillListIndex,
-			where:    fmt.Sprintf("prefix %q", cfg.prefix),
+			where:    fmt.Sprintf("Redis prefix %q at %s", cfg.prefix, cfg.redisAddr),
 			release: func() {
 				_ = st.Close()
 				_ = client.Close()
@@ -94,4 +96,11 @@ func openBackend(ctx context.Context, cfg config) (*backend, error) {
 	default:
 		return nil, usagef("unknown store %q: want postgres or redis", cfg.store)
 	}
+}
+
+// postgresPlace is the server and database of cfg, for messages: never the
+// user or the password.
+func postgresPlace(cfg *pgxpool.Config) string {
+	cc := cfg.ConnConfig
+	return fmt.Sprintf("%s/%s", net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), cc.Database)
 }

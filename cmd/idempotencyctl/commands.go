@@ -144,9 +144,11 @@ func (c command) flagSet(env func(string) string) (*flag.FlagSet, func() (action
 }
 
 // parse parses the command's flags and returns its action, a usage error,
-// or flag.ErrHelp.
-func (c command) parse(args []string, env func(string) string) (action, error) {
+// or flag.ErrHelp. storeFlags defines the store flags on the command's flag
+// set, so that they may come after the command too.
+func (c command) parse(args []string, env func(string) string, storeFlags func(*flag.FlagSet)) (action, error) {
 	fs, build := c.flagSet(env)
+	storeFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -174,7 +176,7 @@ func (c command) usage(w io.Writer) {
 		fs.SetOutput(w)
 		fs.PrintDefaults()
 	}
-	fmt.Fprintf(w, "\nRun '%s -h' for the store flags.\n", name)
+	fmt.Fprintf(w, "\nThe store flags may come before or after the command: run '%s -h' for them.\n", name)
 }
 
 // scopeFlags defines -tenant and -key.
@@ -342,15 +344,16 @@ func plural(n int, s string) string {
 func lookup(ctx context.Context, b *backend, tenant, key string) (store.Record, error) {
 	rec, err := b.Lookup(ctx, store.LookupParams{Tenant: tenant, Key: key})
 	if errors.Is(err, store.ErrNotFound) {
-		return rec, noRecord(tenant, key)
+		return rec, noRecord(b, tenant, key)
 	}
 	return rec, err
 }
 
-// noRecord says plainly that the key has no live record.
-func noRecord(tenant, key string) error {
-	return fmt.Errorf("no record: tenant %s has no live record under key %s (never claimed, freed, forgotten or expired)",
-		printable(tenant), printable(key))
+// noRecord says plainly that the key has no live record, and where the
+// command looked.
+func noRecord(b *backend, tenant, key string) error {
+	return fmt.Errorf("no record: tenant %s has no live record under key %s in %s (never claimed, freed, forgotten or expired; or the workers use another store, table or prefix)",
+		printable(tenant), printable(key), b.where)
 }
 
 // printable returns s as it is when every rune is printable and it holds no

@@ -104,9 +104,9 @@ func decide(ctx context.Context, b *backend, out io.Writer, req decideRequest) e
 	case errors.Is(err, store.ErrNotFound) && req.workflowID != "":
 		// Gone (expired, swept): the workflow named may still wait, and
 		// a decision to complete records the outcome afresh.
-		fmt.Fprintf(out, "record: tenant %s has no live record under key %s\n", printable(req.tenant), printable(req.key))
+		fmt.Fprintf(out, "record: tenant %s has no live record under key %s in %s\n", printable(req.tenant), printable(req.key), b.where)
 	case errors.Is(err, store.ErrNotFound):
-		return fmt.Errorf("%w; if a workflow still waits on the key, name it with -workflow-id", noRecord(req.tenant, req.key))
+		return fmt.Errorf("%w; if a workflow still waits on the key, name it with -workflow-id", noRecord(b, req.tenant, req.key))
 	case err != nil:
 		return err
 	default:

@@ -118,7 +118,7 @@ func list(ctx context.Context, b *backend, out io.Writer, req listRequest) error
 		return writeListJSON(out, page)
 	}
 	if len(page.Records) == 0 {
-		fmt.Fprintln(out, emptyAnswer(req))
+		fmt.Fprintln(out, emptyAnswer(req, b.where))
 		return nil
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
@@ -140,11 +140,13 @@ func list(ctx context.Context, b *backend, out io.Writer, req listRequest) error
 	return nil
 }
 
-// emptyAnswer says plainly that nothing matched, and what was asked.
-func emptyAnswer(req listRequest) string {
-	where := "in tenant " + printable(req.p.Tenant)
+// emptyAnswer says plainly that nothing matched, what was asked, and where
+// (store names the store, table or prefix read: an empty answer from the
+// wrong table must not pass for a quiet one).
+func emptyAnswer(req listRequest, store string) string {
+	where := "in tenant " + printable(req.p.Tenant) + " of " + store
 	if req.across {
-		where = "in any tenant"
+		where = "in any tenant of " + store
 	}
 	if req.p.Cursor != "" {
 		return "no more records " + where + ": the listing has ended"

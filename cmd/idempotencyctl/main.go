@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -25,11 +26,24 @@ const (
 	exitUsage  = 2 // the command line is wrong; nothing was contacted
 )
 
-// Environment variables that stand in for global flags left unset.
+// Environment variables that stand in for store flags left unset. The
+// examples (examples/booking, examples/quickstart) read the same ones, with
+// the same defaults, so the three agree on where the records are.
 const (
 	envStore       = "IDEMPOTENCY_STORE"
 	envPostgresURL = "IDEMPOTENCY_POSTGRES_URL"
+	envSchema      = "IDEMPOTENCY_SCHEMA"
+	envTable       = "IDEMPOTENCY_TABLE"
 	envRedisAddr   = "IDEMPOTENCY_REDIS_ADDR"
+	envPrefix      = "IDEMPOTENCY_PREFIX"
+)
+
+// The defaults of the store settings, the same in the examples: the local
+// PostgreSQL and Redis that "make services" starts, pgstore's table and
+// redisstore's prefix.
+const (
+	defaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	defaultRedisAddr   = "127.0.0.1:6379"
 )
 
 const (
@@ -105,7 +119,7 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	if !ok {
 		return c.fail(usagef("unknown command %q: want one of %s (see %s -h)", rest[0], commandNames(), name))
 	}
-	act, err := cmd.parse(rest[1:], c.getenv)
+	act, err := cmd.parse(rest[1:], c.getenv, func(fs *flag.FlagSet) { bindStoreFlags(fs, &cfg) })
 	if errors.Is(err, flag.ErrHelp) {
 		cmd.usage(c.stdout)
 		return exitOK
@@ -150,14 +164,22 @@ func (c *cli) fail(err error) int {
 func (c *cli) globalFlags(cfg *config) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&cfg.store, "store", "", "the store: postgres or redis (or $"+envStore+")")
-	fs.StringVar(&cfg.postgresURL, "postgres-url", "", "PostgreSQL connection URL, for -store postgres (or $"+envPostgresURL+")")
-	fs.StringVar(&cfg.schema, "schema", pgstore.DefaultSchema, "PostgreSQL schema holding the table")
-	fs.StringVar(&cfg.table, "table", pgstore.DefaultTable, "PostgreSQL table holding the records")
-	fs.StringVar(&cfg.redisAddr, "redis-addr", "", "Redis address host:port, for -store redis (or $"+envRedisAddr+")")
-	fs.StringVar(&cfg.prefix, "prefix", redisstore.DefaultPrefix, "Redis key prefix the workers use")
-	fs.DurationVar(&cfg.timeout, "timeout", defaultTimeout, "give up on the store, and on Temporal (decide), after this long")
+	cfg.timeout = defaultTimeout
+	bindStoreFlags(fs, cfg)
 	return fs
+}
+
+// bindStoreFlags defines the store flags on fs, each defaulting to what cfg
+// holds: empty before the command, what was given there after it. So the
+// store flags may come before the command or after it.
+func bindStoreFlags(fs *flag.FlagSet, cfg *config) {
+	fs.StringVar(&cfg.store, "store", cfg.store, "the store: postgres or redis (or $"+envStore+")")
+	fs.StringVar(&cfg.postgresURL, "postgres-url", cfg.postgresURL, "PostgreSQL connection URL, for -store postgres (or $"+envPostgresURL+`; default "`+defaultPostgresURL+`")`)
+	fs.StringVar(&cfg.schema, "schema", cfg.schema, "PostgreSQL schema holding the table (or $"+envSchema+`; default "`+pgstore.DefaultSchema+`")`)
+	fs.StringVar(&cfg.table, "table", cfg.table, "PostgreSQL table holding the records (or $"+envTable+`; default "`+pgstore.DefaultTable+`")`)
+	fs.StringVar(&cfg.redisAddr, "redis-addr", cfg.redisAddr, "Redis address host:port, for -store redis (or $"+envRedisAddr+`; default "`+defaultRedisAddr+`")`)
+	fs.StringVar(&cfg.prefix, "prefix", cfg.prefix, "Redis key prefix the workers use (or $"+envPrefix+`; default "`+redisstore.DefaultPrefix+`")`)
+	fs.DurationVar(&cfg.timeout, "timeout", cfg.timeout, "give up on the store, and on Temporal (decide), after this long")
 }
 
 // parseGlobal parses the flags before the command. Values that may come
@@ -175,17 +197,21 @@ func (c *cli) parseGlobal(args []string) (config, []string, error) {
 	return cfg, fs.Args(), nil
 }
 
-// completeConfig fills unset flags from the environment and checks that the
-// store is named and reachable in principle.
+// completeConfig fills unset flags from the environment, then from the
+// defaults, and checks that the store is named.
 func (c *cli) completeConfig(cfg *config) error {
-	if cfg.store == "" {
-		cfg.store = c.getenv(envStore)
-	}
-	if cfg.postgresURL == "" {
-		cfg.postgresURL = c.getenv(envPostgresURL)
-	}
-	if cfg.redisAddr == "" {
-		cfg.redisAddr = c.getenv(envRedisAddr)
+	for _, f := range []struct {
+		v        *string
+		env, def string
+	}{
+		{&cfg.store, envStore, ""},
+		{&cfg.postgresURL, envPostgresURL, defaultPostgresURL},
+		{&cfg.schema, envSchema, pgstore.DefaultSchema},
+		{&cfg.table, envTable, pgstore.DefaultTable},
+		{&cfg.redisAddr, envRedisAddr, defaultRedisAddr},
+		{&cfg.prefix, envPrefix, redisstore.DefaultPrefix},
+	} {
+		*f.v = cmp.Or(*f.v, c.getenv(f.env), f.def)
 	}
 	if cfg.timeout <= 0 {
 		return usagef("-timeout must be positive, got %v", cfg.timeout)
@@ -193,14 +219,7 @@ func (c *cli) completeConfig(cfg *config) error {
 	switch cfg.store {
 	case "":
 		return usagef("no store given: pass -store postgres or -store redis (or set $%s)", envStore)
-	case storePostgres:
-		if cfg.postgresURL == "" {
-			return usagef("-store postgres needs -postgres-url (or $%s)", envPostgresURL)
-		}
-	case storeRedis:
-		if cfg.redisAddr == "" {
-			return usagef("-store redis needs -redis-addr (or $%s)", envRedisAddr)
-		}
+	case storePostgres, storeRedis:
 	default:
 		return usagef("unknown store %q: want postgres or redis", cfg.store)
 	}
@@ -218,7 +237,7 @@ Commands:
 	for _, cmd := range commands {
 		fmt.Fprintf(w, "  %-8s %s\n", cmd.name, cmd.summary)
 	}
-	fmt.Fprintf(w, "\nStore flags (before the command):\n")
+	fmt.Fprintf(w, "\nStore flags (before or after the command; the examples take the same):\n")
 	var cfg config
 	fs := c.globalFlags(&cfg)
 	fs.SetOutput(w)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -107,8 +108,7 @@ func TestUsageErrors(t *testing.T) {
 		{"positional argument", with("show", "-tenant", "a", "-key", testKey, "extra"), `unexpected argument "extra"`},
 		{"no store", []string{"show", "-tenant", "a", "-key", testKey}, "no store given"},
 		{"unknown store", []string{"-store", "mysql", "show", "-tenant", "a", "-key", testKey}, `unknown store "mysql"`},
-		{"postgres without url", []string{"-store", "postgres", "show", "-tenant", "a", "-key", testKey}, "-store postgres needs -postgres-url"},
-		{"redis without address", []string{"-store", "redis", "show", "-tenant", "a", "-key", testKey}, "-store redis needs -redis-addr"},
+		{"store flag after the command, misspelt", with("show", "-tenant", "a", "-key", testKey, "-tabel", "x"), "show: flag provided but not defined: -tabel"},
 		{"zero timeout", append([]string{"-timeout", "0s"}, with("sweep")...), "-timeout must be positive"},
 		{"show without tenant", with("show", "-key", testKey), "show: -tenant is required"},
 		{"show without key", with("show", "-tenant", "a"), "show: -key is required"},
@@ -323,7 +323,7 @@ func postgresFixture(t *testing.T) fixture {
 	return fixture{
 		global:    []string{"-store", "postgres", "-postgres-url", "injected"},
 		st:        st,
-		b:         &backend{Store: st, ensureSchema: st.EnsureSchema, where: "table " + schema + ".idempotency_records"},
+		b:         &backend{Store: st, ensureSchema: st.EnsureSchema, where: "PostgreSQL table " + schema + ".idempotency_records"},
 		withClock: func(t *testing.T, c store.Clock) store.Store { return newStore(t, c) },
 	}
 }
@@ -340,7 +340,7 @@ func redisFixture(t *testing.T) fixture {
 	return fixture{
 		global:    []string{"-store", "redis", "-redis-addr", "injected"},
 		st:        st,
-		b:         &backend{Store: st, backfill: st.BackfillListIndex, where: "prefix " + prefix},
+		b:         &backend{Store: st, backfill: st.BackfillListIndex, where: "Redis prefix " + prefix},
 		withClock: func(t *testing.T, c store.Clock) store.Store { return newStore(t, c) },
 	}
 }
@@ -778,11 +778,13 @@ var storeCases = []struct {
 		claim(t, f.st, tenant, testKey) // live: nobody needs to look at it
 		r := f.run(t, "list", "-tenant", tenant)
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
-		assert.Equal(t, "nothing waits for a person in tenant "+tenant+": no indeterminate records and no stale pending ones\n", r.stdout)
+		// The answer names what it read: an empty answer from another
+		// table must not pass for a quiet backlog.
+		assert.Equal(t, "nothing waits for a person in tenant "+tenant+" of "+f.b.where+": no indeterminate records and no stale pending ones\n", r.stdout)
 
 		r = f.run(t, "list", "-tenant", tenant, "-state", "completed", "-older-than", "1h")
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
-		assert.Equal(t, "no records in tenant "+tenant+" match: state completed; older than 1h0m0s\n", r.stdout)
+		assert.Equal(t, "no records in tenant "+tenant+" of "+f.b.where+" match: state completed; older than 1h0m0s\n", r.stdout)
 
 		r = f.run(t, "list", "-tenant", tenant, "-json")
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
@@ -882,7 +884,7 @@ var storeCases = []struct {
 			require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 			if f.b.ensureSchema == nil {
 				// Every record here was written by this version: indexed.
-				assert.Contains(t, r.stdout, "list index ready under prefix ")
+				assert.Contains(t, r.stdout, "list index ready under Redis prefix ")
 				assert.Contains(t, r.stdout, ": indexed 0 records written before it\n")
 				continue
 			}
@@ -938,7 +940,7 @@ func TestPostgresThroughFlags(t *testing.T) {
 	for range 2 {
 		r := invokeReal(t, with("schema")...)
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
-		assert.Equal(t, "schema ready: table "+schema+".idempotency_records and its indexes exist\n", r.stdout)
+		assert.Equal(t, "schema ready: PostgreSQL table "+schema+".idempotency_records at "+testPostgresPlace(t)+" and its indexes exist\n", r.stdout)
 	}
 	var exists bool
 	require.NoError(t, pool.QueryRow(context.Background(), "SELECT to_regclass($1) IS NOT NULL",
@@ -969,7 +971,7 @@ func TestPostgresThroughFlags(t *testing.T) {
 
 	r = invokeReal(t, with("list", "-tenant", tenant)...)
 	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
-	assert.Equal(t, "nothing waits for a person in tenant acme: no indeterminate records and no stale pending ones\n", r.stdout)
+	assert.Equal(t, "nothing waits for a person in tenant acme of PostgreSQL table "+schema+".idempotency_records at "+testPostgresPlace(t)+": no indeterminate records and no stale pending ones\n", r.stdout)
 
 	r = invokeReal(t, with("forget", "-tenant", tenant, "-yes")...)
 	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
@@ -1007,11 +1009,11 @@ func TestRedisThroughFlags(t *testing.T) {
 
 	r = invokeReal(t, with("sweep")...)
 	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
-	assert.Equal(t, "swept 0 expired records from prefix \""+prefix+"\"\n", r.stdout)
+	assert.Equal(t, "swept 0 expired records from Redis prefix \""+prefix+"\" at "+testenv.RedisAddr()+"\n", r.stdout)
 
 	r = invokeReal(t, with("schema")...)
 	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
-	assert.Equal(t, "list index ready under prefix \""+prefix+"\": indexed 0 records written before it\n", r.stdout)
+	assert.Equal(t, "list index ready under Redis prefix \""+prefix+"\" at "+testenv.RedisAddr()+": indexed 0 records written before it\n", r.stdout)
 }
 
 // list -all-tenants reads every tenant of the store (a namespace of its
@@ -1047,7 +1049,62 @@ func TestListAcrossTenants(t *testing.T) {
 			require.NoError(t, err)
 			r = f.run(t, "list", "-all-tenants")
 			require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
-			assert.Equal(t, "nothing waits for a person in any tenant: no indeterminate records and no stale pending ones\n", r.stdout)
+			assert.Equal(t, "nothing waits for a person in any tenant of "+f.b.where+": no indeterminate records and no stale pending ones\n", r.stdout)
+		})
+	}
+}
+
+// testPostgresPlace is the server and database of the tests' PostgreSQL, as
+// the command names them.
+func testPostgresPlace(t *testing.T) string {
+	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL())
+	require.NoError(t, err)
+	return postgresPlace(cfg)
+}
+
+// TestStoreSettings checks where the command looks when told nothing, told
+// by the environment, and told by flags before or after the command: the
+// examples take the same flags, variables and defaults.
+func TestStoreSettings(t *testing.T) {
+	t.Parallel()
+	show := []string{"show", "-tenant", "a", "-key", testKey}
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want config
+	}{
+		{"defaults", nil, append([]string{"-store", "postgres"}, show...),
+			config{store: "postgres", postgresURL: defaultPostgresURL, schema: pgstore.DefaultSchema, table: pgstore.DefaultTable,
+				redisAddr: defaultRedisAddr, prefix: redisstore.DefaultPrefix, timeout: defaultTimeout}},
+		{"environment", map[string]string{envStore: "redis", envPostgresURL: "postgres://db:5432/x", envSchema: "s", envTable: "t", envRedisAddr: "r:6379", envPrefix: "p"},
+			show,
+			config{store: "redis", postgresURL: "postgres://db:5432/x", schema: "s", table: "t", redisAddr: "r:6379", prefix: "p", timeout: defaultTimeout}},
+		{"flags before the command win over the environment", map[string]string{envTable: "t", envPrefix: "p"},
+			append([]string{"-store", "postgres", "-table", "booking_records", "-prefix", "booking", "-timeout", "3s"}, show...),
+			config{store: "postgres", postgresURL: defaultPostgresURL, schema: pgstore.DefaultSchema, table: "booking_records",
+				redisAddr: defaultRedisAddr, prefix: "booking", timeout: 3 * time.Second}},
+		{"flags after the command", map[string]string{envTable: "t"},
+			append(append([]string{"-timeout", "3s"}, show...), "-store", "postgres", "-table", "booking_records", "-schema", "s"),
+			config{store: "postgres", postgresURL: defaultPostgresURL, schema: "s", table: "booking_records",
+				redisAddr: defaultRedisAddr, prefix: redisstore.DefaultPrefix, timeout: 3 * time.Second}},
+		{"the same flag on both sides: the later wins", nil,
+			append(append([]string{"-store", "postgres", "-table", "first"}, show...), "-table", "second"),
+			config{store: "postgres", postgresURL: defaultPostgresURL, schema: pgstore.DefaultSchema, table: "second",
+				redisAddr: defaultRedisAddr, prefix: redisstore.DefaultPrefix, timeout: defaultTimeout}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var got config
+			open := func(_ context.Context, cfg config) (*backend, error) {
+				got = cfg
+				return nil, errors.New("opened")
+			}
+			r := invoke(t, tt.env, open, tt.args...)
+			require.Equal(t, exitFailed, r.code, "stderr: %s", r.stderr)
+			requireOneErrorLine(t, r, "opened")
+			assert.Equal(t, tt.want, got)
 		})
 	}
 }

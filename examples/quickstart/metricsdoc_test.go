@@ -14,12 +14,12 @@ import (
 )
 
 // docs/METRICS.md lists every metric the dispatcher reports and every event
-// kind: a metric or event added to interceptor/events.go without a line
+// kind: a metric or event added to interceptor/activity_events.go without a line
 // there fails here.
 func TestMetricsDocListsEverything(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "METRICS.md"))
 	require.NoError(t, err)
-	src, err := os.ReadFile(filepath.Join("..", "..", "interceptor", "events.go"))
+	src, err := os.ReadFile(filepath.Join("..", "..", "interceptor", "activity_events.go"))
 	require.NoError(t, err)
 
 	metrics := regexp.MustCompile(`(?m)^\s+Metric\w+\s+= "(\w+)"`).FindAllSubmatch(src, -1)

@@ -62,6 +62,9 @@ type Record struct {
 	Reason     string           `json:"reason"`
 	Origin     store.Origin     `json:"origin"`
 	Resolution store.Resolution `json:"resolution"`
+	// Check and Retention are kept since r2.
+	Check     string        `json:"check,omitempty"`
+	Retention time.Duration `json:"retention,omitempty"`
 }
 
 // Records is a store set's records file.
@@ -71,6 +74,16 @@ type Records struct {
 	// "stale" one past it.
 	Now     time.Time `json:"now"`
 	Records []Record  `json:"records"`
+}
+
+// find returns the record named name, if the set holds it.
+func (rs Records) find(name string) (Record, bool) {
+	for _, r := range rs.Records {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return Record{}, false
 }
 
 // ByName returns the record named name.
@@ -90,6 +103,7 @@ func recordOf(name string, r store.Record) Record {
 		Name: name, Tenant: r.Tenant, Key: r.Key, State: r.State.String(), Holder: r.Holder, Token: r.Token,
 		LeaseUntil: r.LeaseUntil.UTC(), ExpiresAt: r.ExpiresAt.UTC(), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		Outcome: nilIfEmpty(r.Outcome), Reason: r.Reason, Origin: r.Origin, Resolution: resolutionUTC(r.Resolution),
+		Check: r.Check, Retention: r.Retention,
 	}
 }
 
@@ -120,6 +134,18 @@ func origin(name, activityType string) store.Origin {
 	}
 }
 
+// check returns the digest of a checked fare, as the dispatcher derives
+// one for a declaration that checks "fare".
+func check(t testing.TB, tenant, activityType, flight, fare string) string {
+	t.Helper()
+	c, err := keyspace.DeriveCheck(keyspace.CheckInput{
+		Tenant: tenant, Run: "0193a1b2-c3d4-7e5f-8a9b-000000000001", Activity: activityType,
+		Arguments: map[string]any{"flight": flight, "fare": fare}, Names: []string{"fare"},
+	})
+	require.NoError(t, err)
+	return string(c)
+}
+
 func key(t testing.TB, tenant, activityType, flight string) string {
 	t.Helper()
 	k, err := keyspace.Derive(keyspace.Input{
@@ -143,18 +169,29 @@ func key(t testing.TB, tenant, activityType, flight string) string {
 //	completed-no-origin    claimed without an origin, completed with binary bytes
 //	completed-empty        completed without an outcome (an activity that returns only an error)
 //	recorded-if-gone       made by a decision on a key with no record (RecordIfGone)
+//
+// and, from r2, records that keep a check digest and a retention window
+// of their own:
+//
+//	completed-checked      claimed with both, completed
+//	pending-kept           claimed with both, within its lease at Records.Now
+//	recorded-if-gone-kept  made by a decision on a gone key, with both
 func WriteRecords(t testing.TB, st store.Store, clock *storetest.Clock) Records {
 	t.Helper()
 	ctx := context.Background()
 	clock.Set(Epoch)
 	step := func() { clock.Advance(time.Second) }
 	keys := map[string]struct{ tenant, key string }{}
+	var kept *store.ClaimParams // the check and retention of the next claim
 	claim := func(name, tenant, activityType, flight string, lease time.Duration, withOrigin bool) int64 {
 		t.Helper()
 		p := store.ClaimParams{Tenant: tenant, Key: key(t, tenant, activityType, flight),
 			Holder: fmt.Sprintf("%016x:1:4242@worker-%s", len(name)*0x1f1f1f, name), Lease: lease}
 		if withOrigin {
 			p.Origin = origin(name, activityType)
+		}
+		if kept != nil {
+			p.Check, p.Retention, kept = kept.Check, kept.Retention, nil
 		}
 		res, err := st.Claim(ctx, p)
 		require.NoError(t, err, name)
@@ -210,12 +247,28 @@ func WriteRecords(t testing.TB, st store.Store, clock *storetest.Clock) Records 
 	keys["recorded-if-gone"] = gone
 	step()
 
+	kept = &store.ClaimParams{Check: check(t, TenantPlain, "Book", "BA120", "120.50"), Retention: 72 * time.Hour}
+	tok = claim("completed-checked", TenantPlain, "Book", "BA120", 30*time.Second, true)
+	complete("completed-checked", tok, OutcomeConfirmation)
+
+	kept = &store.ClaimParams{Check: check(t, TenantUnicode, "Charge", "karte-ö", "99"), Retention: 90 * time.Minute}
+	claim("pending-kept", TenantUnicode, "Charge", "karte-ö", time.Hour, true)
+
+	gone = struct{ tenant, key string }{TenantPlain, key(t, TenantPlain, "Book", "LH401")}
+	require.NoError(t, st.Resolve(ctx, store.ResolveParams{Tenant: gone.tenant, Key: gone.key,
+		Decision: store.DecisionComplete, Outcome: OutcomeDecided, RecordIfGone: true,
+		Check: check(t, TenantPlain, "Book", "LH401", "310"), Retention: 48 * time.Hour,
+		By: "ops@acme", Reason: "confirmed by the airline", Reference: "PNR 7QW1"}))
+	keys["recorded-if-gone-kept"] = gone
+	step()
+
 	// A minute on: the stale record's one-second lease has run out, the
 	// pending one's hour has not.
 	clock.Advance(time.Minute)
 	out := Records{Now: clock.Now().UTC()}
 	for _, name := range []string{"completed", "pending", "stale", "indeterminate", "resolved",
-		"indeterminate-unicode", "completed-no-origin", "completed-empty", "recorded-if-gone"} {
+		"indeterminate-unicode", "completed-no-origin", "completed-empty", "recorded-if-gone",
+		"completed-checked", "pending-kept", "recorded-if-gone-kept"} {
 		k := keys[name]
 		rec, err := st.Lookup(ctx, store.LookupParams{Tenant: k.tenant, Key: k.key})
 		require.NoError(t, err, name)
@@ -292,7 +345,8 @@ func storeState(t testing.TB, s string) store.State {
 func toStore(t testing.TB, r Record) store.Record {
 	return store.Record{Tenant: r.Tenant, Key: r.Key, State: storeState(t, r.State), Holder: r.Holder, Token: r.Token,
 		LeaseUntil: r.LeaseUntil, ExpiresAt: r.ExpiresAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
-		Outcome: r.Outcome, Reason: r.Reason, Origin: r.Origin, Resolution: r.Resolution}
+		Outcome: r.Outcome, Reason: r.Reason, Origin: r.Origin, Resolution: r.Resolution,
+		Check: r.Check, Retention: r.Retention}
 }
 
 // CheckReads checks that st, holding a set's records loaded as the store
@@ -409,6 +463,18 @@ func CheckWrites(t *testing.T, st store.Store, clock *storetest.Clock, rs Record
 	assert.Equal(t, store.StateCompleted, rec.State)
 	assert.Equal(t, OutcomeConfirmation, rec.Outcome)
 	assert.Equal(t, p.Origin, rec.Origin, "the origin the old claim wrote stays")
+
+	if k, ok := rs.find("pending-kept"); ok {
+		// Its own window, not the store's TTL, restarts with each write.
+		_, err := st.Renew(ctx, store.RenewParams{Tenant: k.Tenant, Key: k.Key, Token: k.Token, Lease: time.Minute})
+		require.NoError(t, err, "the holder of pending-kept renews it")
+		require.NoError(t, st.Complete(ctx, store.CompleteParams{Tenant: k.Tenant, Key: k.Key, Token: k.Token, Outcome: OutcomeConfirmation}))
+		rec, err := st.Lookup(ctx, store.LookupParams{Tenant: k.Tenant, Key: k.Key})
+		require.NoError(t, err)
+		assert.Equal(t, k.Check, rec.Check, "pending-kept keeps its check")
+		assert.Equal(t, k.Retention, rec.Retention, "pending-kept keeps its retention")
+		assert.WithinDuration(t, rs.Now.Add(k.Retention), rec.ExpiresAt, time.Millisecond, "pending-kept expires by its own window")
+	}
 
 	s := rs.ByName(t, "stale")
 	res, err := st.Claim(ctx, store.ClaimParams{Tenant: s.Tenant, Key: s.Key, Holder: "compat-reader", Lease: time.Minute, Supersede: s.Token})

@@ -148,6 +148,8 @@ func assertRecord(t *testing.T, want, got store.Record) {
 	assertTime(t, want.UpdatedAt, got.UpdatedAt, "UpdatedAt")
 	assertOutcome(t, want.Outcome, got.Outcome)
 	assert.Equal(t, want.Reason, got.Reason, "Reason")
+	assert.Equal(t, want.Check, got.Check, "Check")
+	assert.Equal(t, want.Retention, got.Retention, "Retention")
 }
 
 // assertOutcome compares outcomes as bytes; nil and empty are the same.

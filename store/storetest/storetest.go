@@ -42,7 +42,7 @@ const waitBound = 5 * time.Second
 // and should register its own cleanup with t.Cleanup.
 //
 // The cases are grouped by area: Claim, Fence, Wait, Resolve, Trail, ResolveGone, StaleResolve, List, Backlog, Tenant,
-// Retention, Outcome, Validation and Undo.
+// Retention, OwnRetention, Check, Outcome, Validation and Undo.
 func Run(t *testing.T, newStore func(t *testing.T, cfg Config) store.Store) {
 	t.Helper()
 	for _, a := range areas() {
@@ -82,6 +82,8 @@ func areas() []area {
 		{"Backlog", backlogCases()},
 		{"Tenant", tenantCases()},
 		{"Retention", retentionCases()},
+		{"OwnRetention", ownRetentionCases()},
+		{"Check", checkCases()},
 		{"Outcome", outcomeCases()},
 		{"Validation", validationCases()},
 		{"Undo", undoCases()},

@@ -50,6 +50,16 @@ func validationCases() []testCase {
 		{"ClaimZeroLease", "Lease", claim(store.ClaimParams{Tenant: "tenant-a", Key: "new", Holder: "h"})},
 		{"ClaimNegativeLease", "Lease", claim(store.ClaimParams{Tenant: "tenant-a", Key: "new", Holder: "h", Lease: -time.Second})},
 		{"ClaimNegativeSupersede", "Supersede", claim(store.ClaimParams{Tenant: "tenant-a", Key: "pending", Holder: "h", Lease: time.Minute, Supersede: -1})},
+		{"ClaimLongCheck", "Check", claim(store.ClaimParams{Tenant: "tenant-a", Key: "new", Holder: "h", Lease: time.Minute, Check: strings.Repeat("c", store.MaxCheckLength+1)})},
+		{"ClaimNULCheck", "Check", claim(store.ClaimParams{Tenant: "tenant-a", Key: "new", Holder: "h", Lease: time.Minute, Check: "c1:\x00"})},
+		{"ClaimNegativeRetention", "Retention", claim(store.ClaimParams{Tenant: "tenant-a", Key: "new", Holder: "h", Lease: time.Minute, Retention: -time.Second})},
+		{"ClaimRetentionPastMax", "Retention", claim(store.ClaimParams{Tenant: "tenant-a", Key: "new", Holder: "h", Lease: time.Minute, Retention: store.MaxRetention + time.Hour})},
+		{"ResolveGoneNegativeRetention", "Retention", func(h *harness, _ int64) error {
+			return h.s.Resolve(h.ctx, store.ResolveParams{Tenant: "tenant-a", Key: "new", Decision: store.DecisionComplete, RecordIfGone: true, Retention: -time.Second})
+		}},
+		{"ResolveGoneInvalidCheck", "Check", func(h *harness, _ int64) error {
+			return h.s.Resolve(h.ctx, store.ResolveParams{Tenant: "tenant-a", Key: "new", Decision: store.DecisionComplete, RecordIfGone: true, Check: "c1:\xff"})
+		}},
 		{"CompleteEmptyTenant", "Tenant", complete(store.CompleteParams{Key: "pending", Token: -1})},
 		{"CompleteEmptyKey", "Key", complete(store.CompleteParams{Tenant: "tenant-a", Token: -1})},
 		{"CompleteZeroToken", "Token", complete(store.CompleteParams{Tenant: "tenant-a", Key: "pending", Outcome: []byte("x")})},

@@ -136,6 +136,7 @@ type execution struct {
 
 	tenant string
 	key    string
+	check  keyspace.Check // the digest of the checked arguments; "" for none
 	holder string
 	token  int64
 }
@@ -173,6 +174,9 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
 	}
 	x.key, x.event.Key = string(key), string(key)
+	if err := x.deriveCheck(tenant, run, in.Args); err != nil {
+		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
+	}
 	x.holder = holderName(x.info, x.opts.Identity)
 	// From here a timeout of this call carries its key (EFFECTFUL).
 	x.mark(ctx, activity.StageClaiming, true)
@@ -207,8 +211,16 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 			}
 			return x.runBody(ctx, in)
 		case store.StatusCompleted:
+			if x.mismatched(res.Record) {
+				return nil, x.argumentsMismatch(ctx, res.Record, found(waited, res.Status))
+			}
 			return x.deduplicated(ctx, res.Record, waited)
 		case store.StatusIndeterminate:
+			if x.mismatched(res.Record) {
+				// A decision on it would answer this call with another
+				// call's effect.
+				return nil, x.argumentsMismatch(ctx, res.Record, found(waited, res.Status))
+			}
 			// The outcome names the record standing, for a decision fenced
 			// by its token; this execution holds no claim of its own.
 			x.token = res.Record.Token
@@ -224,6 +236,12 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 				// Temporal gave up on: its body is still running (it
 				// renews until the body returns) and may yet record.
 				rec := res.Record
+				if x.mismatched(rec) {
+					// Taking it over would mark another call's effect
+					// indeterminate (or probe it, or run the body) as
+					// this call's.
+					return nil, x.argumentsMismatch(ctx, rec, found(0, res.Status))
+				}
 				supersede, lost = rec.Token, &rec
 				break
 			}
@@ -312,6 +330,8 @@ func (x *execution) claim(ctx context.Context, supersede int64) (store.Result, e
 		Holder:    x.holder,
 		Lease:     x.opts.Lease,
 		Supersede: supersede,
+		Check:     string(x.check),
+		Retention: x.decl.Retention(),
 		Origin: store.Origin{
 			WorkflowID:   x.info.WorkflowExecution.ID,
 			RunID:        x.info.WorkflowExecution.RunID,
@@ -342,7 +362,11 @@ func (x *execution) wait(ctx context.Context, token int64) (store.Result, time.D
 	if hb := x.info.HeartbeatTimeout; hb > 0 && hb/2 < every {
 		every = hb / 2
 	}
-	defer func() { x.metrics.Timer(MetricWaitLatency).Record(time.Since(start)) }()
+	defer func() {
+		d := time.Since(start)
+		x.metrics.Timer(MetricWaitLatency).Record(d)
+		x.waited(ctx, d)
+	}()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, every)
 		res, err := x.opts.Store.Wait(wctx, store.WaitParams{Tenant: x.tenant, Key: x.key, Token: token})
@@ -731,6 +755,8 @@ func (x *execution) indeterminate(ctx context.Context, reason activity.Reason, e
 		RunID:               x.info.WorkflowExecution.RunID,
 		ActivityID:          x.info.ActivityID,
 		Token:               x.token,
+		Check:               string(x.check),
+		Retention:           x.decl.Retention(),
 		Probe:               x.decl.Probe() != nil,
 	}, cause)
 }

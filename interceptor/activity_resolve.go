@@ -159,6 +159,10 @@ type ResolveRequest struct {
 	// Token fences the decision to the indeterminate record it was made on
 	// (IndeterminateOutcome.Token); zero applies it to whichever stands.
 	Token int64 `json:"token,omitempty"`
+	// Check and Retention (IndeterminateOutcome's) are kept with the record
+	// a complete decision makes when the key's record is gone.
+	Check     string        `json:"check,omitempty"`
+	Retention time.Duration `json:"retention,omitempty"`
 	// Outcome, when set with ActionComplete, is the result already encoded
 	// as the dispatcher records one (a probe's answer, see ProbeReply); it
 	// is recorded as it is, and Result is only for reading.
@@ -174,7 +178,7 @@ type ResolveRequest struct {
 func ResolveActivity(st store.Store, dc converter.DataConverter) func(context.Context, ResolveRequest) error {
 	return func(ctx context.Context, req ResolveRequest) error {
 		p := store.ResolveParams{Tenant: req.Tenant, Key: req.Key, Token: req.Token,
-			By: req.By, Reason: req.Reason, Reference: req.Reference}
+			By: req.By, Reason: req.Reason, Reference: req.Reference, Check: req.Check, Retention: req.Retention}
 		switch req.Action {
 		case ActionComplete:
 			outcome, err := req.Outcome, error(nil)

@@ -78,6 +78,18 @@ const (
 	// one. The body did not run and nothing was recorded: it is no
 	// indeterminate outcome, and nobody is asked to decide.
 	EventMisconfigured
+	// EventArgumentsMismatch: the record under the execution's key was made
+	// by a call with other values of the declaration's checked arguments
+	// (Policy.CheckArguments); the execution fails with the non-retryable
+	// activity.ArgumentsMismatchErrorType error (Event.Err), naming the
+	// arguments, never their values, and the record is left as it is. It
+	// is reported on every path that answers from a record: a completed
+	// one, a holder waited for, an indeterminate one, a takeover.
+	EventArgumentsMismatch
+	// EventWaited: a wait for another holder of the key ended (its answer
+	// came, its lease ran out, or the key was freed); Event.Duration is how
+	// long it lasted. EventWaiting reported its start.
+	EventWaited
 )
 
 // String returns the event's name.
@@ -115,6 +127,10 @@ func (k EventKind) String() string {
 		return "probe_late"
 	case EventMisconfigured:
 		return "misconfigured"
+	case EventArgumentsMismatch:
+		return "arguments_mismatch"
+	case EventWaited:
+		return "waited"
 	default:
 		return "unknown"
 	}
@@ -141,11 +157,14 @@ type Event struct {
 	Reason activity.Reason
 	// Err is the error behind EventStoreError, EventOrphaned,
 	// EventReleased, EventIndeterminate, EventSuperseded,
-	// EventProbeUnsettled, EventProbeLate and EventMisconfigured, if any.
+	// EventProbeUnsettled, EventProbeLate, EventMisconfigured and
+	// EventArgumentsMismatch, if any.
 	Err error
 	// Duration is how long the store took to answer the claim
-	// (EventClaimed, EventDeduplicated) or how long the execution waited
-	// (EventWaiting is reported when the wait starts, with zero).
+	// (EventClaimed), how long the execution waited in all before a
+	// recorded outcome answered it (EventDeduplicated), or how long one wait
+	// lasted (EventWaited; EventWaiting is reported when the wait starts,
+	// with zero).
 	Duration time.Duration
 	// Decision is set on EventDecided.
 	Decision *DecisionAudit
@@ -191,4 +210,5 @@ const (
 	MetricProbeLate            = "idempotency_probe_late"            // counter: probes given up on because they did not answer in time
 	MetricProbeLatency         = "idempotency_probe_latency"         // timer: how long a probe took
 	MetricMisconfigured        = "idempotency_misconfigured"         // counter: executions refused for want of a usable tenant
+	MetricArgumentsMismatch    = "idempotency_arguments_mismatch"    // counter: executions refused because their record was made with other checked arguments
 )

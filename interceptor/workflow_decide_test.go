@@ -128,6 +128,7 @@ func TestDecisionUpdateValidatorRejects(t *testing.T) {
 	assert.Equal(t, "decided", decided[0].Kind.String())
 	assert.Equal(t, key, decided[0].Key)
 	assert.Equal(t, "Book", decided[0].Activity)
+	assert.Equal(t, activity.KindEffectful, decided[0].ActivityKind, "the event names the declared kind, not UNKNOWN")
 	assert.Equal(t, &interceptor.DecisionAudit{Action: interceptor.ActionComplete, By: "ops@acme",
 		Reason: "airline confirmed by phone", Reference: "TICKET-7"}, decided[0].Decision)
 }

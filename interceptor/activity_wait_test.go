@@ -110,7 +110,7 @@ func TestWaitOutcomeLands(t *testing.T) {
 	require.NoError(t, o.err)
 	assert.Equal(t, want, o.booking, "the holder's recorded outcome is returned")
 	assert.Zero(t, h.acts.ledger.total(), "the body is not entered")
-	assert.Equal(t, []interceptor.EventKind{interceptor.EventWaiting, interceptor.EventDeduplicated}, h.rec.kinds())
+	assert.Equal(t, []interceptor.EventKind{interceptor.EventWaiting, interceptor.EventWaited, interceptor.EventDeduplicated}, h.rec.kinds())
 }
 
 func TestWaitHolderReleased(t *testing.T) {
@@ -131,7 +131,7 @@ func TestWaitHolderReleased(t *testing.T) {
 			o := receive(t, done, "the waiting execution")
 			require.NoError(t, o.err)
 			assert.Equal(t, 1, o.booking.Call, "a released key is claimed again and the body runs")
-			assert.Equal(t, []interceptor.EventKind{interceptor.EventWaiting, interceptor.EventClaimed, interceptor.EventCompleted}, h.rec.kinds())
+			assert.Equal(t, []interceptor.EventKind{interceptor.EventWaiting, interceptor.EventWaited, interceptor.EventClaimed, interceptor.EventCompleted}, h.rec.kinds())
 		})
 	}
 }

@@ -335,7 +335,8 @@ func (o *workflowOutbound) apply(ctx workflow.Context, w *wait, d Decision) (Dec
 	switch d.Action {
 	case ActionComplete, ActionFree:
 		req := ResolveRequest{Tenant: out.Tenant, Key: d.Key, Action: d.Action, Result: d.Result,
-			By: d.By, Reason: d.Reason, Reference: d.Reference, Token: out.Token}
+			By: d.By, Reason: d.Reason, Reference: d.Reference, Token: out.Token,
+			Check: out.Check, Retention: out.Retention}
 		opts := resolveOptions
 		if o.settles(ctx) {
 			opts = settledResolveOptions
@@ -359,8 +360,12 @@ func (o *workflowOutbound) apply(ctx workflow.Context, w *wait, d Decision) (Dec
 	w.applied = true
 	if obs := o.root.opts.Observer; obs != nil && !o.Next.IsReplaying(ctx) {
 		info := o.Next.GetInfo(ctx)
+		var kind activity.Kind // UNKNOWN where this worker does not declare the activity
+		if decl, ok := o.root.Declaration(out.Activity); ok {
+			kind = decl.Kind()
+		}
 		obs.Observe(context.Background(), Event{
-			Kind: EventDecided, Activity: out.Activity, Tenant: out.Tenant, Key: d.Key,
+			Kind: EventDecided, Activity: out.Activity, ActivityKind: kind, Tenant: out.Tenant, Key: d.Key,
 			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
 			Err:      w.err,
 			Decision: &DecisionAudit{Action: d.Action, By: d.By, Reason: d.Reason, Reference: d.Reference},
