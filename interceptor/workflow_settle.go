@@ -158,51 +158,61 @@ func personSummary(out activity.IndeterminateOutcome) string {
 // decisions by ProbeDecider, taken as a person's are: the first accepted
 // wins.
 func (o *workflowOutbound) startProbing(ctx workflow.Context, w *wait, cfg probeConfig) {
-	pctx, cancel := workflow.WithCancel(ctx)
-	w.cancelProbe = cancel
 	w.probe = &ProbeSchedule{Max: cfg.Max}
 	w.pending.Probe = w.probe
 	out := w.pending.Outcome
 	ao := workflow.GetActivityOptions(ctx)
-	// The ask runs under the wait's context, not the schedule's: a person's
-	// decision stops the schedule, but an ask under way still answers, and
+	// Stopping the schedule (a person's decision, the wait's end) cancels
+	// the timer of the next ask only: an ask under way still answers, and
 	// its answer is rejected with the reason.
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           ao.TaskQueue,
-		StartToCloseTimeout: probeTimeout,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
-		Summary:             fmt.Sprintf("idempotency: asking the probe of %s again (key %s)", out.Activity, out.Key),
-	})
-	o.Next.Go(pctx, "idempotency:probe", func(pctx workflow.Context) {
+	stopped := false
+	var cancelTimer workflow.CancelFunc
+	w.cancelProbe = func() {
+		stopped = true
+		if cancelTimer != nil {
+			cancelTimer()
+		}
+	}
+	o.Next.Go(ctx, "idempotency:probe", func(gctx workflow.Context) {
 		defer func() {
 			w.probe.Next = time.Time{}
-			o.publish(ctx)
+			o.publish(gctx)
 		}()
+		actx := workflow.WithActivityOptions(gctx, workflow.ActivityOptions{
+			TaskQueue:           ao.TaskQueue,
+			StartToCloseTimeout: probeTimeout,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+			Summary:             fmt.Sprintf("idempotency: asking the probe of %s again (key %s)", out.Activity, out.Key),
+		})
 		delay := cfg.First
-		for w.decision == nil && w.probe.Asked < cfg.Max {
-			w.probe.Next = o.Next.Now(pctx).Add(delay)
-			o.publish(pctx)
-			err := o.Next.NewTimerWithOptions(pctx, delay, workflow.TimerOptions{
+		for !stopped && w.decision == nil && w.probe.Asked < cfg.Max {
+			w.probe.Next = o.Next.Now(gctx).Add(delay)
+			o.publish(gctx)
+			tctx, cancel := workflow.WithCancel(gctx)
+			cancelTimer = cancel
+			err := o.Next.NewTimerWithOptions(tctx, delay, workflow.TimerOptions{
 				Summary: fmt.Sprintf("idempotency: the probe of %s asks again (key %s, ask %d of %d)",
 					out.Activity, out.Key, w.probe.Asked+1, cfg.Max),
-			}).Get(pctx, nil)
-			if err != nil || w.decision != nil {
+			}).Get(gctx, nil)
+			cancelTimer = nil
+			cancel()
+			if err != nil || stopped || w.decision != nil {
 				return // cancelled: the wait ended or was decided
 			}
 			w.probe.Asked++
 			w.probe.Next = time.Time{}
-			o.publish(pctx)
+			o.publish(gctx)
 			var reply ProbeReply
 			err = o.Next.ExecuteActivity(actx, ProbeActivityName, ProbeRequest{
 				Activity: out.Activity, Tenant: out.Tenant, Key: out.Key, Token: out.Token, Reason: out.Reason,
-			}).Get(ctx, &reply)
+			}).Get(gctx, &reply)
 			switch {
-			case err != nil && w.decision != nil:
+			case err != nil && (stopped || w.decision != nil):
 				return
 			case err != nil:
 				w.probe.Last = "the probe activity failed: " + err.Error()
 			default:
-				o.takeProbeAnswer(ctx, w, reply)
+				o.takeProbeAnswer(gctx, w, reply)
 			}
 			delay = min(2*delay, cfg.Cap)
 		}
@@ -211,8 +221,7 @@ func (o *workflowOutbound) startProbing(ctx workflow.Context, w *wait, cfg probe
 
 // takeProbeAnswer makes a definite answer of the probe the decision on w,
 // unless another decision was accepted first, which rejects it with the
-// reason. ctx is the wait's context, not the probing goroutine's, which
-// accepting the decision cancels.
+// reason.
 func (o *workflowOutbound) takeProbeAnswer(ctx workflow.Context, w *wait, r ProbeReply) {
 	out := w.pending.Outcome
 	d := Decision{Key: out.Key, Tenant: out.Tenant, By: ProbeDecider}
