@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	sdkactivity "go.temporal.io/sdk/activity"
 
@@ -73,6 +74,11 @@ func (i *Interceptor) ProbeActivity() func(context.Context, ProbeRequest) (Probe
 			return ProbeReply{Settled: true, Detail: "no record stands under the key"}, nil
 		case err != nil:
 			return cannot("reading the record: %v", err)
+		case rec.State == store.StatePending && !time.Now().Before(rec.LeaseUntil):
+			// Its holder is gone: the call run again takes the key over
+			// and settles it (its probe, or an indeterminate mark).
+			return ProbeReply{Settled: true, Token: rec.Token,
+				Detail: fmt.Sprintf("the holder of the key (token %d) is gone: its lease ran out", rec.Token)}, nil
 		case rec.State == store.StatePending:
 			return cannot("the key is held (token %d): its holder may still record", rec.Token)
 		case rec.State != store.StateIndeterminate:

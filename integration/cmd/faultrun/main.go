@@ -13,6 +13,13 @@
 //	cd integration && GOTOOLCHAIN=go1.27.3 go run ./cmd/faultrun -workflows 2000 -workers 4 -kill-every 5s -restarts 4
 //	cd integration && GOTOOLCHAIN=go1.27.3 go run ./cmd/faultrun -workflows 2000 -workers 4 -kill-every 5s -restarts 4 -stores postgres,redis -probe on
 //	cd integration && GOTOOLCHAIN=go1.27.3 go run ./cmd/faultrun -workflows 1500 -workers 4 -kill-every 5s -restarts 3 -stores postgres,redis -network on -network-every 1s -store-timeout 1s
+//	cd integration && GOTOOLCHAIN=go1.27.3 go run ./cmd/faultrun -workflows 300 -workers 3 -kill-every 3s -restarts 1 -stores postgres,redis -probe both -await
+//
+// With -await the workers run with AwaitDecision and the driver plays the
+// person: it decides every waiting key from the ledger through the
+// idempotency.decide Update, and the table counts its decisions per 100
+// workflows by reason, the decisions refused and why, and the time from
+// the outcome turning indeterminate to the decision applied.
 //
 // With -network on the workers reach the store through a loopback TCP proxy
 // on which a nemesis injects network faults (replies held, cut mid-reply,
@@ -77,6 +84,7 @@ func drive(args []string) int {
 	seed := fs.Uint64("seed", 1, "seed of the behaviour mix, the kills and the network faults")
 	keep := fs.String("dir", "", "keep ledgers and worker logs under this directory (default: a temporary one, removed)")
 	probe := fs.String("probe", "off", "declare the EFFECTFUL activity with a probe that asks the ledger: off, on, or both (each round twice)")
+	await := fs.Bool("await", false, "AwaitDecision on, and a person who decides every waiting key from the ledger (the idempotency.decide Update)")
 	verbose := fs.Bool("v", false, "log progress")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -142,6 +150,7 @@ func drive(args []string) int {
 			Namespace:     srv.GetDefaultNamespace(),
 			Store:         r.store,
 			Probe:         r.probe,
+			AwaitDecision: *await,
 			WorkerCommand: []string{exe, "worker"},
 			Workers:       *workers,
 			Workflows:     *workflows,
@@ -164,7 +173,7 @@ func drive(args []string) int {
 			Logf:          logf,
 		}
 		if *keep != "" {
-			cfg.Dir = fmt.Sprintf("%s/%s-probe-%t-network-%t", *keep, cfg.Store, cfg.Probe, cfg.Network)
+			cfg.Dir = fmt.Sprintf("%s/%s-probe-%t-network-%t-await-%t", *keep, cfg.Store, cfg.Probe, cfg.Network, cfg.AwaitDecision)
 			if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 				fmt.Fprintln(os.Stderr, "faultrun:", err)
 				return 2
