@@ -65,7 +65,8 @@ func TestRecordSettleHistories(t *testing.T) {
 			a := &airline{lostAnswers: 1, probe: true}
 			a.probeAnswer = laterProbe(a)
 			return a
-		}, decide: func(ctx context.Context, t *testing.T, e *env, run client.WorkflowRun, _ activity.IndeterminateOutcome, _ store.Store) {}},
+		}, decide: func(ctx context.Context, t *testing.T, e *env, run client.WorkflowRun, _ activity.IndeterminateOutcome, _ store.Store) {
+		}},
 		{name: "on-person-before-probe", opts: on, airline: func() *airline {
 			a := &airline{lostAnswers: 1, probe: true}
 			a.probeAnswer = func(context.Context, activity.ProbeRequest) (activity.ProbeAnswer, error) {
