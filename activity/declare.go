@@ -94,6 +94,25 @@ type Policy struct {
 	// refuses one shorter than its lease. Zero: the store's window. Not for
 	// KindReadOnly.
 	Retention time.Duration
+	// Transactional, for an EFFECTFUL activity whose effect lives in the
+	// store's own database, runs the body in a transaction of that
+	// database, and records the outcome in the same transaction, fenced by
+	// the claim's token, before it commits: the effect and the record land
+	// together or not at all. The body reaches the transaction from its
+	// context (pgstore.Tx) and makes every write of the effect through it.
+	// Such an activity is never indeterminate: a body that fails or a worker
+	// that dies rolls its writes back, and the next attempt runs it again.
+	// The body holds a database connection for its whole run. Registration
+	// refuses it on a store that cannot do this (the memory and Redis
+	// stores). A probe is refused with it: there is nothing to probe.
+	Transactional bool
+	// TransactionalDB, optional with Transactional, names the database
+	// handle the body's writes go through (for pgstore, the
+	// *pgxpool.Pool). Registration refuses the declaration when the store
+	// does not record through that very handle: writes through another one
+	// could not commit with the record. Nil: the body writes through the
+	// transaction the store hands it, whichever that is.
+	TransactionalDB any
 }
 
 // Declaration binds a [Policy] to an activity function. It is immutable and
@@ -173,6 +192,14 @@ func Declare(fn any, p Policy) (*Declaration, error) {
 	if p.Probe != nil && p.Kind != KindEffectful {
 		return fail("", "a probe applies to EFFECTFUL activities only, not %s", p.Kind)
 	}
+	switch {
+	case p.TransactionalDB != nil && !p.Transactional:
+		return fail("", "TransactionalDB is set but Transactional is not")
+	case p.Transactional && p.Kind != KindEffectful:
+		return fail("", "Transactional applies to EFFECTFUL activities only, not %s", p.Kind)
+	case p.Transactional && p.Probe != nil:
+		return fail("", "a transactional activity is never indeterminate: it takes no probe")
+	}
 	d := &Declaration{name: name, fn: fn, policy: p}
 	if p.Kind == KindReadOnly {
 		return d, nil
@@ -242,6 +269,27 @@ func Idempotent(fn any, keyArguments ...string) *Declaration {
 func Effectful(fn any, keyArguments ...string) *Declaration {
 	return MustDeclare(fn, Policy{Kind: KindEffectful, KeyArguments: keyArguments})
 }
+
+// Transactional declares that fn's effect lives in the store's own
+// database: repeating it is a second effect (EFFECTFUL), and its body
+// writes through the transaction the store hands it (pgstore.Tx), which
+// commits with the outcome, so the effect happens exactly once. keyArguments
+// are the JSON field names of the activity's one struct argument. It panics
+// on a refused declaration; use [Declare] with Policy.Transactional for
+// positional activities.
+//
+//	var Reserve = activity.Transactional(reserveSeat, "flight", "seat")
+func Transactional(fn any, keyArguments ...string) *Declaration {
+	return MustDeclare(fn, Policy{Kind: KindEffectful, KeyArguments: keyArguments, Transactional: true})
+}
+
+// IsTransactional reports whether the body runs in the store's transaction
+// (Policy.Transactional).
+func (d *Declaration) IsTransactional() bool { return d.policy.Transactional }
+
+// TransactionalDB returns the database handle the declaration names for
+// the body's writes (Policy.TransactionalDB), or nil.
+func (d *Declaration) TransactionalDB() any { return d.policy.TransactionalDB }
 
 // Name returns the activity type name the declaration applies to.
 func (d *Declaration) Name() string { return d.name }

@@ -104,6 +104,12 @@ func TestDeclareRefuses(t *testing.T) {
 		{"UnknownPositional", Charge, activity.Policy{Kind: activity.KindEffectful, Params: []string{"card", "amount", "requestID"}, KeyArguments: []string{"currency"}}, "Charge", "currency", "not a parameter"},
 		{"PositionalWithoutParams", Charge, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"card"}}, "Charge", "card", "name them in Policy.Params"},
 		{"EmbeddedTimeHasNoMembers", Depart, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}}, "Depart", "", "marshals as the time.Time it embeds"},
+		{"TransactionalIdempotent", Book, activity.Policy{Kind: activity.KindIdempotent, KeyArguments: []string{"flight"}, Transactional: true}, "Book", "", "EFFECTFUL activities only"},
+		{"TransactionalWithProbe", Book, activity.Policy{Kind: activity.KindEffectful, Transactional: true,
+			Probe: func(context.Context, activity.ProbeRequest) (activity.ProbeAnswer, error) {
+				return activity.ProbeAnswer{}, nil
+			}}, "Book", "", "takes no probe"},
+		{"TransactionalDBAlone", Book, activity.Policy{Kind: activity.KindEffectful, TransactionalDB: struct{}{}}, "Book", "", "Transactional is not"},
 		{"TimeIsNotAStruct", Stamp, activity.Policy{Kind: activity.KindIdempotent, KeyArguments: []string{"wall"}}, "Stamp", "wall", "name them in Policy.Params"},
 	}
 	for _, tt := range tests {
@@ -302,4 +308,22 @@ func renamed(t *testing.T, d *activity.Declaration, name string) *activity.Decla
 	r, err := d.WithName(name)
 	require.NoError(t, err)
 	return r
+}
+
+func TestTransactionalShorthand(t *testing.T) {
+	t.Parallel()
+	d := activity.Transactional(Book, "flight")
+	assert.True(t, d.IsTransactional())
+	assert.Equal(t, activity.KindEffectful, d.Kind())
+	assert.Nil(t, d.TransactionalDB())
+	assert.True(t, d.Policy().Transactional)
+	assert.False(t, activity.Effectful(Book, "flight").IsTransactional())
+	db := &struct{ name string }{"pool"}
+	d, err := activity.Declare(Book, activity.Policy{Kind: activity.KindEffectful, Transactional: true, TransactionalDB: db})
+	require.NoError(t, err)
+	assert.Same(t, db, d.TransactionalDB())
+	_, err = d.WithProbe(func(context.Context, activity.ProbeRequest) (activity.ProbeAnswer, error) {
+		return activity.ProbeAnswer{}, nil
+	})
+	assert.ErrorIs(t, err, activity.ErrInvalidDeclaration, "WithProbe on a transactional declaration")
 }

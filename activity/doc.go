@@ -40,10 +40,41 @@
 // # Failures
 //
 // An EFFECTFUL activity that fails keeps its claim and stops the run with
-// the non-retryable [IndeterminateOutcomeErrorType] application error; the
+// the non-retryable [ErrorTypeIndeterminateOutcome] application error; the
 // workflow reads its details with [AsIndeterminate] and routes the decision
 // to a person. An activity that knows for certain its effect did not happen
 // says so with [NoEffect], and the key is freed instead.
+//
+// # Exactly once, in the store's database
+//
+// An EFFECTFUL activity whose effect lives in the same PostgreSQL database
+// as the idempotency records (an order row, a ledger entry, a seat, an
+// outbox message) can do better than at most once. Declared
+// [Transactional] (or with Policy.Transactional), its body runs in a
+// transaction of the store's pool, reached with pgstore.Tx(ctx), and the
+// dispatcher records the outcome in that transaction, fenced by the claim's
+// token, before it commits:
+//
+//	var Reserve = activity.Transactional(reserveSeat, "flight", "seat")
+//
+//	func reserveSeat(ctx context.Context, req SeatRequest) (string, error) {
+//		tx, err := pgstore.Tx(ctx)
+//		if err != nil {
+//			return "", err
+//		}
+//		_, err = tx.Exec(ctx, "UPDATE seats SET holder = $1 WHERE flight = $2 AND seat = $3", ...)
+//		...
+//	}
+//
+// The effect and the record commit together or not at all, so such an
+// activity is never indeterminate: a body that fails is rolled back and
+// retried by its retry policy, a killed worker's transaction rolls back and
+// the next attempt runs it again, and a commit whose answer was lost is
+// settled by the record. Writes through any other connection are outside
+// the promise. The body holds a connection for its whole run: keep it short,
+// and make no slow remote calls in it. Registration refuses the declaration
+// on a store that cannot run it (memory, Redis) and on a pgstore that does
+// not record through the pool Policy.TransactionalDB names.
 //
 // # A probe before a person
 //

@@ -8,11 +8,19 @@ import (
 	"go.temporal.io/sdk/temporal"
 )
 
-// IndeterminateOutcomeErrorType is the stable [temporal.ApplicationError]
+// ErrorTypeIndeterminateOutcome is the stable [temporal.ApplicationError]
 // type of the error an execution fails with when its effect is one nobody can
 // state. Workflows may match on it by string; [AsIndeterminate] does it for
-// them. It will not change without a major version.
-const IndeterminateOutcomeErrorType = "IndeterminateOutcomeError"
+// them. It will not change without a major version. The decision package
+// lists it with every other error type of the library.
+const ErrorTypeIndeterminateOutcome = "IndeterminateOutcomeError"
+
+// IndeterminateOutcomeErrorType is the former name of
+// [ErrorTypeIndeterminateOutcome].
+//
+// Deprecated: use [ErrorTypeIndeterminateOutcome]; this name goes in the
+// next release.
+const IndeterminateOutcomeErrorType = ErrorTypeIndeterminateOutcome
 
 // Reason says why an outcome is indeterminate.
 type Reason string

@@ -32,7 +32,7 @@ func TestNewIndeterminateError(t *testing.T) {
 
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
-	assert.Equal(t, activity.IndeterminateOutcomeErrorType, appErr.Type())
+	assert.Equal(t, activity.ErrorTypeIndeterminateOutcome, appErr.Type())
 	assert.True(t, appErr.NonRetryable(), "an indeterminate outcome is never retried")
 	assert.ErrorIs(t, err, cause, "the cause is kept")
 	assert.Contains(t, err.Error(), `"Book"`)
@@ -92,7 +92,7 @@ func TestAsIndeterminateForeignDetails(t *testing.T) {
 	t.Parallel()
 	// A sender that uses the type string but details of its own: the type
 	// is the promise, and the message is kept.
-	err := temporal.NewNonRetryableApplicationError("foreign", activity.IndeterminateOutcomeErrorType, nil, 42)
+	err := temporal.NewNonRetryableApplicationError("foreign", activity.ErrorTypeIndeterminateOutcome, nil, 42)
 	got, ok := activity.AsIndeterminate(err)
 	require.True(t, ok)
 	assert.Contains(t, got.Cause, "foreign")

@@ -7,7 +7,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 )
 
-// StoreUnavailableErrorType is the stable [temporal.ApplicationError] type
+// ErrorTypeStoreUnavailable is the stable [temporal.ApplicationError] type
 // of the error a declared execution fails with when the store did not answer
 // before its body: the claim could not be made, so this attempt ran nothing.
 // The error is retryable — running the call again is safe, because the claim
@@ -20,10 +20,10 @@ import (
 // It is never an indeterminate outcome: nothing is asked of a person. And a
 // store that is down never reads as permission: the body never runs
 // without a claim.
-const StoreUnavailableErrorType = "IdempotencyStoreUnavailable"
+const ErrorTypeStoreUnavailable = "IdempotencyStoreUnavailable"
 
 // NotRun describes an execution that ran nothing because the store could
-// not be asked, as the details of the [StoreUnavailableErrorType] error.
+// not be asked, as the details of the [ErrorTypeStoreUnavailable] error.
 type NotRun struct {
 	// Activity is the activity type name.
 	Activity string `json:"activity"`
@@ -69,7 +69,7 @@ func (n NotRun) summary() string {
 }
 
 // NewNotRunError returns the retryable application error of type
-// [StoreUnavailableErrorType] carrying n (BodyEntered and
+// [ErrorTypeStoreUnavailable] carrying n (BodyEntered and
 // EffectMayHaveLanded false, MayRetry true, whatever n says) and cause.
 func NewNotRunError(n NotRun, cause error) error {
 	n.BodyEntered, n.EffectMayHaveLanded, n.MayRetry = false, false, true
@@ -80,13 +80,13 @@ func NewNotRunError(n NotRun, cause error) error {
 		n.Cause = cause.Error()
 	}
 	if cause == nil {
-		return temporal.NewApplicationError(n.Message(), StoreUnavailableErrorType, n)
+		return temporal.NewApplicationError(n.Message(), ErrorTypeStoreUnavailable, n)
 	}
-	return temporal.NewApplicationErrorWithCause(n.summary(), StoreUnavailableErrorType, cause, n)
+	return temporal.NewApplicationErrorWithCause(n.summary(), ErrorTypeStoreUnavailable, cause, n)
 }
 
 // AsNotRun reports whether err, or an error it wraps, is the
-// [StoreUnavailableErrorType] error — on either side, as [AsIndeterminate]
+// [ErrorTypeStoreUnavailable] error — on either side, as [AsIndeterminate]
 // reads its own — and returns its details. Errors of that type written by
 // releases that sent no details read with the message as Cause and
 // MayRetry true. A timeout is never read as one, even when an earlier
@@ -102,7 +102,7 @@ func AsNotRun(err error) (NotRun, bool) {
 		if !errors.As(err, &appErr) {
 			return NotRun{}, false
 		}
-		if appErr.Type() == StoreUnavailableErrorType {
+		if appErr.Type() == ErrorTypeStoreUnavailable {
 			break
 		}
 		err = appErr.Unwrap()

@@ -21,7 +21,7 @@ func TestNewNotRunError(t *testing.T) {
 
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
-	assert.Equal(t, activity.StoreUnavailableErrorType, appErr.Type())
+	assert.Equal(t, activity.ErrorTypeStoreUnavailable, appErr.Type())
 	assert.False(t, appErr.NonRetryable(), "nothing ran: the retry policy applies")
 	assert.ErrorIs(t, err, cause)
 	assert.Contains(t, err.Error(), "ran nothing")
@@ -49,7 +49,7 @@ func TestNewNotRunError(t *testing.T) {
 
 	// An error of the type with no details (an IDEMPOTENT call of an
 	// earlier release) still reads, as retryable.
-	got, ok := activity.AsNotRun(temporal.NewApplicationError("store down", activity.StoreUnavailableErrorType))
+	got, ok := activity.AsNotRun(temporal.NewApplicationError("store down", activity.ErrorTypeStoreUnavailable))
 	require.True(t, ok)
 	assert.True(t, got.MayRetry)
 	assert.Contains(t, got.Cause, "store down")

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/pgstore"
@@ -210,13 +211,13 @@ func TestBadInputCatalogue(t *testing.T) {
 		}, options("StoreTimeout")},
 		// Decisions applied through the Resolve activity.
 		{"DecisionUnknownAction", func() error {
-			return interceptor.ResolveActivity(mem, nil)(ctx, interceptor.ResolveRequest{Tenant: "acme", Key: "k", Action: "book-it"})
+			return interceptor.ResolveActivity(mem, nil)(ctx, decision.ResolveRequest{Tenant: "acme", Key: "k", Action: "book-it"})
 		}, nonRetryable},
 		{"DecisionHostileTenant", func() error {
-			return interceptor.ResolveActivity(mem, nil)(ctx, interceptor.ResolveRequest{Tenant: "a\x00", Key: "k", Action: interceptor.ActionFree})
+			return interceptor.ResolveActivity(mem, nil)(ctx, decision.ResolveRequest{Tenant: "a\x00", Key: "k", Action: decision.ActionFree})
 		}, nonRetryable},
 		{"DecisionNoKey", func() error {
-			return interceptor.ResolveActivity(mem, nil)(ctx, interceptor.ResolveRequest{Tenant: "acme", Key: "", Action: interceptor.ActionFree})
+			return interceptor.ResolveActivity(mem, nil)(ctx, decision.ResolveRequest{Tenant: "acme", Key: "", Action: decision.ActionFree})
 		}, nonRetryable},
 	}
 	require.GreaterOrEqual(t, len(rows), 25, "the catalogue has at least 25 rows")

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/testenv"
 	"github.com/tesserix/idempotency/store"
@@ -359,15 +360,15 @@ func TestAwaitDecisionWithAStrictCodec(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		run := e.startWorkflow(ctx, OneBooking, "BA117", 10*time.Second, 100*time.Millisecond)
-		var pending []interceptor.PendingDecision
+		var pending []decision.PendingDecision
 		require.Eventually(t, func() bool {
-			v, err := e.client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.PendingQuery)
+			v, err := e.client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), decision.QueryName)
 			return err == nil && v.Get(&pending) == nil && len(pending) == 1
 		}, 30*time.Second, 50*time.Millisecond, "the workflow publishes what it waits for")
 		result, err := json.Marshal("seat 7 on BA117, confirmed by phone")
 		require.NoError(t, err)
-		require.NoError(t, e.client.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.DecisionSignal,
-			interceptor.Decision{Key: pending[0].Outcome.Key, Action: interceptor.ActionComplete, Result: result, By: "ops@acme"}))
+		require.NoError(t, e.client.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), decision.SignalName,
+			decision.Decision{Key: pending[0].Outcome.Key, Action: decision.ActionComplete, Result: result, By: "ops@acme"}))
 		var got string
 		require.NoError(t, run.Get(ctx, &got))
 		assert.Equal(t, "seat 7 on BA117, confirmed by phone", got)

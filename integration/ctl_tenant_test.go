@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tesserix/idempotency/activity"
-	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -38,9 +38,9 @@ func TestCtlTenantIsolation(t *testing.T) {
 		rec, err := st.Lookup(ctx, store.LookupParams{Tenant: "acme", Key: o.Key})
 		require.NoError(t, err, what)
 		assert.Equal(t, store.StateIndeterminate, rec.State, "%s: acme's record is untouched", what)
-		v, err := e.client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.PendingQuery)
+		v, err := e.client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), decision.QueryName)
 		require.NoError(t, err)
-		var pending []interceptor.PendingDecision
+		var pending []decision.PendingDecision
 		require.NoError(t, v.Get(&pending))
 		assert.Len(t, pending, 1, "%s: acme's workflow still waits", what)
 	}

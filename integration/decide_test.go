@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/testenv"
 	"github.com/tesserix/idempotency/store"
@@ -54,19 +55,19 @@ func startWaiting(t *testing.T, c client.Client, queue string, wf any, args ...a
 	defer cancel()
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: testenv.UniqueName("wf"), TaskQueue: queue}, wf, args...)
 	require.NoError(t, err)
-	var pending []interceptor.PendingDecision
+	var pending []decision.PendingDecision
 	require.Eventually(t, func() bool {
-		v, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.PendingQuery)
+		v, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), decision.QueryName)
 		return err == nil && v.Get(&pending) == nil && len(pending) == 1
 	}, 30*time.Second, 50*time.Millisecond, "the workflow publishes what it waits for")
 	return run, pending[0].Outcome
 }
 
 // decide sends d as the decision update and waits for its answer.
-func decide(ctx context.Context, c client.Client, run client.WorkflowRun, d any) (interceptor.DecisionResult, error) {
-	var res interceptor.DecisionResult
+func decide(ctx context.Context, c client.Client, run client.WorkflowRun, d any) (decision.Result, error) {
+	var res decision.Result
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateName: interceptor.DecisionUpdate,
+		WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateName: decision.UpdateName,
 		Args: []any{d}, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
@@ -106,14 +107,14 @@ func TestDecisionUpdateRejectsThenApplies(t *testing.T) {
 		d      any
 		reason string
 	}{
-		{"unknown key", interceptor.Decision{Key: "v1:nobody", Action: interceptor.ActionFree, By: "ops@acme"}, "no call is waiting"},
-		{"unknown action", interceptor.Decision{Key: o.Key, Action: "forget", By: "ops@acme"}, "unknown action"},
-		{"complete without a result", interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete, By: "ops@acme"}, "needs a result"},
-		{"result of the wrong type", interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete, Result: json.RawMessage(`{"seat":1}`), By: "ops@acme"}, "does not decode"},
-		{"another tenant", interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree, Tenant: "globex", By: "ops@acme"}, "tenant"},
+		{"unknown key", decision.Decision{Key: "v1:nobody", Action: decision.ActionFree, By: "ops@acme"}, "no call is waiting"},
+		{"unknown action", decision.Decision{Key: o.Key, Action: "forget", By: "ops@acme"}, "unknown action"},
+		{"complete without a result", decision.Decision{Key: o.Key, Action: decision.ActionComplete, By: "ops@acme"}, "needs a result"},
+		{"result of the wrong type", decision.Decision{Key: o.Key, Action: decision.ActionComplete, Result: json.RawMessage(`{"seat":1}`), By: "ops@acme"}, "does not decode"},
+		{"another tenant", decision.Decision{Key: o.Key, Action: decision.ActionFree, Tenant: "globex", By: "ops@acme"}, "tenant"},
 		{"a typo'd field", map[string]any{"key": o.Key, "acton": "free"}, "unknown field"},
 		{"a bare string", "free it", "not a decision"},
-		{"nobody decided", interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree}, "names no one"},
+		{"nobody decided", decision.Decision{Key: o.Key, Action: decision.ActionFree}, "names no one"},
 	} {
 		_, err := decide(ctx, e.client, run, tc.d)
 		require.Error(t, err, tc.name)
@@ -121,12 +122,12 @@ func TestDecisionUpdateRejectsThenApplies(t *testing.T) {
 	}
 	assert.Equal(t, before, historyEvents(ctx, t, e.client, run), "a rejected update writes nothing to the history")
 
-	res, err := decide(ctx, e.client, run, interceptor.Decision{
-		Key: o.Key, Action: interceptor.ActionComplete, Result: json.RawMessage(`"seat 9 on BA117, confirmed by phone"`),
+	res, err := decide(ctx, e.client, run, decision.Decision{
+		Key: o.Key, Action: decision.ActionComplete, Result: json.RawMessage(`"seat 9 on BA117, confirmed by phone"`),
 		By: "ops@acme", Reason: "the airline confirmed", Reference: "TICKET-7",
 	})
 	require.NoError(t, err)
-	assert.Equal(t, interceptor.DecisionResult{Key: o.Key, Action: interceptor.ActionComplete, Applied: interceptor.AppliedRecorded}, res)
+	assert.Equal(t, decision.Result{Key: o.Key, Action: decision.ActionComplete, Applied: decision.AppliedRecorded}, res)
 	var result string
 	require.NoError(t, run.Get(ctx, &result))
 	assert.Equal(t, "seat 9 on BA117, confirmed by phone", result)
@@ -136,7 +137,7 @@ func TestDecisionUpdateRejectsThenApplies(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, store.StateCompleted, rec.State)
 
-	_, err = decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree, By: "ops@acme"})
+	_, err = decide(ctx, e.client, run, decision.Decision{Key: o.Key, Action: decision.ActionFree, By: "ops@acme"})
 	require.Error(t, err, "a closed workflow takes no decision")
 }
 
@@ -150,11 +151,11 @@ func TestDecisionSignalRejectedThenApplied(t *testing.T) {
 	run, o := startWaiting(t, e.client, e.queue, OneBooking, "BA117", 10*time.Second, 100*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(t, e.client.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.DecisionSignal,
+	require.NoError(t, e.client.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), decision.SignalName,
 		map[string]any{"key": o.Key, "action": "complete"}))
-	var pending []interceptor.PendingDecision
+	var pending []decision.PendingDecision
 	require.Eventually(t, func() bool {
-		v, err := e.client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.PendingQuery)
+		v, err := e.client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), decision.QueryName)
 		return err == nil && v.Get(&pending) == nil && len(pending) == 2
 	}, 30*time.Second, 50*time.Millisecond)
 	require.NotNil(t, pending[1].Rejected)
@@ -163,8 +164,8 @@ func TestDecisionSignalRejectedThenApplied(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, store.StateIndeterminate, rec.State, "the rejected signal changed nothing")
 
-	require.NoError(t, e.client.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.DecisionSignal,
-		interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree, By: "ops@acme"}))
+	require.NoError(t, e.client.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), decision.SignalName,
+		decision.Decision{Key: o.Key, Action: decision.ActionFree, By: "ops@acme"}))
 	var result string
 	require.NoError(t, run.Get(ctx, &result))
 	assert.True(t, strings.HasPrefix(result, "seat 1 on BA117"), result)
@@ -212,9 +213,9 @@ func TestDecisionSplitWorkers(t *testing.T) {
 	run, o := startWaiting(t, c, queue, BookOn, "BA117", acts.queue)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := decide(ctx, c, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree, By: "ops@acme"})
+	res, err := decide(ctx, c, run, decision.Decision{Key: o.Key, Action: decision.ActionFree, By: "ops@acme"})
 	require.NoError(t, err)
-	assert.Equal(t, interceptor.AppliedFreed, res.Applied)
+	assert.Equal(t, decision.AppliedFreed, res.Applied)
 	var result string
 	require.NoError(t, run.Get(ctx, &result))
 	assert.True(t, strings.HasPrefix(result, "seat 1 on BA117"), result)
@@ -235,7 +236,7 @@ func TestDecisionLocalActivity(t *testing.T) {
 	run, o := startWaiting(t, e.client, e.queue, BookLocally, "BA117")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err = decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete, Result: json.RawMessage(`"seat 3 on BA117"`), By: "ops@acme"})
+	_, err = decide(ctx, e.client, run, decision.Decision{Key: o.Key, Action: decision.ActionComplete, Result: json.RawMessage(`"seat 3 on BA117"`), By: "ops@acme"})
 	require.NoError(t, err)
 	var result string
 	require.NoError(t, run.Get(ctx, &result))
@@ -255,10 +256,10 @@ func TestDecisionCompleteAfterTheRecordExpired(t *testing.T) {
 		defer cancel()
 		_, err := st.Forget(ctx, store.ForgetParams{Tenant: o.Tenant})
 		require.NoError(t, err)
-		res, err := decide(ctx, e.client, run, interceptor.Decision{
-			Key: o.Key, Action: interceptor.ActionComplete, Result: json.RawMessage(`"seat 4 on BA117, per the airline"`), By: "ops@acme"})
+		res, err := decide(ctx, e.client, run, decision.Decision{
+			Key: o.Key, Action: decision.ActionComplete, Result: json.RawMessage(`"seat 4 on BA117, per the airline"`), By: "ops@acme"})
 		require.NoError(t, err)
-		assert.Equal(t, interceptor.AppliedRecorded, res.Applied)
+		assert.Equal(t, decision.AppliedRecorded, res.Applied)
 		var result string
 		require.NoError(t, run.Get(ctx, &result))
 		assert.Equal(t, "seat 4 on BA117, per the airline", result)
@@ -280,9 +281,9 @@ func TestDecisionRetryAndFail(t *testing.T) {
 			outcome, err := interceptor.EncodeOutcome(nil, "seat 2 on BA117, settled by the operator")
 			require.NoError(t, err)
 			require.NoError(t, st.Resolve(ctx, store.ResolveParams{Tenant: o.Tenant, Key: o.Key, Decision: store.DecisionComplete, Outcome: outcome}))
-			res, err := decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: "Retry", By: "ops@acme"})
+			res, err := decide(ctx, e.client, run, decision.Decision{Key: o.Key, Action: "Retry", By: "ops@acme"})
 			require.NoError(t, err)
-			assert.Equal(t, interceptor.AppliedRetried, res.Applied)
+			assert.Equal(t, decision.AppliedRetried, res.Applied)
 			var result string
 			require.NoError(t, run.Get(ctx, &result))
 			assert.Equal(t, "seat 2 on BA117, settled by the operator", result)
@@ -293,9 +294,9 @@ func TestDecisionRetryAndFail(t *testing.T) {
 			run, o := startWaiting(t, e.client, e.queue, OneBooking, "BA118", 10*time.Second, 100*time.Millisecond)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			res, err := decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionFail, By: "ops@acme"})
+			res, err := decide(ctx, e.client, run, decision.Decision{Key: o.Key, Action: decision.ActionFail, By: "ops@acme"})
 			require.NoError(t, err)
-			assert.Equal(t, interceptor.AppliedFailed, res.Applied)
+			assert.Equal(t, decision.AppliedFailed, res.Applied)
 			requireIndeterminate(t, run.Get(ctx, nil), activity.ReasonBodyFailed)
 			rec, err := st.Lookup(ctx, store.LookupParams{Tenant: o.Tenant, Key: o.Key})
 			require.NoError(t, err)

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/testenv"
 	"github.com/tesserix/idempotency/store"
@@ -32,7 +33,7 @@ func resolvesScheduled(ctx context.Context, t *testing.T, c client.Client, run c
 	for it.HasNext() {
 		ev, err := it.Next()
 		require.NoError(t, err)
-		if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == interceptor.ResolveActivityName {
+		if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == decision.ResolveActivityName {
 			n++
 		}
 	}
@@ -87,17 +88,17 @@ func TestDecisionsInOneWorkflowTask(t *testing.T) {
 				o := pendingOf(ctx, t, c, run)
 				stop() // nobody polls: what is sent now arrives in one task
 
-				alice := interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete,
+				alice := decision.Decision{Key: o.Key, Action: decision.ActionComplete,
 					Result: json.RawMessage(`"seat 9 on BA117, says alice"`), By: "alice"}
-				require.NoError(t, c.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.DecisionSignal, alice))
-				bob := interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree, By: "bob"}
+				require.NoError(t, c.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), decision.SignalName, alice))
+				bob := decision.Decision{Key: o.Key, Action: decision.ActionFree, By: "bob"}
 				updateErr := make(chan error, 1)
 				if second == "signal" {
-					require.NoError(t, c.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.DecisionSignal, bob))
+					require.NoError(t, c.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), decision.SignalName, bob))
 				} else {
 					go func() {
 						h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-							WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateID: "bob", UpdateName: interceptor.DecisionUpdate,
+							WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateID: "bob", UpdateName: decision.UpdateName,
 							Args: []any{bob}, WaitForStage: client.WorkflowUpdateStageCompleted,
 						})
 						if err == nil {
@@ -112,11 +113,11 @@ func TestDecisionsInOneWorkflowTask(t *testing.T) {
 				var seat string
 				require.NoError(t, run.Get(ctx, &seat))
 				assert.Equal(t, 1, resolvesScheduled(ctx, t, c, run), "one decision applied, one Resolve")
-				var pending []interceptor.PendingDecision
-				v, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.PendingQuery)
+				var pending []decision.PendingDecision
+				v, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), decision.QueryName)
 				require.NoError(t, err)
 				require.NoError(t, v.Get(&pending))
-				var rejected []interceptor.RejectedDecision
+				var rejected []decision.RejectedDecision
 				for _, p := range pending {
 					if p.Rejected != nil {
 						rejected = append(rejected, *p.Rejected)

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/testenv"
 	"github.com/tesserix/idempotency/store"
@@ -24,23 +25,23 @@ func TestAwaitDecision(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name    string
-		decide  func(o activity.IndeterminateOutcome) interceptor.Decision
+		decide  func(o activity.IndeterminateOutcome) decision.Decision
 		calls   int
 		effects int
 		result  string
 	}{
 		{
 			name: "complete",
-			decide: func(o activity.IndeterminateOutcome) interceptor.Decision {
+			decide: func(o activity.IndeterminateOutcome) decision.Decision {
 				result, _ := json.Marshal("seat 1 on BA117, confirmed by phone")
-				return interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete, Result: result, By: "ops@acme"}
+				return decision.Decision{Key: o.Key, Action: decision.ActionComplete, Result: result, By: "ops@acme"}
 			},
 			calls: 1, effects: 0, result: "seat 1 on BA117, confirmed by phone",
 		},
 		{
 			name: "free",
-			decide: func(o activity.IndeterminateOutcome) interceptor.Decision {
-				return interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree, By: "ops@acme"}
+			decide: func(o activity.IndeterminateOutcome) decision.Decision {
+				return decision.Decision{Key: o.Key, Action: decision.ActionFree, By: "ops@acme"}
 			},
 			calls: 2, effects: 1, result: "seat 1 on BA117",
 		},
@@ -57,9 +58,9 @@ func TestAwaitDecision(t *testing.T) {
 				}, OneBooking, "BA117", 10*time.Second, 100*time.Millisecond)
 				require.NoError(t, err)
 
-				var pending []interceptor.PendingDecision
+				var pending []decision.PendingDecision
 				require.Eventually(t, func() bool {
-					v, err := e.client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.PendingQuery)
+					v, err := e.client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), decision.QueryName)
 					return err == nil && v.Get(&pending) == nil && len(pending) == 1
 				}, 30*time.Second, 50*time.Millisecond, "the workflow publishes what it waits for")
 				o := pending[0].Outcome
@@ -68,7 +69,7 @@ func TestAwaitDecision(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, store.StateIndeterminate, rec.State)
 
-				require.NoError(t, e.client.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.DecisionSignal, tc.decide(o)))
+				require.NoError(t, e.client.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), decision.SignalName, tc.decide(o)))
 				var result string
 				require.NoError(t, run.Get(ctx, &result))
 				assert.True(t, strings.HasPrefix(result, tc.result), result)

@@ -12,9 +12,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"go.temporal.io/server/temporaltest"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/testenv"
 	"github.com/tesserix/idempotency/pgstore"
@@ -138,8 +140,14 @@ var workerOptions = sdkworker.Options{WorkerStopTimeout: 30 * time.Second}
 
 func newEnv(t *testing.T, st store.Store, opts interceptor.Options) *env {
 	t.Helper()
+	return newEnvOn(t, server, st, opts)
+}
+
+// newEnvOn is newEnv on srv instead of the shared server.
+func newEnvOn(t *testing.T, srv *temporaltest.TestServer, st store.Store, opts interceptor.Options) *env {
+	t.Helper()
 	logger := zaptest.NewLogger(t)
-	c := server.NewClientWithOptions(worker.ClientOptions(client.Options{}, logger))
+	c := srv.NewClientWithOptions(worker.ClientOptions(client.Options{}, logger))
 	queue := testenv.UniqueName("tq")
 	events := &eventLog{}
 	opts.Store = st
@@ -202,7 +210,7 @@ func requireNoTenant(t *testing.T, err error) *temporal.ApplicationError {
 	require.Error(t, err)
 	var appErr *temporal.ApplicationError
 	require.Truef(t, errors.As(err, &appErr), "want an application error, got %v", err)
-	require.Equal(t, interceptor.ErrorTypeNoTenant, appErr.Type(), "%v", err)
+	require.Equal(t, decision.ErrorTypeNoTenant, appErr.Type(), "%v", err)
 	require.True(t, appErr.NonRetryable())
 	_, indeterminate := activity.AsIndeterminate(err)
 	require.False(t, indeterminate, "no tenant is a configuration error, not an outcome a person decides")

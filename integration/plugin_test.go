@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/testenv"
 	"github.com/tesserix/idempotency/store"
@@ -151,9 +152,9 @@ func TestPluginDecisionThroughResolve(t *testing.T) {
 		assert.Equal(t, "acme", o.Tenant)
 		result, err := json.Marshal("seat 4 on BA117, confirmed by phone")
 		require.NoError(t, err)
-		res, err := decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete, Result: result, By: "ops@acme"})
+		res, err := decide(ctx, e.client, run, decision.Decision{Key: o.Key, Action: decision.ActionComplete, Result: result, By: "ops@acme"})
 		require.NoError(t, err)
-		assert.Equal(t, interceptor.AppliedRecorded, res.Applied)
+		assert.Equal(t, decision.AppliedRecorded, res.Applied)
 		var got string
 		require.NoError(t, run.Get(ctx, &got))
 		assert.Equal(t, "seat 4 on BA117, confirmed by phone", got)
@@ -213,7 +214,7 @@ func TestPluginKeepsTheWorkersOwnRegistration(t *testing.T) {
 	queue := testenv.UniqueName("tq")
 	w := sdkworker.New(c, queue, workerOptions)
 	w.RegisterActivity(a.Book) // as "Book", the declaration's name
-	w.RegisterActivityWithOptions(interceptor.ResolveActivity(mem, nil), sdkactivity.RegisterOptions{Name: interceptor.ResolveActivityName})
+	w.RegisterActivityWithOptions(interceptor.ResolveActivity(mem, nil), sdkactivity.RegisterOptions{Name: decision.ResolveActivityName})
 	w.RegisterWorkflow(TwoBookings)
 	require.NoError(t, w.Start(), "no activity is registered twice")
 	t.Cleanup(w.Stop)

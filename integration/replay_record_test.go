@@ -10,15 +10,16 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 )
 
 // updateDecision returns a decide function that sends d (its key filled in)
 // as the decision update.
-func updateDecision(d interceptor.Decision) func(context.Context, *testing.T, client.Client, client.WorkflowRun, activity.IndeterminateOutcome) {
+func updateDecision(d decision.Decision) func(context.Context, *testing.T, client.Client, client.WorkflowRun, activity.IndeterminateOutcome) {
 	return func(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, o activity.IndeterminateOutcome) {
 		// A rejected update first: it must leave nothing to replay.
-		_, err := decide(ctx, c, run, interceptor.Decision{Key: o.Key, Action: "forget", By: "ops@acme"})
+		_, err := decide(ctx, c, run, decision.Decision{Key: o.Key, Action: "forget", By: "ops@acme"})
 		require.Error(t, err)
 		d.Key = o.Key
 		_, err = decide(ctx, c, run, d)
@@ -31,29 +32,29 @@ func updateDecision(d interceptor.Decision) func(context.Context, *testing.T, cl
 func TestRecordDecisionHistories(t *testing.T) {
 	on := interceptor.Options{AwaitDecision: true}
 	recordScenarios(t, []historyScenario{
-		{name: "on-update-complete", opts: on, failures: 1, decide: updateDecision(interceptor.Decision{
-			Action: interceptor.ActionComplete, Result: json.RawMessage(`"seat 9 on BA117"`), By: "ops", Reason: "confirmed"})},
-		{name: "on-update-free", opts: on, failures: 1, decide: updateDecision(interceptor.Decision{Action: interceptor.ActionFree, By: "ops@acme"})},
+		{name: "on-update-complete", opts: on, failures: 1, decide: updateDecision(decision.Decision{
+			Action: decision.ActionComplete, Result: json.RawMessage(`"seat 9 on BA117"`), By: "ops", Reason: "confirmed"})},
+		{name: "on-update-free", opts: on, failures: 1, decide: updateDecision(decision.Decision{Action: decision.ActionFree, By: "ops@acme"})},
 		{name: "on-update-retry-then-fail", opts: on, failures: 1,
 			decide: func(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, o activity.IndeterminateOutcome) {
 				// Nobody settled the record: the retry finds it
 				// indeterminate and waits again, and the person gives up.
-				updateDecision(interceptor.Decision{Action: interceptor.ActionRetry, By: "ops@acme"})(ctx, t, c, run, o)
+				updateDecision(decision.Decision{Action: decision.ActionRetry, By: "ops@acme"})(ctx, t, c, run, o)
 				require.Eventually(t, func() bool {
-					_, err := decide(ctx, c, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionFail, By: "ops@acme"})
+					_, err := decide(ctx, c, run, decision.Decision{Key: o.Key, Action: decision.ActionFail, By: "ops@acme"})
 					return err == nil
 				}, 30*time.Second, 50*time.Millisecond)
 			}},
-		{name: "on-update-fail", opts: on, failures: 1, decide: updateDecision(interceptor.Decision{Action: interceptor.ActionFail, By: "ops@acme"})},
+		{name: "on-update-fail", opts: on, failures: 1, decide: updateDecision(decision.Decision{Action: decision.ActionFail, By: "ops@acme"})},
 		{name: "on-signal-rejected-then-free", opts: on, failures: 1,
 			decide: func(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, o activity.IndeterminateOutcome) {
-				signalDecision(interceptor.ActionComplete, "")(ctx, t, c, run, o) // rejected: no result
-				signalDecision(interceptor.ActionFree, "")(ctx, t, c, run, o)
+				signalDecision(decision.ActionComplete, "")(ctx, t, c, run, o) // rejected: no result
+				signalDecision(decision.ActionFree, "")(ctx, t, c, run, o)
 			}},
 		{name: "on-timeout", opts: interceptor.Options{AwaitDecision: true, DecisionTimeout: time.Second}, failures: 1,
 			decide: func(context.Context, *testing.T, client.Client, client.WorkflowRun, activity.IndeterminateOutcome) {}},
 		{name: "on-local-update-complete", opts: on, failures: 1, workflow: BookLocally, args: []any{"BA117"},
-			decide: updateDecision(interceptor.Decision{Action: interceptor.ActionComplete, Result: json.RawMessage(`"seat 5 on BA117"`), By: "ops@acme"})},
+			decide: updateDecision(decision.Decision{Action: decision.ActionComplete, Result: json.RawMessage(`"seat 5 on BA117"`), By: "ops@acme"})},
 		{name: "on-cancelled", opts: on, failures: 1,
 			decide: func(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, _ activity.IndeterminateOutcome) {
 				require.NoError(t, c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()))

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/testenv"
 	"github.com/tesserix/idempotency/store"
@@ -80,7 +81,7 @@ func recordPrefix(t *testing.T) string {
 // with result, decided by ops.
 func completeBy(result string) func(context.Context, *testing.T, client.Client, client.WorkflowRun, activity.IndeterminateOutcome) {
 	return func(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, o activity.IndeterminateOutcome) {
-		_, err := decide(ctx, c, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete,
+		_, err := decide(ctx, c, run, decision.Decision{Key: o.Key, Action: decision.ActionComplete,
 			Result: json.RawMessage(result), By: "ops@acme", Reason: "the airline has it"})
 		require.NoError(t, err)
 	}
@@ -144,15 +145,15 @@ func recordDecisionsInOneTask(t *testing.T, name, second string) {
 	require.NoError(t, err)
 	o := pendingOf(ctx, t, c, run)
 	stop()
-	require.NoError(t, c.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.DecisionSignal, interceptor.Decision{
-		Key: o.Key, Action: interceptor.ActionComplete, Result: json.RawMessage(`"seat 9 on BA117, says alice"`), By: "alice"}))
-	bob := interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree, By: "bob"}
+	require.NoError(t, c.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), decision.SignalName, decision.Decision{
+		Key: o.Key, Action: decision.ActionComplete, Result: json.RawMessage(`"seat 9 on BA117, says alice"`), By: "alice"}))
+	bob := decision.Decision{Key: o.Key, Action: decision.ActionFree, By: "bob"}
 	if second == "signal" {
-		require.NoError(t, c.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.DecisionSignal, bob))
+		require.NoError(t, c.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), decision.SignalName, bob))
 	} else {
 		go func() {
 			if h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-				WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateID: "bob", UpdateName: interceptor.DecisionUpdate,
+				WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateID: "bob", UpdateName: decision.UpdateName,
 				Args: []any{bob}, WaitForStage: client.WorkflowUpdateStageCompleted,
 			}); err == nil {
 				_ = h.Get(ctx, nil)
@@ -195,13 +196,13 @@ func recordSplitExtraField(t *testing.T, name, by string) {
 		ReserveOn, "BA117", actsQueue)
 	require.NoError(t, err)
 	o := pendingOf(ctx, t, c, run)
-	d := interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete,
+	d := decision.Decision{Key: o.Key, Action: decision.ActionComplete,
 		Result: json.RawMessage(`{"number":"9","flight":"BA117","meal":"vegetarian"}`), By: "ops@acme"}
 	if by == "update" {
 		_, err = decide(ctx, c, run, d)
 		require.NoError(t, err, "a worker without declarations only checks the result is JSON")
 	} else {
-		require.NoError(t, c.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.DecisionSignal, d))
+		require.NoError(t, c.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), decision.SignalName, d))
 	}
 	var s Seat
 	require.NoError(t, run.Get(ctx, &s))

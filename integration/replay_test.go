@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/testenv"
 	"github.com/tesserix/idempotency/store"
@@ -210,9 +211,9 @@ func recordScenarios(t *testing.T, scenarios []historyScenario) {
 			}, wf, args...)
 			require.NoError(t, err)
 			if sc.decide != nil {
-				var pending []interceptor.PendingDecision
+				var pending []decision.PendingDecision
 				require.Eventually(t, func() bool {
-					v, err := e.client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.PendingQuery)
+					v, err := e.client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), decision.QueryName)
 					return err == nil && v.Get(&pending) == nil && len(pending) == 1
 				}, 30*time.Second, 50*time.Millisecond)
 				sc.decide(ctx, t, e.client, run, pending[0].Outcome)
@@ -239,13 +240,13 @@ func writeHistory(ctx context.Context, t *testing.T, c client.Client, run client
 }
 
 // signalDecision returns a decide function that signals action.
-func signalDecision(action interceptor.Action, result string) func(context.Context, *testing.T, client.Client, client.WorkflowRun, activity.IndeterminateOutcome) {
+func signalDecision(action decision.Action, result string) func(context.Context, *testing.T, client.Client, client.WorkflowRun, activity.IndeterminateOutcome) {
 	return func(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, o activity.IndeterminateOutcome) {
-		d := interceptor.Decision{Key: o.Key, Action: action, By: "ops@acme"}
+		d := decision.Decision{Key: o.Key, Action: action, By: "ops@acme"}
 		if result != "" {
 			d.Result = []byte(result)
 		}
-		require.NoError(t, c.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.DecisionSignal, d))
+		require.NoError(t, c.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), decision.SignalName, d))
 	}
 }
 
@@ -258,6 +259,6 @@ func TestRecordHistories(t *testing.T) {
 		{name: "off-indeterminate", failures: 1},
 		{name: "on-ok", opts: interceptor.Options{AwaitDecision: true}},
 		{name: "on-signal-free", opts: interceptor.Options{AwaitDecision: true}, failures: 1,
-			decide: signalDecision(interceptor.ActionFree, "")},
+			decide: signalDecision(decision.ActionFree, "")},
 	})
 }

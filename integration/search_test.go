@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/store"
 )
@@ -87,12 +88,12 @@ func TestDecisionListQueryFindsWaitingWorkflows(t *testing.T) {
 	for _, s := range md.GetDefinition().GetSignalDefinitions() {
 		described[s.GetName()] = s.GetDescription()
 	}
-	for _, name := range []string{interceptor.PendingQuery, interceptor.DecisionUpdate, interceptor.DecisionSignal} {
+	for _, name := range []string{decision.QueryName, decision.UpdateName, decision.SignalName} {
 		_, listed := described[name]
 		assert.True(t, listed, name)
 	}
 
-	_, err = decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree, By: "ops@acme"})
+	_, err = decide(ctx, e.client, run, decision.Decision{Key: o.Key, Action: decision.ActionFree, By: "ops@acme"})
 	require.NoError(t, err)
 	require.NoError(t, run.Get(ctx, nil))
 	require.Eventually(t, func() bool { return len(list(waiting)) == 0 }, 30*time.Second, 100*time.Millisecond,
@@ -119,7 +120,7 @@ func TestDecisionMissingSearchAttributeDegrades(t *testing.T) {
 	e.worker.RegisterWorkflow(OneBooking)
 	e.start()
 	run, o := startWaiting(t, e.client, e.queue, OneBooking, "BA117", 10*time.Second, 100*time.Millisecond)
-	_, err = decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree, By: "ops@acme"})
+	_, err = decide(ctx, e.client, run, decision.Decision{Key: o.Key, Action: decision.ActionFree, By: "ops@acme"})
 	require.NoError(t, err)
 	require.NoError(t, run.Get(ctx, nil))
 }
@@ -133,6 +134,6 @@ func TestRecordSearchAttributeHistory(t *testing.T) {
 	recordScenarios(t, []historyScenario{
 		{name: "on-search-attribute-free", failures: 1,
 			opts:   interceptor.Options{AwaitDecision: true, PendingSearchAttribute: interceptor.DefaultPendingSearchAttribute},
-			decide: updateDecision(interceptor.Decision{Action: interceptor.ActionFree, By: "ops@acme"})},
+			decide: updateDecision(decision.Decision{Action: decision.ActionFree, By: "ops@acme"})},
 	})
 }

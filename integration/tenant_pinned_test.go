@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/testenv"
 	"github.com/tesserix/idempotency/store"
@@ -42,9 +43,9 @@ func bookingWorker(t *testing.T, c client.Client, queue string, st store.Store, 
 // returns it.
 func pendingOf(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun) activity.IndeterminateOutcome {
 	t.Helper()
-	var pending []interceptor.PendingDecision
+	var pending []decision.PendingDecision
 	require.Eventually(t, func() bool {
-		v, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.PendingQuery)
+		v, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), decision.QueryName)
 		return err == nil && v.Get(&pending) == nil && len(pending) == 1 && pending[0].Rejected == nil
 	}, 30*time.Second, 50*time.Millisecond, "the workflow waits for a person")
 	return pending[0].Outcome
@@ -89,10 +90,10 @@ func TestTenantDefaultFixedAcrossRedeploy(t *testing.T) {
 		eu.DefaultTenant = "acme-eu"
 		bookingWorker(t, c, queue, st, a, eu, events)
 
-		res, err := decide(ctx, c, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete,
+		res, err := decide(ctx, c, run, decision.Decision{Key: o.Key, Action: decision.ActionComplete,
 			Result: json.RawMessage(`"seat 1 on BA117, confirmed by the airline"`), By: "ops@acme", Reason: "the airline has it"})
 		require.NoError(t, err)
-		assert.Equal(t, interceptor.AppliedRecorded, res.Applied)
+		assert.Equal(t, decision.AppliedRecorded, res.Applied)
 		var seat string
 		require.NoError(t, run.Get(ctx, &seat))
 		assert.Equal(t, "seat 1 on BA117, confirmed by the airline", seat)

@@ -3,6 +3,7 @@ package interceptor
 import (
 	"context"
 	"fmt"
+	"github.com/tesserix/idempotency/decision"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
@@ -83,5 +84,5 @@ func (x *execution) answer(recorded *commonpb.Payloads) (any, error) {
 func (x *execution) unreadable(err error) error {
 	return temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("idempotency: the recorded outcome of %q (key %s) cannot be decoded: %v", x.decl.Name(), x.key, err),
-		ErrorTypeOutcomeUnreadable, err)
+		decision.ErrorTypeOutcomeUnreadable, err)
 }

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 )
 
 // tagCodec marks every payload it encodes with its name.
@@ -103,11 +104,11 @@ func TestAnswerUndoesTheStoresCodec(t *testing.T) {
 
 	two := &commonpb.Payloads{Payloads: append(recorded.Payloads, recorded.Payloads...)}
 	_, err = x.answer(two)
-	assert.ErrorContains(t, err, ErrorTypeOutcomeUnreadable)
+	assert.ErrorContains(t, err, decision.ErrorTypeOutcomeUnreadable)
 
 	bad := &commonpb.Payloads{Payloads: []*commonpb.Payload{{
 		Metadata: map[string][]byte{converter.MetadataEncoding: []byte("binary/zlib")}, Data: []byte("not zlib"),
 	}}}
 	_, err = x.answer(bad)
-	assert.ErrorContains(t, err, ErrorTypeOutcomeUnreadable)
+	assert.ErrorContains(t, err, decision.ErrorTypeOutcomeUnreadable)
 }

@@ -21,46 +21,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
-)
-
-// The types of the retryable application errors an IDEMPOTENT activity
-// fails with when it cannot be deduplicated before its body runs. Its retry
-// policy applies to them as to any failure.
-const (
-	// ErrorTypeKeyNotDerivable: no key could be derived (a named key
-	// argument is absent, a value with no canonical form, no workflow run).
-	ErrorTypeKeyNotDerivable = "IdempotencyKeyNotDerivable"
-	// ErrorTypeStoreUnavailable: the store could not be reached before the
-	// body, so this attempt ran nothing; for both kinds it is retryable and
-	// carries [activity.NotRun] (read with activity.AsNotRun). It is
-	// [activity.StoreUnavailableErrorType].
-	ErrorTypeStoreUnavailable = activity.StoreUnavailableErrorType
-	// ErrorTypeOutcomeUnreadable: a recorded outcome could not be decoded
-	// (the data converter changed incompatibly). Non-retryable.
-	ErrorTypeOutcomeUnreadable = "IdempotencyOutcomeUnreadable"
-	// ErrorTypeInvalidTenant: the execution's tenant breaks a rule every
-	// store applies (empty, longer than store.MaxTenantLength bytes, not
-	// UTF-8, a NUL byte). Non-retryable, for both kinds: it would be refused
-	// forever. A configuration error, reported as [EventMisconfigured]: the
-	// body never ran, so no person need decide anything.
-	ErrorTypeInvalidTenant = "IdempotencyInvalidTenant"
-	// ErrorTypeNoTenant: no tenant could be resolved for the execution
-	// (Options.Tenant found none; with the default [TenantFromHeader], the
-	// workflow carries none: no [TenantHeader] header, no [TenantMemo]
-	// memo holding a string, no Options.DefaultTenant on its worker). The
-	// message names those three ways, and says when the workflow's memo was
-	// there but held no tenant. Non-retryable, for both kinds: the tenant
-	// travels in the activity's header, which every retry carries
-	// unchanged. A configuration error, reported as [EventMisconfigured]:
-	// the body never ran, so no person need decide anything, and a workflow
-	// that waits for decisions (Options.AwaitDecision) does not wait on it.
-	ErrorTypeNoTenant = "IdempotencyNoTenant"
-	// ErrorTypeSuperseded: the body of an IDEMPOTENT activity was stopped
-	// because its claim was taken over while it ran. Retryable: the retry
-	// waits for the caller that took the key over and gets its answer.
-	ErrorTypeSuperseded = "IdempotencySuperseded"
 )
 
 // ErrSuperseded is the cause of a body's context ending because its claim
@@ -203,11 +166,17 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 		case store.StatusAcquired:
 			x.token = res.Record.Token
 			if lost != nil {
-				if x.kind == activity.KindEffectful {
+				// A transactional holder that is gone left nothing behind:
+				// its transaction rolled back, or committed the record with
+				// it. Only the others may have left an unknown effect.
+				if x.kind == activity.KindEffectful && !x.decl.IsTransactional() {
 					return x.holderLost(ctx, lost)
 				}
 				x.observe(ctx, EventTakenOver, nil)
 				x.count(MetricTakeovers)
+			}
+			if x.decl.IsTransactional() {
+				return x.runTransactional(ctx, in)
 			}
 			return x.runBody(ctx, in)
 		case store.StatusCompleted:
@@ -428,7 +397,7 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 		}
 		return nil, temporal.NewApplicationErrorWithCause(
 			fmt.Sprintf("idempotency: activity %q stopped: %v", x.decl.Name(), ErrSuperseded),
-			ErrorTypeSuperseded, activity.UnwrapNoEffect(err))
+			decision.ErrorTypeSuperseded, activity.UnwrapNoEffect(err))
 	}
 	if panicked != nil {
 		perr := fmt.Errorf("activity panicked: %v", panicked)
@@ -765,7 +734,10 @@ func (x *execution) indeterminate(ctx context.Context, reason activity.Reason, e
 // its body runs: the body is never entered. IDEMPOTENT gets a retryable
 // error; EFFECTFUL the non-retryable indeterminate one.
 func (x *execution) notDeduplicable(ctx context.Context, reason activity.Reason, cause error) error {
-	if x.kind == activity.KindEffectful {
+	// A transactional activity's earlier attempts left either a completed
+	// record or nothing: an attempt that cannot claim is one that did not
+	// run, as for IDEMPOTENT.
+	if x.kind == activity.KindEffectful && !x.decl.IsTransactional() {
 		return x.indeterminate(ctx, reason, false, cause)
 	}
 	return temporal.NewApplicationErrorWithCause(
@@ -776,17 +748,17 @@ func (x *execution) notDeduplicable(ctx context.Context, reason activity.Reason,
 // error carries no key, and neither kind is retried: the tenant will be
 // refused the same way every time.
 func (x *execution) invalidTenant(ctx context.Context, cause error) error {
-	return x.misconfigured(ctx, ErrorTypeInvalidTenant, fmt.Errorf("the tenant cannot be stored: %w", cause))
+	return x.misconfigured(ctx, decision.ErrorTypeInvalidTenant, fmt.Errorf("the tenant cannot be stored: %w", cause))
 }
 
 // noTenant refuses an execution no tenant could be resolved for, saying how
 // to give its workflow one and, when its memo was there but held none, why.
 func (x *execution) noTenant(ctx context.Context) error {
 	if !x.root.tenantFromHeader {
-		return x.misconfigured(ctx, ErrorTypeNoTenant, fmt.Errorf("%w: Options.Tenant resolved none", errNoTenant))
+		return x.misconfigured(ctx, decision.ErrorTypeNoTenant, fmt.Errorf("%w: Options.Tenant resolved none", errNoTenant))
 	}
 	if standalone(x.info) {
-		return x.misconfigured(ctx, ErrorTypeNoTenant, fmt.Errorf("%w: the standalone activity carries no tenant; give it one: "+
+		return x.misconfigured(ctx, decision.ErrorTypeNoTenant, fmt.Errorf("%w: the standalone activity carries no tenant; give it one: "+
 			"start it with interceptor.WithTenant(ctx, tenant) on a client whose ContextPropagators hold interceptor.TenantPropagator() "+
 			"(the %s header), or set Options.DefaultTenant on its worker", errNoTenant, TenantHeader))
 	}
@@ -794,7 +766,7 @@ func (x *execution) noTenant(ctx context.Context) error {
 	if p := tenantProblem(ctx); p != "" {
 		why += " (" + p + ")"
 	}
-	return x.misconfigured(ctx, ErrorTypeNoTenant, fmt.Errorf("%w: %s; give the workflow one: "+
+	return x.misconfigured(ctx, decision.ErrorTypeNoTenant, fmt.Errorf("%w: %s; give the workflow one: "+
 		"start it with interceptor.WithTenant(ctx, tenant) on a client whose ContextPropagators hold interceptor.TenantPropagator() "+
 		"(the %s header), or with the memo %s holding the tenant as a string "+
 		"(temporal workflow start --memo '%s=\"acme\"'), or set Options.DefaultTenant on its worker",

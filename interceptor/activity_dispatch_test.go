@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/store"
 )
@@ -134,7 +135,7 @@ func TestOutcomeUnreadable(t *testing.T) {
 	require.NoError(t, h.mem.Complete(ctx, store.CompleteParams{Tenant: "acme", Key: key, Token: res.Record.Token, Outcome: []byte{0xff, 0xff, 0xff}}))
 
 	_, err = book(env, h.acts.Book, req)
-	appErr := requireApplicationError(t, err, interceptor.ErrorTypeOutcomeUnreadable)
+	appErr := requireApplicationError(t, err, decision.ErrorTypeOutcomeUnreadable)
 	assert.True(t, appErr.NonRetryable())
 	assert.Zero(t, h.acts.ledger.total(), "the body is not entered")
 }
@@ -279,7 +280,7 @@ func TestKeyNotDerivable(t *testing.T) {
 				env := h.activityEnv(t, tt.tenant)
 				env.SetExecuteActivitiesInWorkflow(!tt.standalone)
 				_, err := book(env, h.acts.Reserve, tt.req)
-				appErr := requireApplicationError(t, err, interceptor.ErrorTypeKeyNotDerivable)
+				appErr := requireApplicationError(t, err, decision.ErrorTypeKeyNotDerivable)
 				assert.False(t, appErr.NonRetryable(), "IDEMPOTENT: retryable")
 				assert.Zero(t, h.acts.ledger.total(), "the body is never entered")
 				assert.Zero(t, h.mem.Len())
@@ -309,7 +310,7 @@ func TestStoreUnavailableAtClaim(t *testing.T) {
 		h.faults.setDown("Claim", true)
 		env := h.activityEnv(t, "acme")
 		_, err := book(env, h.acts.Reserve, BookRequest{Flight: "BA117"})
-		appErr := requireApplicationError(t, err, interceptor.ErrorTypeStoreUnavailable)
+		appErr := requireApplicationError(t, err, decision.ErrorTypeStoreUnavailable)
 		assert.False(t, appErr.NonRetryable(), "IDEMPOTENT: retryable")
 		assert.Zero(t, h.acts.ledger.total(), "a store that is down is not permission")
 		assert.Positive(t, h.rec.count(interceptor.EventStoreError))
@@ -466,7 +467,7 @@ func TestInvalidTenantRefusedBeforeTheStore(t *testing.T) {
 				h.faults.setDown("Claim", true) // any store call would show up as a store error
 				env := h.activityEnv(t, "")
 				_, err := book(env, h.acts.Reserve, BookRequest{Flight: "BA117"})
-				appErr := requireApplicationError(t, err, interceptor.ErrorTypeInvalidTenant)
+				appErr := requireApplicationError(t, err, decision.ErrorTypeInvalidTenant)
 				assert.True(t, appErr.NonRetryable(), "a tenant that is refused now is refused forever")
 				assert.Contains(t, err.Error(), tt.rule, "the message names the tenant rule")
 				assert.Zero(t, h.acts.ledger.total(), "the body is never entered")
@@ -478,7 +479,7 @@ func TestInvalidTenantRefusedBeforeTheStore(t *testing.T) {
 				h.faults.setDown("Claim", true)
 				env := h.activityEnv(t, "")
 				_, err := book(env, h.acts.Book, BookRequest{Flight: "BA117"})
-				appErr := requireApplicationError(t, err, interceptor.ErrorTypeInvalidTenant)
+				appErr := requireApplicationError(t, err, decision.ErrorTypeInvalidTenant)
 				assert.True(t, appErr.NonRetryable(), "a tenant that is refused now is refused forever")
 				_, ok := activity.AsIndeterminate(err)
 				assert.False(t, ok, "a configuration error, not an effect nobody can state: nobody is asked")
@@ -509,7 +510,7 @@ func TestNoTenant(t *testing.T) {
 			h.faults.setDown("Claim", true) // any store call would show up as a store error
 			env := h.activityEnv(t, "")
 			_, err := book(env, kc.fn(h), BookRequest{Flight: "BA117"})
-			appErr := requireApplicationError(t, err, interceptor.ErrorTypeNoTenant)
+			appErr := requireApplicationError(t, err, decision.ErrorTypeNoTenant)
 			assert.Contains(t, err.Error(), "the workflow carries no tenant")
 			assert.True(t, appErr.NonRetryable(), "no retry can find a tenant")
 			_, ok := activity.AsIndeterminate(err)

@@ -73,8 +73,8 @@ const (
 	EventProbeLate
 	// EventMisconfigured: the execution was refused before any store call
 	// because the configuration gives it no tenant a key can be scoped by:
-	// none could be resolved ([ErrorTypeNoTenant]), or one no store accepts
-	// ([ErrorTypeInvalidTenant]). Event.Err says which, and how to give
+	// none could be resolved ([decision.ErrorTypeNoTenant]), or one no store accepts
+	// ([decision.ErrorTypeInvalidTenant]). Event.Err says which, and how to give
 	// one. The body did not run and nothing was recorded: it is no
 	// indeterminate outcome, and nobody is asked to decide.
 	EventMisconfigured

@@ -11,16 +11,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/keyspace"
 )
-
-// ErrorTypeNotLanded is the type of the retryable application error an
-// EFFECTFUL activity fails with when its outcome would have been
-// indeterminate and its declaration's probe answered that the effect did
-// not land: the key is freed, and the activity's retry policy runs it
-// again. A body that failed with a non-retryable error of its own returns
-// that error instead, and is not retried.
-const ErrorTypeNotLanded = "IdempotencyEffectNotLanded"
 
 // errProbeLate is the cause of a probe that did not answer before the
 // activity's deadline (or its cancellation).
@@ -210,7 +203,7 @@ func notLanded(name string, reason activity.Reason, cause error) error {
 	}
 	return temporal.NewApplicationErrorWithCause(
 		fmt.Sprintf("idempotency: activity %q: %s, and its probe says the effect did not land; the key is free", name, reason),
-		ErrorTypeNotLanded, cause)
+		decision.ErrorTypeNotLanded, cause)
 }
 
 // probed reports what a probe settled.

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
@@ -152,7 +153,7 @@ func TestProbeNotLanded(t *testing.T) {
 	req := BookRequest{Flight: "BA117", RequestID: "a"}
 
 	_, err := book(env, h.charger.Charge, req)
-	appErr := requireApplicationError(t, err, interceptor.ErrorTypeNotLanded)
+	appErr := requireApplicationError(t, err, decision.ErrorTypeNotLanded)
 	assert.False(t, appErr.NonRetryable(), "the retry policy runs it again")
 	assert.Contains(t, err.Error(), "gateway timeout before the charge")
 	_, ok := activity.AsIndeterminate(err)
@@ -267,7 +268,7 @@ func TestProbeHolderLost(t *testing.T) {
 				assert.Equal(t, store.StateCompleted, rec.State)
 				return
 			}
-			requireApplicationError(t, o.err, interceptor.ErrorTypeNotLanded)
+			requireApplicationError(t, o.err, decision.ErrorTypeNotLanded)
 			assert.Zero(t, h.mem.Len(), "the key is free")
 			got, err := book(env, h.charger.Charge, req)
 			require.NoError(t, err)
@@ -394,7 +395,7 @@ func TestProbeMetrics(t *testing.T) {
 	_, err := book(env, h.charger.Charge, BookRequest{Flight: "F1"}) // landed
 	require.NoError(t, err)
 	_, err = book(env, h.charger.Charge, BookRequest{Flight: "F2"}) // not landed
-	requireApplicationError(t, err, interceptor.ErrorTypeNotLanded)
+	requireApplicationError(t, err, decision.ErrorTypeNotLanded)
 	d.answer = func(context.Context, activity.ProbeRequest) (activity.ProbeAnswer, error) {
 		return activity.AnswerCannotTell(), nil
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/store"
 )
@@ -34,10 +35,10 @@ func TestResolveFencedByToken(t *testing.T) {
 	ctx := context.Background()
 	resolve := interceptor.ResolveActivity(h.mem, nil)
 	old := indeterminateRecord(t, h.mem, "k")
-	require.NoError(t, resolve(ctx, interceptor.ResolveRequest{Tenant: "acme", Key: "k", Action: interceptor.ActionFree, Token: old}))
+	require.NoError(t, resolve(ctx, decision.ResolveRequest{Tenant: "acme", Key: "k", Action: decision.ActionFree, Token: old}))
 	newer := indeterminateRecord(t, h.mem, "k")
 
-	require.NoError(t, resolve(ctx, interceptor.ResolveRequest{Tenant: "acme", Key: "k", Action: interceptor.ActionFree, Token: old}),
+	require.NoError(t, resolve(ctx, decision.ResolveRequest{Tenant: "acme", Key: "k", Action: decision.ActionFree, Token: old}),
 		"a stale decision is no error: the call runs again and finds the newer record")
 	rec, err := h.mem.Lookup(ctx, store.LookupParams{Tenant: "acme", Key: "k"})
 	require.NoError(t, err)
@@ -53,8 +54,8 @@ func TestResolveKeepsTheTrail(t *testing.T) {
 	token := indeterminateRecord(t, h.mem, "k")
 	result, err := json.Marshal("CONF-BA117-Ada")
 	require.NoError(t, err)
-	require.NoError(t, interceptor.ResolveActivity(h.mem, nil)(ctx, interceptor.ResolveRequest{
-		Tenant: "acme", Key: "k", Action: interceptor.ActionComplete, Result: result, Token: token,
+	require.NoError(t, interceptor.ResolveActivity(h.mem, nil)(ctx, decision.ResolveRequest{
+		Tenant: "acme", Key: "k", Action: decision.ActionComplete, Result: result, Token: token,
 		By: "ops@acme", Reason: "airline confirmed", Reference: "PNR 5XK2",
 	}))
 	rec, err := h.mem.Lookup(ctx, store.LookupParams{Tenant: "acme", Key: "k"})

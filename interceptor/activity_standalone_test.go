@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/store"
 )
@@ -122,7 +123,7 @@ func TestStandaloneActivityTenant(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		_, err := book(h.standaloneEnv(t, ""), h.acts.Book, BookRequest{Flight: "BA117"})
-		appErr := requireApplicationError(t, err, interceptor.ErrorTypeNoTenant)
+		appErr := requireApplicationError(t, err, decision.ErrorTypeNoTenant)
 		assert.True(t, appErr.NonRetryable())
 		assert.Contains(t, err.Error(), "the standalone activity carries no tenant")
 		assert.Contains(t, err.Error(), "interceptor.WithTenant")
@@ -135,7 +136,7 @@ func TestStandaloneActivityTenant(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, func(o *interceptor.Options) { o.DefaultTenant = "solo" })
 		_, err := book(h.activityEnv(t, ""), h.acts.Book, BookRequest{Flight: "BA117"})
-		requireApplicationError(t, err, interceptor.ErrorTypeNoTenant)
+		requireApplicationError(t, err, decision.ErrorTypeNoTenant)
 		assert.Zero(t, h.acts.ledger.total())
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/store"
 )
@@ -41,7 +42,7 @@ func TestStoreDownPastClaimRetry(t *testing.T) {
 	h.faults.setDown("Claim", true)
 	env := h.activityEnv(t, "acme")
 	_, err := book(env, h.acts.Reserve, BookRequest{Flight: "BA117"})
-	requireApplicationError(t, err, interceptor.ErrorTypeStoreUnavailable)
+	requireApplicationError(t, err, decision.ErrorTypeStoreUnavailable)
 	assert.Zero(t, h.acts.ledger.total(), "a store that is down is not permission")
 	assert.Greater(t, h.rec.count(interceptor.EventStoreError), 1, "the claim was retried")
 }

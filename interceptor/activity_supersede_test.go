@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/store"
 )
@@ -73,7 +74,7 @@ func testSupersededBodyCancelled(t *testing.T, k kindCase) {
 		// An EFFECTFUL body stopped half-way may have had its effect.
 		requireIndeterminate(t, o.err, activity.ReasonHolderLost, true)
 	} else {
-		appErr := requireApplicationError(t, o.err, interceptor.ErrorTypeSuperseded)
+		appErr := requireApplicationError(t, o.err, decision.ErrorTypeSuperseded)
 		assert.False(t, appErr.NonRetryable(), "a retry waits for the new holder")
 	}
 	assert.Equal(t, 1, h.acts.ledger.count(k.act), "the body ran once")

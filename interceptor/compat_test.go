@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/compat"
 )
@@ -69,10 +70,10 @@ type compatConfirmation struct {
 
 // compatTypes are the Go types the sets name, by the names they use.
 var compatTypes = map[string]func() any{
-	"interceptor.Decision":          func() any { return new(interceptor.Decision) },
-	"interceptor.DecisionResult":    func() any { return new(interceptor.DecisionResult) },
-	"[]interceptor.PendingDecision": func() any { return new([]interceptor.PendingDecision) },
-	"interceptor.ResolveRequest":    func() any { return new(interceptor.ResolveRequest) },
+	"interceptor.Decision":          func() any { return new(decision.Decision) },
+	"interceptor.DecisionResult":    func() any { return new(decision.Result) },
+	"[]interceptor.PendingDecision": func() any { return new([]decision.PendingDecision) },
+	"interceptor.ResolveRequest":    func() any { return new(decision.ResolveRequest) },
 	"activity.IndeterminateOutcome": func() any { return new(activity.IndeterminateOutcome) },
 	"activity.ArgumentsMismatch":    func() any { return new(activity.ArgumentsMismatch) },
 	"string":                        func() any { return new(string) },
@@ -94,7 +95,7 @@ func newOf(t testing.TB, typ string) any {
 
 // compatNames are the names and strings other processes match on.
 var compatNames = map[string]string{
-	"activity.IndeterminateOutcomeErrorType":    activity.IndeterminateOutcomeErrorType,
+	"activity.IndeterminateOutcomeErrorType":    activity.ErrorTypeIndeterminateOutcome,
 	"activity.ArgumentsMismatchErrorType":       activity.ArgumentsMismatchErrorType,
 	"activity.FoundCompleted":                   activity.FoundCompleted,
 	"activity.FoundWaited":                      activity.FoundWaited,
@@ -105,25 +106,25 @@ var compatNames = map[string]string{
 	"activity.ReasonStoreUnavailable":           string(activity.ReasonStoreUnavailable),
 	"activity.ReasonHolderLost":                 string(activity.ReasonHolderLost),
 	"activity.ReasonRecorded":                   string(activity.ReasonRecorded),
-	"interceptor.PendingQuery":                  interceptor.PendingQuery,
-	"interceptor.DecisionUpdate":                interceptor.DecisionUpdate,
-	"interceptor.DecisionSignal":                interceptor.DecisionSignal,
-	"interceptor.ResolveActivityName":           interceptor.ResolveActivityName,
-	"interceptor.DecisionRejectedErrorType":     interceptor.DecisionRejectedErrorType,
-	"interceptor.ErrorTypeKeyNotDerivable":      interceptor.ErrorTypeKeyNotDerivable,
-	"interceptor.ErrorTypeStoreUnavailable":     interceptor.ErrorTypeStoreUnavailable,
-	"interceptor.ErrorTypeOutcomeUnreadable":    interceptor.ErrorTypeOutcomeUnreadable,
-	"interceptor.ErrorTypeInvalidTenant":        interceptor.ErrorTypeInvalidTenant,
-	"interceptor.ErrorTypeSuperseded":           interceptor.ErrorTypeSuperseded,
-	"interceptor.ErrorTypeNotLanded":            interceptor.ErrorTypeNotLanded,
-	"interceptor.ActionComplete":                string(interceptor.ActionComplete),
-	"interceptor.ActionFree":                    string(interceptor.ActionFree),
-	"interceptor.ActionRetry":                   string(interceptor.ActionRetry),
-	"interceptor.ActionFail":                    string(interceptor.ActionFail),
-	"interceptor.AppliedRecorded":               interceptor.AppliedRecorded,
-	"interceptor.AppliedFreed":                  interceptor.AppliedFreed,
-	"interceptor.AppliedRetried":                interceptor.AppliedRetried,
-	"interceptor.AppliedFailed":                 interceptor.AppliedFailed,
+	"interceptor.PendingQuery":                  decision.QueryName,
+	"interceptor.DecisionUpdate":                decision.UpdateName,
+	"interceptor.DecisionSignal":                decision.SignalName,
+	"interceptor.ResolveActivityName":           decision.ResolveActivityName,
+	"interceptor.DecisionRejectedErrorType":     decision.ErrorTypeRejected,
+	"interceptor.ErrorTypeKeyNotDerivable":      decision.ErrorTypeKeyNotDerivable,
+	"interceptor.ErrorTypeStoreUnavailable":     decision.ErrorTypeStoreUnavailable,
+	"interceptor.ErrorTypeOutcomeUnreadable":    decision.ErrorTypeOutcomeUnreadable,
+	"interceptor.ErrorTypeInvalidTenant":        decision.ErrorTypeInvalidTenant,
+	"interceptor.ErrorTypeSuperseded":           decision.ErrorTypeSuperseded,
+	"interceptor.ErrorTypeNotLanded":            decision.ErrorTypeNotLanded,
+	"interceptor.ActionComplete":                string(decision.ActionComplete),
+	"interceptor.ActionFree":                    string(decision.ActionFree),
+	"interceptor.ActionRetry":                   string(decision.ActionRetry),
+	"interceptor.ActionFail":                    string(decision.ActionFail),
+	"interceptor.AppliedRecorded":               decision.AppliedRecorded,
+	"interceptor.AppliedFreed":                  decision.AppliedFreed,
+	"interceptor.AppliedRetried":                decision.AppliedRetried,
+	"interceptor.AppliedFailed":                 decision.AppliedFailed,
 	"interceptor.TenantHeader":                  interceptor.TenantHeader,
 	"interceptor.TenantMemo":                    interceptor.TenantMemo,
 	"interceptor.RouterChangeID":                interceptor.RouterChangeID,
@@ -158,8 +159,8 @@ var (
 		Activity: "Book", Reason: activity.ReasonKeyNotDerivable,
 		WorkflowID: "booking/BA118", RunID: "0193a1b2-c3d4-7e5f-8a9b-000000000012", ActivityID: "1",
 	}
-	compatDecision = interceptor.Decision{
-		Key: compatKey, Action: interceptor.ActionComplete,
+	compatDecision = decision.Decision{
+		Key: compatKey, Action: decision.ActionComplete,
 		Result: json.RawMessage(`{"seat":"12A","confirmation":"CONF-BA117-Ada"}`),
 		Tenant: "acme", By: "ops@acme", Reason: "the airline confirmed by phone", Reference: "TICKET-7",
 	}
@@ -173,30 +174,30 @@ type compatPayloadCase struct {
 func compatPayloadCases() []compatPayloadCase {
 	return []compatPayloadCase{
 		{"decision-complete", "interceptor.Decision", compatDecision},
-		{"decision-free", "interceptor.Decision", interceptor.Decision{Key: compatKey, Action: interceptor.ActionFree, By: "ops@acme"}},
-		{"decision-retry", "interceptor.Decision", interceptor.Decision{Key: compatRecorded.Key, Action: interceptor.ActionRetry,
+		{"decision-free", "interceptor.Decision", decision.Decision{Key: compatKey, Action: decision.ActionFree, By: "ops@acme"}},
+		{"decision-retry", "interceptor.Decision", decision.Decision{Key: compatRecorded.Key, Action: decision.ActionRetry,
 			Tenant: "zürich-ä", By: "ops@zürich", Reason: "settled with idempotencyctl resolve"}},
-		{"decision-fail", "interceptor.Decision", interceptor.Decision{Key: compatKey, Action: interceptor.ActionFail,
+		{"decision-fail", "interceptor.Decision", decision.Decision{Key: compatKey, Action: decision.ActionFail,
 			By: "ops@acme", Reason: "give up", Reference: "TICKET-8"}},
-		{"decision-null-result", "interceptor.Decision", interceptor.Decision{Key: compatKey, Action: interceptor.ActionComplete,
+		{"decision-null-result", "interceptor.Decision", decision.Decision{Key: compatKey, Action: decision.ActionComplete,
 			Result: json.RawMessage(`null`), By: "ops@acme"}},
-		{"decision-result-recorded", "interceptor.DecisionResult", interceptor.DecisionResult{Key: compatKey,
-			Action: interceptor.ActionComplete, Applied: interceptor.AppliedRecorded}},
-		{"decision-result-freed", "interceptor.DecisionResult", interceptor.DecisionResult{Key: compatKey,
-			Action: interceptor.ActionFree, Applied: interceptor.AppliedFreed}},
-		{"pending-query", "[]interceptor.PendingDecision", []interceptor.PendingDecision{
+		{"decision-result-recorded", "interceptor.DecisionResult", decision.Result{Key: compatKey,
+			Action: decision.ActionComplete, Applied: decision.AppliedRecorded}},
+		{"decision-result-freed", "interceptor.DecisionResult", decision.Result{Key: compatKey,
+			Action: decision.ActionFree, Applied: decision.AppliedFreed}},
+		{"pending-query", "[]interceptor.PendingDecision", []decision.PendingDecision{
 			{Outcome: compatBody, Since: compatSince},
 			{Outcome: compatRecorded, Since: compatSince.Add(time.Minute)},
-			{Outcome: compatBody, Since: compatSince.Add(2 * time.Minute), Rejected: &interceptor.RejectedDecision{
-				Decision: interceptor.Decision{Key: compatKey, Action: interceptor.ActionComplete, Result: json.RawMessage(`{"seat":1}`), By: "ops@acme"},
+			{Outcome: compatBody, Since: compatSince.Add(2 * time.Minute), Rejected: &decision.RejectedDecision{
+				Decision: decision.Decision{Key: compatKey, Action: decision.ActionComplete, Result: json.RawMessage(`{"seat":1}`), By: "ops@acme"},
 				Reason:   "the result does not decode into string", At: compatSince.Add(2 * time.Minute)}},
 		}},
-		{"pending-query-empty", "[]interceptor.PendingDecision", []interceptor.PendingDecision{}},
-		{"resolve-request-complete", "interceptor.ResolveRequest", interceptor.ResolveRequest{Tenant: "acme", Key: compatKey,
-			Action: interceptor.ActionComplete, Result: compatDecision.Result, By: "ops@acme", Reason: "the airline confirmed by phone",
+		{"pending-query-empty", "[]interceptor.PendingDecision", []decision.PendingDecision{}},
+		{"resolve-request-complete", "interceptor.ResolveRequest", decision.ResolveRequest{Tenant: "acme", Key: compatKey,
+			Action: decision.ActionComplete, Result: compatDecision.Result, By: "ops@acme", Reason: "the airline confirmed by phone",
 			Reference: "TICKET-7", Token: compatBody.Token}},
-		{"resolve-request-free", "interceptor.ResolveRequest", interceptor.ResolveRequest{Tenant: "zürich-ä", Key: compatRecorded.Key,
-			Action: interceptor.ActionFree, By: "ops@zürich", Token: compatRecorded.Token}},
+		{"resolve-request-free", "interceptor.ResolveRequest", decision.ResolveRequest{Tenant: "zürich-ä", Key: compatRecorded.Key,
+			Action: decision.ActionFree, By: "ops@zürich", Token: compatRecorded.Token}},
 		{"indeterminate-outcome", "activity.IndeterminateOutcome", compatBody},
 		// Since r2: the digest of the checked arguments and the declared
 		// retention travel with the outcome to the decision; a mismatch
@@ -453,7 +454,7 @@ func TestCompatRead(t *testing.T) {
 				err := temporal.GetDefaultFailureConverter().FailureToError(&f)
 				var appErr *temporal.ApplicationError
 				require.ErrorAs(t, err, &appErr, c.Name)
-				assert.Equal(t, activity.IndeterminateOutcomeErrorType, appErr.Type(), c.Name)
+				assert.Equal(t, activity.ErrorTypeIndeterminateOutcome, appErr.Type(), c.Name)
 				assert.True(t, appErr.NonRetryable(), "%s is not retried", c.Name)
 				o, ok := activity.AsIndeterminate(err)
 				require.True(t, ok, "%s reads as the indeterminate error", c.Name)

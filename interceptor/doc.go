@@ -51,7 +51,7 @@
 //     probe's result (a value of the activity's return type) is recorded
 //     and returned as a duplicate's answer ([EventProbeLanded], then
 //     [EventCompleted]). Did not land: the key is freed and the call fails
-//     with the retryable [ErrorTypeNotLanded] error, so the retry policy
+//     with the retryable [decision.ErrorTypeNotLanded] error, so the retry policy
 //     runs the activity again ([EventProbeNotLanded], then
 //     [EventReleased]). Cannot tell, an error, a panic, a result of the
 //     wrong type: indeterminate as without a probe ([EventProbeUnsettled],
@@ -131,10 +131,10 @@
 //
 // What each part does:
 //
-//   - [PendingQuery] answers from the workflow's start with the keys it waits
-//     on ([PendingDecision]: activity, tenant, key, reason, whether the effect
+//   - [decision.QueryName] answers from the workflow's start with the keys it waits
+//     on ([decision.PendingDecision]: activity, tenant, key, reason, whether the effect
 //     may have landed), then the decision signals it rejected lately.
-//   - [DecisionUpdate] takes a [Decision]: complete (with the activity's
+//   - [decision.UpdateName] takes a [decision.Decision]: complete (with the activity's
 //     result as JSON), free, retry or fail, and who decided (By, required).
 //     Its validator rejects, with the reason and nothing written to the
 //     history, a key nobody waits on or already decided, an unknown action,
@@ -142,8 +142,8 @@
 //     decode into the activity's declared return type (when the workflow
 //     worker holds the declaration), a tenant that is not the record's, or
 //     a decision that names no one. An accepted update records the
-//     decision once per key through the [ResolveActivityName] activity and
-//     returns a [DecisionResult] saying what it did. [DecisionSignal] takes
+//     decision once per key through the [decision.ResolveActivityName] activity and
+//     returns a [decision.Result] saying what it did. [decision.SignalName] takes
 //     the same decision for clients without Update, with the same checks; a
 //     rejected signal changes nothing, is logged, and is listed by the query.
 //   - The first decision accepted on a key wins. A decision is accepted in
@@ -204,7 +204,7 @@
 // decision is fail or the timeout passes), and histories of workflows that
 // waited under the pre-release router, which recorded no marker and replay
 // as not routed. A routed workflow applies decisions through the
-// [ResolveActivityName] activity on its own task queue, so keep it
+// [decision.ResolveActivityName] activity on its own task queue, so keep it
 // registered there (the worker package's plugin and worker.New do) until
 // the workflows routed before turning AwaitDecision off have finished.
 //
@@ -220,7 +220,7 @@
 // and a workflow that started with none keeps none. With no tenant (no
 // header, no memo, no default, or a memo that holds no tenant: a memo
 // wins over the default, so a malformed one gives none), every declared
-// call in it fails at once with the non-retryable [ErrorTypeNoTenant]
+// call in it fails at once with the non-retryable [decision.ErrorTypeNoTenant]
 // error, which names the three ways to give one and says when the memo held
 // none; it is reported as [EventMisconfigured], and AwaitDecision or not,
 // nobody is asked to decide (there is no key, and nothing ran).
@@ -243,7 +243,7 @@
 //     context given to ExecuteActivity, on a client with [TenantPropagator]
 //     (the SDK applies a client's propagators to the start). Without it,
 //     the tenant is Options.DefaultTenant; with neither, the call fails at
-//     once with the non-retryable [ErrorTypeNoTenant] error, no body
+//     once with the non-retryable [decision.ErrorTypeNoTenant] error, no body
 //     entered.
 //   - No workflow can wait for a person: Options.AwaitDecision does not
 //     apply, and an indeterminate outcome fails the activity with the

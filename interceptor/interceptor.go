@@ -87,7 +87,7 @@ type Options struct {
 	// started without the header, when Tenant finds none. Set it only where
 	// one worker serves one tenant; empty (the default) leaves such a
 	// workflow or activity without a tenant, and every declared call in it
-	// fails at once, non-retryable, with [ErrorTypeNoTenant]. The value in
+	// fails at once, non-retryable, with [decision.ErrorTypeNoTenant]. The value in
 	// force when a workflow starts, empty included, is recorded in its
 	// history (see [TenantChangeID]), so changing it applies to new
 	// workflows only.
@@ -163,10 +163,10 @@ type Options struct {
 	Identity string
 	// AwaitDecision makes a workflow wait for a person instead of failing
 	// when an activity call ends indeterminate with a key: the call blocks,
-	// [PendingQuery] lists what is pending, and a [Decision] sent as the
-	// [DecisionUpdate] (or on [DecisionSignal]) settles it — record the
+	// [decision.QueryName] lists what is pending, and a [decision.Decision] sent as the
+	// [decision.UpdateName] (or on [decision.SignalName]) settles it — record the
 	// result, free the key, retry, or fail. The decision is recorded through
-	// the [ResolveActivityName] activity, which the worker package's plugin
+	// the [decision.ResolveActivityName] activity, which the worker package's plugin
 	// (and so worker.New) registers. Off
 	// by default: the workflow receives the typed error and handles it
 	// itself. A workflow records at its first activity call whether it is
@@ -366,7 +366,8 @@ var ErrAlreadyDeclared = errors.New("idempotency: activity already declared")
 
 // Declare makes the dispatcher apply each declaration's policy to the
 // activity registered under its name. Declaring one name twice is refused,
-// and then none of decls is applied.
+// and so is a transactional declaration the store cannot honour (a
+// [*TransactionalError]); then none of decls is applied.
 func (i *Interceptor) Declare(decls ...*activity.Declaration) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -380,6 +381,9 @@ func (i *Interceptor) Declare(decls ...*activity.Declaration) error {
 		}
 		seen[d.Name()] = true
 		if err := i.checkRetention(d); err != nil {
+			return err
+		}
+		if err := CheckTransactional(i.opts.Store, d); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 )
 
@@ -71,7 +72,7 @@ func TestTenantFuncRefuses(t *testing.T) {
 	})
 	env := h.activityEnv(t, "acme")
 	_, err := book(env, h.acts.Reserve, BookRequest{Flight: "BA117"})
-	appErr := requireApplicationError(t, err, interceptor.ErrorTypeNoTenant)
+	appErr := requireApplicationError(t, err, decision.ErrorTypeNoTenant)
 	assert.True(t, appErr.NonRetryable())
 	assert.Contains(t, err.Error(), "Options.Tenant", "a TenantFunc of the user's own refused: the message says so")
 	assert.Zero(t, h.acts.ledger.total())

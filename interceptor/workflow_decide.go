@@ -14,10 +14,11 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 )
 
 // DecisionChangeID is the workflow.GetVersion change ID under which a
-// workflow records, when the first [DecisionSignal] reaches it, that it
+// workflow records, when the first [decision.SignalName] reaches it, that it
 // takes decision signals by the rules of version 1:
 //
 //   - A decision is accepted in the same step as it is checked, so the
@@ -49,15 +50,15 @@ const DecisionChangeID = "idempotency.decision"
 // update's validator has no other way in, and is kept.
 func (o *workflowOutbound) register(ctx workflow.Context) {
 	log := o.Next.GetLogger(ctx)
-	if err := o.Next.SetQueryHandler(ctx, PendingQuery, o.pendingAnswer); err != nil {
+	if err := o.Next.SetQueryHandler(ctx, decision.QueryName, o.pendingAnswer); err != nil {
 		log.Error("idempotency: cannot set the pending-decision query", "error", err)
 	}
-	if err := o.Next.SetUpdateHandler(ctx, DecisionUpdate, o.decideUpdate, workflow.UpdateHandlerOptions{
+	if err := o.Next.SetUpdateHandler(ctx, decision.UpdateName, o.decideUpdate, workflow.UpdateHandlerOptions{
 		Validator: o.validateUpdate,
 	}); err != nil {
 		log.Error("idempotency: cannot set the decision update", "error", err)
 	}
-	signals := o.Next.GetSignalChannel(ctx, DecisionSignal)
+	signals := o.Next.GetSignalChannel(ctx, decision.SignalName)
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	o.Next.Go(dctx, "idempotency:decisions", func(ctx workflow.Context) {
 		for {
@@ -76,9 +77,9 @@ func (o *workflowOutbound) register(ctx workflow.Context) {
 // version 1: checked and, if it may be applied, accepted in one step, with
 // the verdict that depends on declarations recorded; then applied.
 func (o *workflowOutbound) takeSignal(ctx workflow.Context, raw json.RawMessage) {
-	var d Decision
+	var d decision.Decision
 	w, err := o.acceptable(raw, &d)
-	if err == nil && d.Action == ActionComplete {
+	if err == nil && d.Action == decision.ActionComplete {
 		err = o.recordedVerdict(ctx, w, &d)
 	}
 	if err == nil {
@@ -97,7 +98,7 @@ func (o *workflowOutbound) takeSignal(ctx workflow.Context, raw json.RawMessage)
 // the declarations of the worker at hand, and accepted later, when the
 // goroutine that applies it runs.
 func (o *workflowOutbound) takeSignalAsBefore(ctx workflow.Context, raw json.RawMessage) {
-	var d Decision
+	var d decision.Decision
 	reason := ""
 	if err := strictJSON(raw, &d); err != nil {
 		reason = "the signal is not a decision: " + err.Error()
@@ -126,7 +127,7 @@ func (o *workflowOutbound) takeSignalAsBefore(ctx workflow.Context, raw json.Raw
 // and records the verdict in the history (a side effect), so a replay by a
 // worker with other declarations reads the verdict that was given instead
 // of giving another.
-func (o *workflowOutbound) recordedVerdict(ctx workflow.Context, w *wait, d *Decision) error {
+func (o *workflowOutbound) recordedVerdict(ctx workflow.Context, w *wait, d *decision.Decision) error {
 	activityType, result := w.pending.Outcome.Activity, d.Result
 	var verdict string
 	if err := o.Next.SideEffect(ctx, func(workflow.Context) any {
@@ -145,21 +146,21 @@ func (o *workflowOutbound) recordedVerdict(ctx workflow.Context, w *wait, d *Dec
 
 // reject lists a refused decision signal, with its reason, in the pending
 // query's answer, and logs it.
-func (o *workflowOutbound) reject(ctx workflow.Context, d Decision, reason string) {
+func (o *workflowOutbound) reject(ctx workflow.Context, d decision.Decision, reason string) {
 	o.Next.GetLogger(ctx).Warn("idempotency: a decision signal was rejected", "key", d.Key, "by", d.By, "reason", reason)
-	o.rejected = append(o.rejected, PendingDecision{
+	o.rejected = append(o.rejected, decision.PendingDecision{
 		Outcome:  activity.IndeterminateOutcome{Key: d.Key},
 		Since:    o.Next.Now(ctx),
-		Rejected: &RejectedDecision{Decision: d, Reason: reason, At: o.Next.Now(ctx)},
+		Rejected: &decision.RejectedDecision{Decision: d, Reason: reason, At: o.Next.Now(ctx)},
 	})
 	if len(o.rejected) > maxRejected {
 		o.rejected = slices.Delete(o.rejected, 0, len(o.rejected)-maxRejected)
 	}
 }
 
-func (o *workflowOutbound) pendingAnswer() ([]PendingDecision, error) {
+func (o *workflowOutbound) pendingAnswer() ([]decision.PendingDecision, error) {
 	keys := o.openKeys()
-	out := make([]PendingDecision, 0, len(keys)+len(o.rejected))
+	out := make([]decision.PendingDecision, 0, len(keys)+len(o.rejected))
 	for _, k := range keys {
 		out = append(out, o.waits[k].pending)
 	}
@@ -172,16 +173,16 @@ func (o *workflowOutbound) pendingAnswer() ([]PendingDecision, error) {
 // change between deployments. The update takes the decision as raw JSON,
 // so a misspelt field is refused rather than dropped.
 func (o *workflowOutbound) validateUpdate(_ workflow.Context, raw json.RawMessage) error {
-	var d Decision
+	var d decision.Decision
 	return rejection(o.checkDecision(raw, &d))
 }
 
 // checkDecision decodes raw into d and reports why it cannot be applied,
 // if it cannot: acceptable, then the result against the declarations this
 // worker holds, then who decided. It changes nothing.
-func (o *workflowOutbound) checkDecision(raw json.RawMessage, d *Decision) error {
+func (o *workflowOutbound) checkDecision(raw json.RawMessage, d *decision.Decision) error {
 	w, err := o.acceptable(raw, d)
-	if err == nil && d.Action == ActionComplete {
+	if err == nil && d.Action == decision.ActionComplete {
 		err = o.checkResult(w.pending.Outcome.Activity, d.Result)
 	}
 	if err == nil {
@@ -196,11 +197,11 @@ func (o *workflowOutbound) checkDecision(raw json.RawMessage, d *Decision) error
 // update accepted by a worker without them replays on one with them. It
 // accepts the decision in the step that runs the validator, before any
 // other decision can be taken.
-func (o *workflowOutbound) decideUpdate(ctx workflow.Context, raw json.RawMessage) (DecisionResult, error) {
-	var d Decision
+func (o *workflowOutbound) decideUpdate(ctx workflow.Context, raw json.RawMessage) (decision.Result, error) {
+	var d decision.Decision
 	w, err := o.acceptable(raw, &d)
 	if err != nil {
-		return DecisionResult{}, rejection(err)
+		return decision.Result{}, rejection(err)
 	}
 	o.accept(ctx, w, &d)
 	return o.apply(ctx, w, d)
@@ -211,13 +212,13 @@ func rejection(err error) error {
 	if err == nil {
 		return nil
 	}
-	return temporal.NewNonRetryableApplicationError(err.Error(), DecisionRejectedErrorType, nil)
+	return temporal.NewNonRetryableApplicationError(err.Error(), decision.ErrorTypeRejected, nil)
 }
 
 // acceptable decodes raw into d and reports the wait it decides, or why it
 // cannot be applied, from the workflow's state and the decision alone (no
 // configuration). It changes nothing.
-func (o *workflowOutbound) acceptable(raw json.RawMessage, d *Decision) (*wait, error) {
+func (o *workflowOutbound) acceptable(raw json.RawMessage, d *decision.Decision) (*wait, error) {
 	if err := strictJSON(raw, d); err != nil {
 		return nil, fmt.Errorf("idempotency: not a decision: %w", err)
 	}
@@ -225,7 +226,7 @@ func (o *workflowOutbound) acceptable(raw json.RawMessage, d *Decision) (*wait, 
 }
 
 // checkBy reports a decision that does not say who made it.
-func checkBy(d *Decision) error {
+func checkBy(d *decision.Decision) error {
 	if strings.TrimSpace(d.By) == "" {
 		return fmt.Errorf("idempotency: the decision on key %s names no one: set by, who decided", d.Key)
 	}
@@ -236,14 +237,14 @@ func checkBy(d *Decision) error {
 // the workflow's state, if it cannot, and otherwise the wait it decides.
 // It reads the waits and the decision, never the worker's configuration,
 // and changes nothing.
-func (o *workflowOutbound) checkState(d *Decision) (*wait, error) {
-	d.Action = Action(strings.ToLower(strings.TrimSpace(string(d.Action))))
+func (o *workflowOutbound) checkState(d *decision.Decision) (*wait, error) {
+	d.Action = decision.Action(strings.ToLower(strings.TrimSpace(string(d.Action))))
 	w := o.waits[d.Key]
 	switch {
 	case d.Key == "":
 		return nil, errors.New("idempotency: the decision names no key")
 	case w == nil:
-		return nil, fmt.Errorf("idempotency: no call is waiting on key %s (query %s lists the keys)", d.Key, PendingQuery)
+		return nil, fmt.Errorf("idempotency: no call is waiting on key %s (query %s lists the keys)", d.Key, decision.QueryName)
 	case w.decision != nil:
 		by := ""
 		if w.decision.By != "" {
@@ -254,9 +255,9 @@ func (o *workflowOutbound) checkState(d *Decision) (*wait, error) {
 		return nil, fmt.Errorf("idempotency: key %s belongs to another tenant than %q", d.Key, d.Tenant)
 	}
 	switch d.Action {
-	case ActionComplete:
+	case decision.ActionComplete:
 		return w, nil
-	case ActionFree, ActionRetry, ActionFail:
+	case decision.ActionFree, decision.ActionRetry, decision.ActionFail:
 		if len(d.Result) > 0 {
 			return nil, fmt.Errorf("idempotency: action %s takes no result", d.Action)
 		}
@@ -267,9 +268,9 @@ func (o *workflowOutbound) checkState(d *Decision) (*wait, error) {
 
 // validate is checkState, then, for a complete decision, checkResult: the
 // check of decision signals before DecisionChangeID.
-func (o *workflowOutbound) validate(d *Decision) error {
+func (o *workflowOutbound) validate(d *decision.Decision) error {
 	w, err := o.checkState(d)
-	if err == nil && d.Action == ActionComplete {
+	if err == nil && d.Action == decision.ActionComplete {
 		err = o.checkResult(w.pending.Outcome.Activity, d.Result)
 	}
 	return err
@@ -314,9 +315,9 @@ func (o *workflowOutbound) checkResult(activityType string, raw json.RawMessage)
 // accept marks w decided by d. Called in the step that checked d, it makes
 // d the first and only decision on its key: every later one finds the key
 // decided.
-func (o *workflowOutbound) accept(ctx workflow.Context, w *wait, d *Decision) {
+func (o *workflowOutbound) accept(ctx workflow.Context, w *wait, d *decision.Decision) {
 	w.decision = d
-	if w.cancelProbe != nil && d.By != ProbeDecider {
+	if w.cancelProbe != nil && d.By != decision.ProbeDecider {
 		// A person decided first: the probe is asked no more. (A probe's
 		// own decision ends its schedule by returning.)
 		w.cancelProbe()
@@ -326,15 +327,15 @@ func (o *workflowOutbound) accept(ctx workflow.Context, w *wait, d *Decision) {
 
 // apply records an accepted decision once for its key and releases the
 // calls waiting on it.
-func (o *workflowOutbound) apply(ctx workflow.Context, w *wait, d Decision) (DecisionResult, error) {
+func (o *workflowOutbound) apply(ctx workflow.Context, w *wait, d decision.Decision) (decision.Result, error) {
 	out := w.pending.Outcome
 	o.Next.GetLogger(ctx).Info("idempotency: decision accepted",
 		"activity", out.Activity, "tenant", out.Tenant, "key", d.Key, "action", string(d.Action),
 		"by", d.By, "reason", d.Reason, "reference", d.Reference)
-	res := DecisionResult{Key: d.Key, Action: d.Action}
+	res := decision.Result{Key: d.Key, Action: d.Action}
 	switch d.Action {
-	case ActionComplete, ActionFree:
-		req := ResolveRequest{Tenant: out.Tenant, Key: d.Key, Action: d.Action, Result: d.Result,
+	case decision.ActionComplete, decision.ActionFree:
+		req := decision.ResolveRequest{Tenant: out.Tenant, Key: d.Key, Action: d.Action, Result: d.Result,
 			By: d.By, Reason: d.Reason, Reference: d.Reference, Token: out.Token,
 			Check: out.Check, Retention: out.Retention}
 		opts := resolveOptions
@@ -347,15 +348,15 @@ func (o *workflowOutbound) apply(ctx workflow.Context, w *wait, d Decision) (Dec
 			req.Outcome = w.outcome
 		}
 		rctx := workflow.WithActivityOptions(ctx, opts)
-		w.err = o.Next.ExecuteActivity(rctx, ResolveActivityName, req).Get(ctx, nil)
-		res.Applied = AppliedRecorded
-		if d.Action == ActionFree {
-			res.Applied = AppliedFreed
+		w.err = o.Next.ExecuteActivity(rctx, decision.ResolveActivityName, req).Get(ctx, nil)
+		res.Applied = decision.AppliedRecorded
+		if d.Action == decision.ActionFree {
+			res.Applied = decision.AppliedFreed
 		}
-	case ActionRetry:
-		res.Applied = AppliedRetried
+	case decision.ActionRetry:
+		res.Applied = decision.AppliedRetried
 	default:
-		res.Applied = AppliedFailed
+		res.Applied = decision.AppliedFailed
 	}
 	w.applied = true
 	if obs := o.root.opts.Observer; obs != nil && !o.Next.IsReplaying(ctx) {
@@ -372,7 +373,7 @@ func (o *workflowOutbound) apply(ctx workflow.Context, w *wait, d Decision) (Dec
 		})
 	}
 	if w.err != nil {
-		return DecisionResult{}, w.err
+		return decision.Result{}, w.err
 	}
 	return res, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -60,17 +61,17 @@ func FuzzDecisionDecode(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, text string) {
 		o := &workflowOutbound{root: ic, waits: map[string]*wait{
-			key: {pending: PendingDecision{Outcome: activity.IndeterminateOutcome{Activity: "Book", Tenant: "acme", Key: key}}, waiters: 1},
+			key: {pending: decision.PendingDecision{Outcome: activity.IndeterminateOutcome{Activity: "Book", Tenant: "acme", Key: key}}, waiters: 1},
 		}}
-		decode := func(raw []byte) (Decision, error) {
-			var d Decision
+		decode := func(raw []byte) (decision.Decision, error) {
+			var d decision.Decision
 			return d, o.checkDecision(raw, &d)
 		}
 		d, err := decode([]byte(text))
 		if err != nil {
 			return
 		}
-		var replayed Decision
+		var replayed decision.Decision
 		if _, err := o.acceptable(json.RawMessage(text), &replayed); err != nil {
 			t.Fatalf("the handler refuses (%v) what the validator accepted: %s", err, text)
 		}
@@ -81,12 +82,12 @@ func FuzzDecisionDecode(f *testing.F) {
 			t.Fatalf("accepted a decision on key %q nobody waits on: %s", d.Key, text)
 		}
 		switch d.Action {
-		case ActionComplete:
+		case decision.ActionComplete:
 			var seat fuzzSeat
 			if err := strictJSON(d.Result, &seat); err != nil {
 				t.Fatalf("accepted a result that is not a seat (%v): %s", err, text)
 			}
-		case ActionFree, ActionRetry, ActionFail:
+		case decision.ActionFree, decision.ActionRetry, decision.ActionFail:
 			if len(d.Result) > 0 {
 				t.Fatalf("accepted a result with %s: %s", d.Action, text)
 			}

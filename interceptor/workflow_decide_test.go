@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/store"
 )
@@ -22,20 +23,20 @@ import (
 // rejected (with the reason) or what the accepted update returned.
 type updateOutcome struct {
 	rejected error
-	result   interceptor.DecisionResult
+	result   decision.Result
 	err      error
 	done     bool
 }
 
 func decideByUpdate(env *testsuite.TestWorkflowEnvironment, id string, d any, out *updateOutcome) {
-	env.UpdateWorkflow(interceptor.DecisionUpdate, id, &testsuite.TestUpdateCallback{
+	env.UpdateWorkflow(decision.UpdateName, id, &testsuite.TestUpdateCallback{
 		OnAccept: func() {},
 		OnReject: func(err error) { out.rejected = err; out.done = true },
 		OnComplete: func(v any, err error) {
 			out.done = true
 			out.err = err
 			if err == nil {
-				if r, ok := v.(interceptor.DecisionResult); ok {
+				if r, ok := v.(decision.Result); ok {
 					out.result = r
 				}
 			}
@@ -63,30 +64,30 @@ func TestDecisionUpdateValidatorRejects(t *testing.T) {
 		reason string
 	}{
 		{"unknown key", func() any {
-			return interceptor.Decision{Key: "v1:nobody-waits", Action: interceptor.ActionFree, By: "ops@acme"}
+			return decision.Decision{Key: "v1:nobody-waits", Action: decision.ActionFree, By: "ops@acme"}
 		}, "no call is waiting"},
 		{"unknown action", func() any {
-			return interceptor.Decision{Key: key, Action: "forget", By: "ops@acme"}
+			return decision.Decision{Key: key, Action: "forget", By: "ops@acme"}
 		}, "unknown action"},
 		{"complete without a result", func() any {
-			return interceptor.Decision{Key: key, Action: interceptor.ActionComplete, By: "ops@acme"}
+			return decision.Decision{Key: key, Action: decision.ActionComplete, By: "ops@acme"}
 		}, "needs a result"},
 		{"result of the wrong shape", func() any {
-			return interceptor.Decision{Key: key, Action: interceptor.ActionComplete, Result: json.RawMessage(`"just a string"`), By: "ops@acme"}
+			return decision.Decision{Key: key, Action: decision.ActionComplete, Result: json.RawMessage(`"just a string"`), By: "ops@acme"}
 		}, "does not decode"},
 		{"result with a typo'd field", func() any {
-			return interceptor.Decision{Key: key, Action: interceptor.ActionComplete, Result: json.RawMessage(`{"flight":"BA117","cal":1}`), By: "ops@acme"}
+			return decision.Decision{Key: key, Action: decision.ActionComplete, Result: json.RawMessage(`{"flight":"BA117","cal":1}`), By: "ops@acme"}
 		}, "does not decode"},
 		{"wrong tenant", func() any {
-			return interceptor.Decision{Key: key, Action: interceptor.ActionFree, Tenant: tenant + "-other", By: "ops@acme"}
+			return decision.Decision{Key: key, Action: decision.ActionFree, Tenant: tenant + "-other", By: "ops@acme"}
 		}, "tenant"},
 	}
 	outs := make([]updateOutcome, len(cases))
 	var accepted updateOutcome
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(interceptor.PendingQuery)
+		v, err := env.QueryWorkflow(decision.QueryName)
 		require.NoError(t, err)
-		var pending []interceptor.PendingDecision
+		var pending []decision.PendingDecision
 		require.NoError(t, v.Get(&pending))
 		require.Len(t, pending, 1)
 		key, tenant = pending[0].Outcome.Key, pending[0].Outcome.Tenant
@@ -96,8 +97,8 @@ func TestDecisionUpdateValidatorRejects(t *testing.T) {
 	}, time.Minute)
 	want := Booking{Flight: "BA117", Call: 42}
 	env.RegisterDelayedCallback(func() {
-		decideByUpdate(env, "good", interceptor.Decision{
-			Key: key, Action: interceptor.ActionComplete, Result: rawJSON(t, want),
+		decideByUpdate(env, "good", decision.Decision{
+			Key: key, Action: decision.ActionComplete, Result: rawJSON(t, want),
 			By: "ops@acme", Reason: "airline confirmed by phone", Reference: "TICKET-7",
 		}, &accepted)
 	}, 2*time.Minute)
@@ -111,7 +112,7 @@ func TestDecisionUpdateValidatorRejects(t *testing.T) {
 	require.True(t, accepted.done)
 	require.NoError(t, accepted.rejected)
 	require.NoError(t, accepted.err)
-	assert.Equal(t, interceptor.DecisionResult{Key: key, Action: interceptor.ActionComplete, Applied: interceptor.AppliedRecorded}, accepted.result)
+	assert.Equal(t, decision.Result{Key: key, Action: decision.ActionComplete, Applied: decision.AppliedRecorded}, accepted.result)
 	var got Booking
 	require.NoError(t, env.GetWorkflowResult(&got))
 	assert.Equal(t, want, got)
@@ -129,7 +130,7 @@ func TestDecisionUpdateValidatorRejects(t *testing.T) {
 	assert.Equal(t, key, decided[0].Key)
 	assert.Equal(t, "Book", decided[0].Activity)
 	assert.Equal(t, activity.KindEffectful, decided[0].ActivityKind, "the event names the declared kind, not UNKNOWN")
-	assert.Equal(t, &interceptor.DecisionAudit{Action: interceptor.ActionComplete, By: "ops@acme",
+	assert.Equal(t, &interceptor.DecisionAudit{Action: decision.ActionComplete, By: "ops@acme",
 		Reason: "airline confirmed by phone", Reference: "TICKET-7"}, decided[0].Decision)
 }
 
@@ -140,20 +141,20 @@ func TestDecisionUpdateFreeReturnsWhatItDid(t *testing.T) {
 	h, env := decisionEnv(t, 0)
 	var first, again updateOutcome
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(interceptor.PendingQuery)
+		v, err := env.QueryWorkflow(decision.QueryName)
 		require.NoError(t, err)
-		var pending []interceptor.PendingDecision
+		var pending []decision.PendingDecision
 		require.NoError(t, v.Get(&pending))
 		require.Len(t, pending, 1)
 		key := pending[0].Outcome.Key
-		decideByUpdate(env, "free", interceptor.Decision{Key: key, Action: "FREE", By: "ops@acme"}, &first)
-		decideByUpdate(env, "again", interceptor.Decision{Key: key, Action: interceptor.ActionFail, By: "ops@acme"}, &again)
+		decideByUpdate(env, "free", decision.Decision{Key: key, Action: "FREE", By: "ops@acme"}, &first)
+		decideByUpdate(env, "again", decision.Decision{Key: key, Action: decision.ActionFail, By: "ops@acme"}, &again)
 	}, time.Minute)
 	env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
 	require.NoError(t, env.GetWorkflowError())
 	require.NoError(t, first.rejected)
 	require.NoError(t, first.err)
-	assert.Equal(t, interceptor.AppliedFreed, first.result.Applied)
+	assert.Equal(t, decision.AppliedFreed, first.result.Applied)
 	require.Error(t, again.rejected)
 	assert.Contains(t, again.rejected.Error(), "already decided")
 	assert.Equal(t, 2, h.acts.ledger.count("Book"), "the freed key ran the body again")
@@ -164,17 +165,17 @@ func TestDecisionUpdateFreeReturnsWhatItDid(t *testing.T) {
 func TestDecisionSignalRejectedIsListed(t *testing.T) {
 	t.Parallel()
 	h, env := decisionEnv(t, time.Hour)
-	var listed []interceptor.PendingDecision
+	var listed []decision.PendingDecision
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(interceptor.PendingQuery)
+		v, err := env.QueryWorkflow(decision.QueryName)
 		require.NoError(t, err)
-		var pending []interceptor.PendingDecision
+		var pending []decision.PendingDecision
 		require.NoError(t, v.Get(&pending))
 		require.Len(t, pending, 1)
-		env.SignalWorkflow(interceptor.DecisionSignal, interceptor.Decision{Key: pending[0].Outcome.Key, Action: interceptor.ActionComplete, By: "ops@acme"})
+		env.SignalWorkflow(decision.SignalName, decision.Decision{Key: pending[0].Outcome.Key, Action: decision.ActionComplete, By: "ops@acme"})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(interceptor.PendingQuery)
+		v, err := env.QueryWorkflow(decision.QueryName)
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&listed))
 	}, 2*time.Minute)
@@ -194,9 +195,9 @@ func TestPendingQueryFromStart(t *testing.T) {
 	_, env := decisionEnv(t, 0)
 	queried := false
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(interceptor.PendingQuery)
+		v, err := env.QueryWorkflow(decision.QueryName)
 		require.NoError(t, err)
-		var pending []interceptor.PendingDecision
+		var pending []decision.PendingDecision
 		require.NoError(t, v.Get(&pending))
 		assert.Empty(t, pending)
 		queried = true
@@ -227,8 +228,8 @@ func TestResolveCompleteRecordsWhenTheRecordIsGone(t *testing.T) {
 	h := newHarness(t)
 	resolve := interceptor.ResolveActivity(h.mem, nil)
 	want := Booking{Flight: "BA117", Call: 9}
-	require.NoError(t, resolve(context.Background(), interceptor.ResolveRequest{
-		Tenant: "acme", Key: "v1:" + strings.Repeat("ab", 32), Action: interceptor.ActionComplete, Result: rawJSON(t, want),
+	require.NoError(t, resolve(context.Background(), decision.ResolveRequest{
+		Tenant: "acme", Key: "v1:" + strings.Repeat("ab", 32), Action: decision.ActionComplete, Result: rawJSON(t, want),
 	}))
 	rec, err := h.mem.Lookup(context.Background(), store.LookupParams{Tenant: "acme", Key: "v1:" + strings.Repeat("ab", 32)})
 	require.NoError(t, err)
@@ -240,11 +241,11 @@ func TestResolveCompleteRecordsWhenTheRecordIsGone(t *testing.T) {
 
 // pendingAfter queries the pending decisions of env's workflow, which has
 // finished.
-func pendingAfter(t *testing.T, env *testsuite.TestWorkflowEnvironment) []interceptor.PendingDecision {
+func pendingAfter(t *testing.T, env *testsuite.TestWorkflowEnvironment) []decision.PendingDecision {
 	t.Helper()
-	v, err := env.QueryWorkflow(interceptor.PendingQuery)
+	v, err := env.QueryWorkflow(decision.QueryName)
 	require.NoError(t, err)
-	var pending []interceptor.PendingDecision
+	var pending []decision.PendingDecision
 	require.NoError(t, v.Get(&pending))
 	return pending
 }
@@ -272,15 +273,15 @@ func TestDecisionSignalsInOneTaskFirstWins(t *testing.T) {
 	h, env := decisionEnv(t, 0)
 	want := Booking{Flight: "BA117", Call: 42, Key: "per the airline"}
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(interceptor.PendingQuery)
+		v, err := env.QueryWorkflow(decision.QueryName)
 		require.NoError(t, err)
-		var pending []interceptor.PendingDecision
+		var pending []decision.PendingDecision
 		require.NoError(t, v.Get(&pending))
 		require.Len(t, pending, 1)
 		key := pending[0].Outcome.Key
-		env.SignalWorkflowSkippingWorkflowTask(interceptor.DecisionSignal, interceptor.Decision{
-			Key: key, Action: interceptor.ActionComplete, Result: rawJSON(t, want), By: "alice"})
-		env.SignalWorkflow(interceptor.DecisionSignal, interceptor.Decision{Key: key, Action: interceptor.ActionFree, By: "bob"})
+		env.SignalWorkflowSkippingWorkflowTask(decision.SignalName, decision.Decision{
+			Key: key, Action: decision.ActionComplete, Result: rawJSON(t, want), By: "alice"})
+		env.SignalWorkflow(decision.SignalName, decision.Decision{Key: key, Action: decision.ActionFree, By: "bob"})
 	}, time.Minute)
 	env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
 	require.NoError(t, env.GetWorkflowError())
@@ -288,7 +289,7 @@ func TestDecisionSignalsInOneTaskFirstWins(t *testing.T) {
 	require.NoError(t, env.GetWorkflowResult(&got))
 	assert.Equal(t, want, got, "Alice's decision, the first, settled the call")
 	assert.Equal(t, 1, h.acts.ledger.count("Book"), "the key was not freed: the body did not run again")
-	assert.Equal(t, []interceptor.DecisionAudit{{Action: interceptor.ActionComplete, By: "alice"}}, decided(h), "one decision applied")
+	assert.Equal(t, []interceptor.DecisionAudit{{Action: decision.ActionComplete, By: "alice"}}, decided(h), "one decision applied")
 	pending := pendingAfter(t, env)
 	require.Len(t, pending, 1, "%+v", pending)
 	require.NotNil(t, pending[0].Rejected)
@@ -306,14 +307,14 @@ func TestDecisionSignalAndUpdateInOneTaskFirstWins(t *testing.T) {
 	want := Booking{Flight: "BA117", Call: 42}
 	var upd updateOutcome
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(interceptor.PendingQuery)
+		v, err := env.QueryWorkflow(decision.QueryName)
 		require.NoError(t, err)
-		var pending []interceptor.PendingDecision
+		var pending []decision.PendingDecision
 		require.NoError(t, v.Get(&pending))
 		require.Len(t, pending, 1)
 		key := pending[0].Outcome.Key
-		env.SignalWorkflowSkippingWorkflowTask(interceptor.DecisionSignal, interceptor.Decision{Key: key, Action: interceptor.ActionFree, By: "alice"})
-		decideByUpdate(env, "bob", interceptor.Decision{Key: key, Action: interceptor.ActionComplete, Result: rawJSON(t, want), By: "bob"}, &upd)
+		env.SignalWorkflowSkippingWorkflowTask(decision.SignalName, decision.Decision{Key: key, Action: decision.ActionFree, By: "alice"})
+		decideByUpdate(env, "bob", decision.Decision{Key: key, Action: decision.ActionComplete, Result: rawJSON(t, want), By: "bob"}, &upd)
 	}, time.Minute)
 	env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
 	require.NoError(t, env.GetWorkflowError())
@@ -343,23 +344,23 @@ func TestDecisionWithoutByRejected(t *testing.T) {
 	t.Parallel()
 	h, env := decisionEnv(t, 0)
 	var byUpdate, good updateOutcome
-	var listed []interceptor.PendingDecision
+	var listed []decision.PendingDecision
 	var key string
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(interceptor.PendingQuery)
+		v, err := env.QueryWorkflow(decision.QueryName)
 		require.NoError(t, err)
-		var pending []interceptor.PendingDecision
+		var pending []decision.PendingDecision
 		require.NoError(t, v.Get(&pending))
 		require.Len(t, pending, 1)
 		key = pending[0].Outcome.Key
-		decideByUpdate(env, "anonymous update", interceptor.Decision{Key: key, Action: interceptor.ActionFree, By: "  "}, &byUpdate)
-		env.SignalWorkflow(interceptor.DecisionSignal, interceptor.Decision{Key: key, Action: interceptor.ActionFree})
+		decideByUpdate(env, "anonymous update", decision.Decision{Key: key, Action: decision.ActionFree, By: "  "}, &byUpdate)
+		env.SignalWorkflow(decision.SignalName, decision.Decision{Key: key, Action: decision.ActionFree})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(interceptor.PendingQuery)
+		v, err := env.QueryWorkflow(decision.QueryName)
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&listed))
-		decideByUpdate(env, "good", interceptor.Decision{Key: key, Action: interceptor.ActionFree, By: "ops@acme"}, &good)
+		decideByUpdate(env, "good", decision.Decision{Key: key, Action: decision.ActionFree, By: "ops@acme"}, &good)
 	}, 2*time.Minute)
 	env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
 	require.NoError(t, env.GetWorkflowError())
@@ -369,5 +370,5 @@ func TestDecisionWithoutByRejected(t *testing.T) {
 	require.NotNil(t, listed[1].Rejected)
 	assert.Contains(t, listed[1].Rejected.Reason, "names no one")
 	require.NoError(t, good.rejected)
-	assert.Equal(t, []interceptor.DecisionAudit{{Action: interceptor.ActionFree, By: "ops@acme"}}, decided(h))
+	assert.Equal(t, []interceptor.DecisionAudit{{Action: decision.ActionFree, By: "ops@acme"}}, decided(h))
 }

@@ -12,6 +12,7 @@ import (
 	sdkactivity "go.temporal.io/sdk/activity"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 )
 
@@ -26,23 +27,23 @@ func TestOneDecisionFreesOnceForDuplicates(t *testing.T) {
 	env := h.workflowEnv(t, "acme")
 	var resolves atomic.Int32
 	resolve := interceptor.ResolveActivity(h.mem, nil)
-	env.RegisterActivityWithOptions(func(ctx context.Context, req interceptor.ResolveRequest) error {
+	env.RegisterActivityWithOptions(func(ctx context.Context, req decision.ResolveRequest) error {
 		resolves.Add(1)
 		return resolve(ctx, req)
-	}, sdkactivity.RegisterOptions{Name: interceptor.ResolveActivityName})
+	}, sdkactivity.RegisterOptions{Name: decision.ResolveActivityName})
 	h.acts.on("Book", func(context.Context, int, BookRequest) error { return errors.New("gateway timeout") })
 	var key string
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(interceptor.PendingQuery)
+		v, err := env.QueryWorkflow(decision.QueryName)
 		require.NoError(t, err)
-		var pending []interceptor.PendingDecision
+		var pending []decision.PendingDecision
 		require.NoError(t, v.Get(&pending))
 		require.Len(t, pending, 1)
 		key = pending[0].Outcome.Key
-		env.SignalWorkflow(interceptor.DecisionSignal, interceptor.Decision{Key: key, Action: interceptor.ActionFree, By: "ops@acme"})
+		env.SignalWorkflow(decision.SignalName, decision.Decision{Key: key, Action: decision.ActionFree, By: "ops@acme"})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(interceptor.DecisionSignal, interceptor.Decision{Key: key, Action: interceptor.ActionFail, By: "ops@acme"})
+		env.SignalWorkflow(decision.SignalName, decision.Decision{Key: key, Action: decision.ActionFail, By: "ops@acme"})
 	}, 2*time.Minute)
 	env.ExecuteWorkflow(TwiceConcurrently, "BA117")
 	_, ok := activity.AsIndeterminate(env.GetWorkflowError())

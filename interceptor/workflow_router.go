@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 )
 
 // RouterChangeID is the workflow.GetVersion change ID under which a
@@ -24,7 +25,7 @@ import (
 const RouterChangeID = "idempotency.router"
 
 // InterceptWorkflow implements interceptor.WorkerInterceptor. It registers
-// the decision handlers ([PendingQuery], [DecisionUpdate], [DecisionSignal])
+// the decision handlers ([decision.QueryName], [decision.UpdateName], [decision.SignalName])
 // in every workflow and, in workflows routed under [RouterChangeID], makes a
 // call that fails indeterminate wait for a person (Options.AwaitDecision).
 func (i *Interceptor) InterceptWorkflow(
@@ -70,9 +71,9 @@ type workflowOutbound struct {
 	tenantSource  tenantSource // where the workflow's tenant came from
 	tenantProblem string       // why it has none, when its memo gave none
 
-	waits      map[string]*wait      // key → the wait open on it
-	storeWaits map[string]*storeWait // calls waiting for the store, by key and count
-	rejected   []PendingDecision     // the latest rejected signals, oldest first
+	waits      map[string]*wait           // key → the wait open on it
+	storeWaits map[string]*storeWait      // calls waiting for the store, by key and count
+	rejected   []decision.PendingDecision // the latest rejected signals, oldest first
 
 	searchAttribute string   // set while waiting, as the history recorded it
 	published       []string // the keys it was last set to
@@ -80,14 +81,14 @@ type workflowOutbound struct {
 
 // wait is one indeterminate key that calls of the workflow wait on.
 type wait struct {
-	pending  PendingDecision
+	pending  decision.PendingDecision
 	waiters  int
-	decision *Decision // accepted; being applied, or applied
+	decision *decision.Decision // accepted; being applied, or applied
 	applied  bool
 	err      error // the decision could not be applied
 
 	// Set while the probe is asked again (SettleChangeID).
-	probe       *ProbeSchedule
+	probe       *decision.ProbeSchedule
 	cancelProbe workflow.CancelFunc
 	// outcome and token, when set, are what a probe's decision records:
 	// the result as the dispatcher encodes it, and the token of the record
@@ -112,7 +113,7 @@ func (o *workflowOutbound) isRouted(ctx workflow.Context) bool {
 
 func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
 	o.markTenantProblem(ctx)
-	if activityType == ResolveActivityName || activityType == ProbeActivityName || !o.isRouted(ctx) {
+	if activityType == decision.ResolveActivityName || activityType == decision.ProbeActivityName || !o.isRouted(ctx) {
 		return o.Next.ExecuteActivity(ctx, activityType, args...)
 	}
 	return o.route(ctx, activityType, func(ctx workflow.Context) workflow.Future {
@@ -176,7 +177,7 @@ func (o *workflowOutbound) route(ctx workflow.Context, activityType string, call
 			case werr != nil:
 				settable.Set(nil, werr)
 				return
-			case d == nil || d.Action == ActionFail:
+			case d == nil || d.Action == decision.ActionFail:
 				settable.Set(nil, err)
 				return
 			}
@@ -192,13 +193,13 @@ func (o *workflowOutbound) route(ctx workflow.Context, activityType string, call
 // key has been applied (the decision returned), Options.DecisionTimeout
 // passes before any decision (nil, nil), the workflow is cancelled, or the
 // decision could not be applied (the error).
-func (o *workflowOutbound) await(ctx workflow.Context, out activity.IndeterminateOutcome) (*Decision, error) {
+func (o *workflowOutbound) await(ctx workflow.Context, out activity.IndeterminateOutcome) (*decision.Decision, error) {
 	w := o.waits[out.Key]
 	if w == nil || w.decision != nil {
 		// Duplicates in one workflow may wait on the same key; one decision
 		// settles them all. A key decided already and failed again opens a
 		// new wait.
-		w = &wait{pending: PendingDecision{Outcome: out, Since: o.Next.Now(ctx)}}
+		w = &wait{pending: decision.PendingDecision{Outcome: out, Since: o.Next.Now(ctx)}}
 		o.waits[out.Key] = w
 	}
 	w.waiters++
@@ -285,11 +286,11 @@ func (o *workflowOutbound) showDetails(ctx workflow.Context, open []string) {
 		p := o.waits[open[0]].pending.Outcome
 		first = fmt.Sprintf(
 			"waiting for a person's decision: activity %s, tenant %s, key %s (%s); query %s, decide with update %s",
-			p.Activity, p.Tenant, p.Key, p.Reason, PendingQuery, DecisionUpdate)
+			p.Activity, p.Tenant, p.Key, p.Reason, decision.QueryName, decision.UpdateName)
 	default:
 		first = fmt.Sprintf(
 			"waiting for a person's decision on %d keys; query %s, decide with update %s",
-			len(open), PendingQuery, DecisionUpdate)
+			len(open), decision.QueryName, decision.UpdateName)
 	}
 	if more := o.settleDetails(open); more != "" {
 		if first != "" {

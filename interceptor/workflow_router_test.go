@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/store"
 )
@@ -28,7 +29,7 @@ func decisionEnv(t *testing.T, timeout time.Duration) (*harness, *testsuite.Test
 	})
 	env := h.workflowEnv(t, "acme")
 	env.RegisterActivityWithOptions(interceptor.ResolveActivity(h.mem, nil),
-		sdkactivity.RegisterOptions{Name: interceptor.ResolveActivityName})
+		sdkactivity.RegisterOptions{Name: decision.ResolveActivityName})
 	// The first call's answer is lost after the effect; later calls succeed.
 	h.acts.on("Book", func(_ context.Context, call int, _ BookRequest) error {
 		if call == 1 {
@@ -41,13 +42,13 @@ func decisionEnv(t *testing.T, timeout time.Duration) (*harness, *testsuite.Test
 
 // pendingThen queries the pending decisions once the workflow waits, hands
 // them to check, and signals the decision it returns.
-func pendingThen(t *testing.T, env *testsuite.TestWorkflowEnvironment, decide func([]interceptor.PendingDecision) interceptor.Decision) {
+func pendingThen(t *testing.T, env *testsuite.TestWorkflowEnvironment, decide func([]decision.PendingDecision) decision.Decision) {
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(interceptor.PendingQuery)
+		v, err := env.QueryWorkflow(decision.QueryName)
 		require.NoError(t, err)
-		var pending []interceptor.PendingDecision
+		var pending []decision.PendingDecision
 		require.NoError(t, v.Get(&pending))
-		env.SignalWorkflow(interceptor.DecisionSignal, decide(pending))
+		env.SignalWorkflow(decision.SignalName, decide(pending))
 	}, time.Minute)
 }
 
@@ -55,13 +56,13 @@ func TestAwaitDecisionComplete(t *testing.T) {
 	t.Parallel()
 	h, env := decisionEnv(t, 0)
 	want := Booking{Flight: "BA117", Call: 42, Key: "decided by a person"}
-	pendingThen(t, env, func(p []interceptor.PendingDecision) interceptor.Decision {
+	pendingThen(t, env, func(p []decision.PendingDecision) decision.Decision {
 		require.Len(t, p, 1)
 		assert.Equal(t, "Book", p[0].Outcome.Activity)
 		assert.Equal(t, activity.ReasonBodyFailed, p[0].Outcome.Reason)
 		result, err := json.Marshal(want)
 		require.NoError(t, err)
-		return interceptor.Decision{Key: p[0].Outcome.Key, Action: interceptor.ActionComplete, Result: result, By: "ops@acme"}
+		return decision.Decision{Key: p[0].Outcome.Key, Action: decision.ActionComplete, Result: result, By: "ops@acme"}
 	})
 	env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
 	require.True(t, env.IsWorkflowCompleted())
@@ -76,9 +77,9 @@ func TestAwaitDecisionComplete(t *testing.T) {
 func TestAwaitDecisionFree(t *testing.T) {
 	t.Parallel()
 	h, env := decisionEnv(t, 0)
-	pendingThen(t, env, func(p []interceptor.PendingDecision) interceptor.Decision {
+	pendingThen(t, env, func(p []decision.PendingDecision) decision.Decision {
 		require.Len(t, p, 1)
-		return interceptor.Decision{Key: p[0].Outcome.Key, Action: interceptor.ActionFree, By: "ops@acme"}
+		return decision.Decision{Key: p[0].Outcome.Key, Action: decision.ActionFree, By: "ops@acme"}
 	})
 	env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
 	require.NoError(t, env.GetWorkflowError())
@@ -91,8 +92,8 @@ func TestAwaitDecisionFree(t *testing.T) {
 func TestAwaitDecisionFail(t *testing.T) {
 	t.Parallel()
 	h, env := decisionEnv(t, 0)
-	pendingThen(t, env, func(p []interceptor.PendingDecision) interceptor.Decision {
-		return interceptor.Decision{Key: p[0].Outcome.Key, Action: "FAIL", By: "ops@acme"} // actions are case-insensitive
+	pendingThen(t, env, func(p []decision.PendingDecision) decision.Decision {
+		return decision.Decision{Key: p[0].Outcome.Key, Action: "FAIL", By: "ops@acme"} // actions are case-insensitive
 	})
 	env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
 	o, ok := activity.AsIndeterminate(env.GetWorkflowError())
@@ -104,14 +105,14 @@ func TestAwaitDecisionFail(t *testing.T) {
 func TestAwaitDecisionRetryAfterOutsideResolve(t *testing.T) {
 	t.Parallel()
 	h, env := decisionEnv(t, 0)
-	pendingThen(t, env, func(p []interceptor.PendingDecision) interceptor.Decision {
+	pendingThen(t, env, func(p []decision.PendingDecision) decision.Decision {
 		// An operator settled the record elsewhere (idempotencyctl resolve).
 		outcome, err := interceptor.EncodeOutcome(nil, Booking{Flight: "BA117", Call: 7})
 		require.NoError(t, err)
 		require.NoError(t, h.mem.Resolve(context.Background(), store.ResolveParams{
 			Tenant: p[0].Outcome.Tenant, Key: p[0].Outcome.Key, Decision: store.DecisionComplete, Outcome: outcome,
 		}))
-		return interceptor.Decision{Key: p[0].Outcome.Key, Action: interceptor.ActionRetry, By: "ops@acme"}
+		return decision.Decision{Key: p[0].Outcome.Key, Action: decision.ActionRetry, By: "ops@acme"}
 	})
 	env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
 	require.NoError(t, env.GetWorkflowError())
@@ -126,8 +127,8 @@ func TestAwaitDecisionRetryAfterOutsideResolve(t *testing.T) {
 func TestAwaitDecisionTimeout(t *testing.T) {
 	t.Parallel()
 	h, env := decisionEnv(t, time.Hour)
-	pendingThen(t, env, func([]interceptor.PendingDecision) interceptor.Decision {
-		return interceptor.Decision{Key: "v1:not-the-key", Action: interceptor.ActionFree, By: "ops@acme"}
+	pendingThen(t, env, func([]decision.PendingDecision) decision.Decision {
+		return decision.Decision{Key: "v1:not-the-key", Action: decision.ActionFree, By: "ops@acme"}
 	})
 	env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
 	_, ok := activity.AsIndeterminate(env.GetWorkflowError())
@@ -151,9 +152,9 @@ func TestResolveActivityRefusesUnknownAction(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	resolve := interceptor.ResolveActivity(h.mem, nil)
-	err := resolve(context.Background(), interceptor.ResolveRequest{Tenant: "t", Key: "k", Action: interceptor.ActionRetry})
+	err := resolve(context.Background(), decision.ResolveRequest{Tenant: "t", Key: "k", Action: decision.ActionRetry})
 	require.Error(t, err)
-	assert.NoError(t, resolve(context.Background(), interceptor.ResolveRequest{Tenant: "t", Key: "k", Action: interceptor.ActionFree}),
+	assert.NoError(t, resolve(context.Background(), decision.ResolveRequest{Tenant: "t", Key: "k", Action: decision.ActionFree}),
 		"a key already settled (here: never claimed) is not an error")
 }
 
@@ -163,9 +164,9 @@ func TestResolveActivityInvalidIsNonRetryable(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	resolve := interceptor.ResolveActivity(h.mem, nil)
-	for _, req := range []interceptor.ResolveRequest{
-		{Tenant: "ac\x00me", Key: "k", Action: interceptor.ActionFree},
-		{Tenant: "acme", Key: "", Action: interceptor.ActionFree},
+	for _, req := range []decision.ResolveRequest{
+		{Tenant: "ac\x00me", Key: "k", Action: decision.ActionFree},
+		{Tenant: "acme", Key: "", Action: decision.ActionFree},
 	} {
 		err := resolve(context.Background(), req)
 		var appErr *temporal.ApplicationError
@@ -181,11 +182,11 @@ func TestAwaitDecisionSettlesDuplicatesTogether(t *testing.T) {
 	t.Parallel()
 	h, env := decisionEnv(t, 0)
 	want := Booking{Flight: "BA117", Call: 42}
-	pendingThen(t, env, func(p []interceptor.PendingDecision) interceptor.Decision {
+	pendingThen(t, env, func(p []decision.PendingDecision) decision.Decision {
 		require.Len(t, p, 1, "one key, listed once")
 		result, err := json.Marshal(want)
 		require.NoError(t, err)
-		return interceptor.Decision{Key: p[0].Outcome.Key, Action: interceptor.ActionComplete, Result: result, By: "ops@acme"}
+		return decision.Decision{Key: p[0].Outcome.Key, Action: decision.ActionComplete, Result: result, By: "ops@acme"}
 	})
 	env.ExecuteWorkflow(TwiceConcurrently, "BA117")
 	require.NoError(t, env.GetWorkflowError())

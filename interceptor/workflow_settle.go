@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 )
 
 // SettleChangeID is the workflow.GetVersion change ID under which a routed
@@ -24,7 +25,7 @@ import (
 //     dispatcher's [activity.TimeoutMarker] is routed like an indeterminate
 //     outcome (reason [activity.ReasonTimedOut]).
 //   - While a call waits for a person on a key whose activity declares a
-//     probe ([activity.IndeterminateOutcome].Probe), the [ProbeActivityName]
+//     probe ([activity.IndeterminateOutcome].Probe), the [decision.ProbeActivityName]
 //     activity asks the probe again on a backoff schedule recorded with the
 //     wait; the first of a definite probe answer and a person's decision
 //     settles the key, fenced by the record's token, and the other is
@@ -38,14 +39,6 @@ import (
 // It is asked where the first of these begins (never at a workflow's
 // start), so histories recorded before it replay as they ran.
 const SettleChangeID = "idempotency.settle"
-
-// ProbeActivityName is the activity a waiting workflow asks a declared
-// probe again through (see [SettleChangeID]); worker.New and the worker
-// package's plugin register [Interceptor.ProbeActivity] under it.
-const ProbeActivityName = "idempotency.Probe"
-
-// ProbeDecider is Decision.By of a decision made by a probe's answer.
-const ProbeDecider = "idempotency.Probe"
 
 // The schedules of the waits the library settles itself. The probe's is
 // recorded with each wait (waitConfig), so changing it applies to new waits
@@ -66,20 +59,6 @@ const (
 	// DecisionTimeout runs, one after the other, to show in the history.
 	personTimer = 24 * time.Hour
 )
-
-// ProbeSchedule is where asking a waiting key's probe again stands, in
-// [PendingDecision].Probe.
-type ProbeSchedule struct {
-	// Asked is how many times the probe was asked since the wait began.
-	Asked int `json:"asked"`
-	// Max is how many times it is asked at most.
-	Max int `json:"max"`
-	// Next is the workflow time of the next ask; zero when no ask is due.
-	Next time.Time `json:"next,omitzero"`
-	// Last is what the last ask answered: "cannot_tell", an error, or the
-	// reason its answer was not taken.
-	Last string `json:"last,omitempty"`
-}
 
 // probeConfig is the probe schedule a wait began under, recorded with it.
 type probeConfig struct {
@@ -155,10 +134,10 @@ func personSummary(out activity.IndeterminateOutcome) string {
 // startProbing asks the probe of w's activity again on the schedule cfg,
 // in a goroutine of its own under ctx, until w is decided, the schedule
 // runs out, or the wait ends (its cancel). Definite answers become
-// decisions by ProbeDecider, taken as a person's are: the first accepted
+// decisions by decision.ProbeDecider, taken as a person's are: the first accepted
 // wins.
 func (o *workflowOutbound) startProbing(ctx workflow.Context, w *wait, cfg probeConfig) {
-	w.probe = &ProbeSchedule{Max: cfg.Max}
+	w.probe = &decision.ProbeSchedule{Max: cfg.Max}
 	w.pending.Probe = w.probe
 	out := w.pending.Outcome
 	ao := workflow.GetActivityOptions(ctx)
@@ -202,8 +181,8 @@ func (o *workflowOutbound) startProbing(ctx workflow.Context, w *wait, cfg probe
 			w.probe.Asked++
 			w.probe.Next = time.Time{}
 			o.publish(gctx)
-			var reply ProbeReply
-			err = o.Next.ExecuteActivity(actx, ProbeActivityName, ProbeRequest{
+			var reply decision.ProbeReply
+			err = o.Next.ExecuteActivity(actx, decision.ProbeActivityName, decision.ProbeRequest{
 				Activity: out.Activity, Tenant: out.Tenant, Key: out.Key, Token: out.Token, Reason: out.Reason,
 			}).Get(gctx, &reply)
 			switch {
@@ -222,9 +201,9 @@ func (o *workflowOutbound) startProbing(ctx workflow.Context, w *wait, cfg probe
 // takeProbeAnswer makes a definite answer of the probe the decision on w,
 // unless another decision was accepted first, which rejects it with the
 // reason.
-func (o *workflowOutbound) takeProbeAnswer(ctx workflow.Context, w *wait, r ProbeReply) {
+func (o *workflowOutbound) takeProbeAnswer(ctx workflow.Context, w *wait, r decision.ProbeReply) {
 	out := w.pending.Outcome
-	d := Decision{Key: out.Key, Tenant: out.Tenant, By: ProbeDecider}
+	d := Decision{Key: out.Key, Tenant: out.Tenant, By: decision.ProbeDecider}
 	switch {
 	case r.Settled:
 		d.Action, d.Reason = ActionRetry, "the record is no longer the indeterminate one asked about: "+r.Detail
@@ -271,7 +250,7 @@ func (o *workflowOutbound) takeProbeAnswer(ctx workflow.Context, w *wait, r Prob
 // becomes a decision (the Probe activity already checked a landed result
 // against the declared return type): a non-empty reason leaves the wait to
 // the next ask or a person. It reads only the history's values.
-func (o *workflowOutbound) probeAnswerProblem(_ *wait, r ProbeReply) string {
+func (o *workflowOutbound) probeAnswerProblem(_ *wait, r decision.ProbeReply) string {
 	if r.Landing == activity.Landed.String() && len(r.Outcome) == 0 && len(r.Result) == 0 {
 		return "landed with neither a result nor an outcome"
 	}

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 )
 
@@ -96,7 +97,7 @@ func TestWorkflowTenantNone(t *testing.T) {
 			env.ExecuteWorkflow(Once, "Book", BookRequest{Flight: "BA117", RequestID: "a"})
 			err := env.GetWorkflowError()
 			require.Error(t, err, "the workflow ends; it does not wait")
-			appErr := requireApplicationError(t, err, interceptor.ErrorTypeNoTenant)
+			appErr := requireApplicationError(t, err, decision.ErrorTypeNoTenant)
 			assert.True(t, appErr.NonRetryable())
 			_, ok := activity.AsIndeterminate(err)
 			assert.False(t, ok, "%v", err)
@@ -167,9 +168,9 @@ func TestRerunAfterDecisionUnderTheDecidedTenant(t *testing.T) {
 				}
 				return nil
 			})
-			pendingThen(t, env, func(p []interceptor.PendingDecision) interceptor.Decision {
+			pendingThen(t, env, func(p []decision.PendingDecision) decision.Decision {
 				require.Len(t, p, 1)
-				return interceptor.Decision{Key: p[0].Outcome.Key, Action: interceptor.ActionRetry, By: "ops@acme"}
+				return decision.Decision{Key: p[0].Outcome.Key, Action: decision.ActionRetry, By: "ops@acme"}
 			})
 			env.ExecuteWorkflow(Once, "Plain", BookRequest{Flight: "BA117", RequestID: "a"})
 			require.NoError(t, env.GetWorkflowError())

@@ -67,6 +67,39 @@
 // [store.Store.Claim]): a claim of a free key is deleted, a takeover is
 // left pending with its lease ended.
 //
+// # Transactional activities
+//
+// The store implements [store.Transactor]: an EFFECTFUL activity declared
+// transactional (activity.Policy.Transactional) runs its body in a READ
+// COMMITTED transaction on a connection of the store's pool, which the body
+// reaches with [Tx], and the dispatcher completes the record in that
+// transaction before it commits. The completion is fenced by the claim's
+// token in the database: when the claim is no longer pending under it, the
+// statement fails and aborts the transaction, so the body's writes can
+// never commit without the record. A transaction begins after the claim and
+// does not lock the record while the body runs (renewals go on beside it on
+// other connections); the completion locks it, so from then until the
+// commit ends a takeover's claim and a fenced release wait for the
+// transaction, and a duplicate that waits is woken by the notification
+// sent at the commit.
+//
+// A COMMIT whose answer is lost is settled by the record, and never by a
+// bare read, which may run while the COMMIT is still on its way and show
+// the record pending: the dispatcher frees the key with a fenced release,
+// which waits for the transaction's row lock; the release landing proves the
+// transaction did not commit (and, the fence being inside it, never can),
+// and its refusal leads to a read that shows the record completed under the
+// token — it landed — or taken over.
+//
+// The body holds its connection from the claim to the commit, so the pool
+// must have room for every transactional body running at once plus the
+// store's own statements (renewals, the listener); a pool too small makes
+// bodies wait for a connection, and renewals wait too. Only [Tx] writes
+// commit with the record: a write through another pool, even to the same
+// database, is outside the promise, and a declaration naming another pool
+// (activity.Policy.TransactionalDB) is refused by [Store.CheckTransactional].
+// The body must not commit or roll back the transaction itself.
+//
 // # Listing
 //
 // [Store.List] is one keyset query. EnsureSchema creates, beside the expiry

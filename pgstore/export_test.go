@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"context"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -75,3 +76,11 @@ func (s *Store) ListIndexName() string { return listIndexName(s.opts.Table) }
 
 // TableName is the quoted, schema-qualified table.
 func (s *Store) TableName() string { return s.tableName }
+
+// CommitWithHook is txn.Commit with hook called between the fenced
+// completion and the COMMIT, for a test to set a fault on the COMMIT alone.
+func CommitWithHook(ctx context.Context, txn store.Transaction, outcome []byte, hook func()) error {
+	t := txn.(*transaction)
+	t.beforeCommit = hook
+	return t.Commit(ctx, outcome)
+}

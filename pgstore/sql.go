@@ -51,6 +51,7 @@ type statements struct {
 
 	claim, claimInsert, claimRead, lookup       string
 	renew, complete, release, markIndeterminate string
+	completeTx                                  string
 	resolveComplete, resolveFree, forget, sweep string
 	resolveGone                                 string
 	cancelClaim, endLease                       string
@@ -193,6 +194,21 @@ RETURNING lease_until`),
 	RETURNING watched
 )
 SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($7, $8) END) FROM upd`),
+		// completeTx is complete run inside a transactional body's
+		// transaction (Store.BeginTransaction). The fence is the server's:
+		// when no row changed, the statement fails (the text cast below
+		// cannot succeed), which aborts the transaction, so no COMMIT can
+		// land the body's writes without the completed record. The failing
+		// expression depends on the aggregate, so the planner cannot fold
+		// it into an error raised on every call. The parameters are
+		// complete's.
+		completeTx: r.Replace(`WITH upd AS (
+	UPDATE {t} SET state = 2, outcome = $6, updated_at = $4, expires_at = ` + window("$4", "$5") + `
+	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
+	RETURNING watched
+)
+SELECT CASE WHEN count(*) = 1 THEN 1 + 0 * count(CASE WHEN watched THEN pg_notify($7, $8) END)
+	ELSE ('` + fenceMarker + ` (' || count(*) || ' rows)')::bigint END FROM upd`),
 		// $1 tenant, $2 key, $3 token, $4 now, $5 channel, $6 payload.
 		release: r.Replace(`WITH del AS (
 	DELETE FROM {t}

@@ -146,6 +146,16 @@
 // (the keyspace package normalises what it hashes). [Store.Forget] erases a
 // tenant's records outright.
 //
+// # Transactions
+//
+// A store whose records live in a database an activity's body can write to
+// may implement the optional [Transactor] capability: the body runs in a
+// transaction of that database, and the outcome is recorded in the same
+// transaction, fenced by the claim's token, before it commits. The
+// dispatcher detects it for activities declared transactional and refuses
+// such a declaration on a store without it ([ErrNotTransactional]). The
+// memory store does not implement it.
+//
 // # Errors
 //
 // Stores return the sentinel errors of this package, wrapped with context;

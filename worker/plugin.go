@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/store"
 )
@@ -61,8 +62,8 @@ type PluginOptions struct {
 // data converter to the dispatcher, so recorded outcomes go through the
 // client's codecs. On each worker it installs a dispatcher of its own (the
 // activity and workflow interceptor) with the declarations applied,
-// registers the declared activities, the [interceptor.ResolveActivityName]
-// and [interceptor.ProbeActivityName] activities when the worker starts (each unless the worker has a
+// registers the declared activities and the [decision.ResolveActivityName]
+// and [decision.ProbeActivityName] activities when the worker starts (each unless the worker has a
 // registration under that name already), runs the sweeper while the worker
 // runs, and stops the dispatcher's background work once the worker has
 // stopped. On a workflow replayer it adds the propagator and the workflow
@@ -314,8 +315,8 @@ func (p *Plugin) register(pw *pluginWorker, r registry) error {
 	// The probe activity likewise: a waiting workflow asks the probes of
 	// the activities this worker declares through it.
 	regs := []reg{
-		{interceptor.ResolveActivity(p.cfg.iopts.Store, p.cfg.iopts.DataConverter), interceptor.ResolveActivityName},
-		{pw.ic.ProbeActivity(), interceptor.ProbeActivityName},
+		{interceptor.ResolveActivity(p.cfg.iopts.Store, p.cfg.iopts.DataConverter), decision.ResolveActivityName},
+		{pw.ic.ProbeActivity(), decision.ProbeActivityName},
 	}
 	for _, d := range p.cfg.decls {
 		regs = append(regs, reg{d.Func(), d.Name()})

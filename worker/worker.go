@@ -120,8 +120,10 @@ func (w *Worker) Interceptor() *interceptor.Interceptor { return w.interceptor }
 var ErrRegistration = errors.New("idempotency: registration refused")
 
 // Register registers each declaration's activity under its name and applies
-// its policy. Two declarations under one name, or a name already declared,
-// are refused before anything is registered. An activity the SDK refuses
+// its policy. Two declarations under one name, a name already declared, or a
+// transactional declaration the store cannot run (an
+// [*interceptor.TransactionalError]) are refused before anything is
+// registered. An activity the SDK refuses
 // (a name it already registered) stops the registration there: the
 // activities before it stay registered with their policies, and the refused
 // one and those after it are neither registered nor declared. A registered
@@ -134,6 +136,9 @@ func (w *Worker) Register(decls ...*activity.Declaration) error {
 		}
 		if _, ok := w.interceptor.Declaration(d.Name()); ok || seen[d.Name()] {
 			return fmt.Errorf("%w: %w: %q", ErrRegistration, interceptor.ErrAlreadyDeclared, d.Name())
+		}
+		if err := interceptor.CheckTransactional(w.interceptor.Store(), d); err != nil {
+			return fmt.Errorf("%w: %w", ErrRegistration, err)
 		}
 		seen[d.Name()] = true
 	}
@@ -186,8 +191,8 @@ func (w *Worker) RegisterActivities(a any, prefix string, policies map[string]ac
 			continue
 		}
 		if p.Kind == 0 {
-			if len(p.KeyArguments) > 0 || len(p.Params) > 0 || p.Probe != nil {
-				return fmt.Errorf("%w: the policy of %s has no Kind, which leaves it undeclared, yet names key arguments, parameters or a probe: give it a Kind", ErrRegistration, m.Name)
+			if len(p.KeyArguments) > 0 || len(p.Params) > 0 || p.Probe != nil || p.Transactional || p.TransactionalDB != nil {
+				return fmt.Errorf("%w: the policy of %s has no Kind, which leaves it undeclared, yet names key arguments, parameters, a probe or a transaction: give it a Kind", ErrRegistration, m.Name)
 			}
 			plain = append(plain, m.Name)
 			continue

@@ -224,6 +224,14 @@ func TestRegisterActivitiesRefuses(t *testing.T) {
 				return activity.AnswerCannotTell(), nil
 			}}
 		}), nil, []string{"Plain", "probe"}},
+		{"TransactionalOnMemory", &Bookings{}, with(func(p map[string]activity.Policy) {
+			// Reserve sorts after Book: a refusal found while registering
+			// would leave Book registered.
+			p["Reserve"] = activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}, Transactional: true}
+		}), store.ErrNotTransactional, []string{"bookings.Reserve", "Transactional", "*store.Memory"}},
+		{"NoKindWithTransactional", &Bookings{}, with(func(p map[string]activity.Policy) {
+			p["Plain"] = activity.Policy{Transactional: true}
+		}), nil, []string{"Plain", "transaction"}},
 		{"NotAPointer", Bookings{}, allPolicies(), nil, []string{"not a pointer to a struct"}},
 		{"Nil", nil, allPolicies(), nil, []string{"not a pointer to a struct"}},
 	}

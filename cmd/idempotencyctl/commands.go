@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
 )
@@ -70,7 +70,7 @@ var commands = []command{
 		summary:  "send a decision to the workflow waiting on an indeterminate record",
 		synopsis: "-tenant T -key K (-outcome JSON | -free | -retry | -fail) -by WHO [-reason R] [-reference REF] [Temporal flags]",
 		detail: "Reads the record, finds the workflow that made it (its origin), and sends\n" +
-			"the decision as the " + interceptor.DecisionUpdate + " Workflow Update, which the workflow\n" +
+			"the decision as the " + decision.UpdateName + " Workflow Update, which the workflow\n" +
 			"validates before applying. Prints what the workflow answered.\n" +
 			"  -outcome JSON  the effect happened: JSON is what the activity returned\n" +
 			"  -free          the effect did not happen: the activity runs again\n" +

@@ -14,14 +14,14 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/store"
 )
 
 // decideRequest is a parsed decide command.
 type decideRequest struct {
 	tenant, key string
-	decision    interceptor.Decision
+	decision    decision.Decision
 	// workflowID and runID, when set, name the workflow instead of the
 	// record's origin.
 	workflowID, runID string
@@ -65,7 +65,7 @@ func decideFlags(fs *flag.FlagSet, env func(string) string) func() (action, erro
 		case *runID != "" && *workflowID == "":
 			return nil, errors.New("-run-id needs -workflow-id")
 		}
-		d := interceptor.Decision{Key: *key, Tenant: *tenant, By: *by, Reason: *reason, Reference: *reference}
+		d := decision.Decision{Key: *key, Tenant: *tenant, By: *by, Reason: *reason, Reference: *reference}
 		switch {
 		case outcomeSet:
 			var v any
@@ -76,13 +76,13 @@ func decideFlags(fs *flag.FlagSet, env func(string) string) func() (action, erro
 			if err != nil {
 				return nil, outcomeError(*outcome, err)
 			}
-			d.Action, d.Result = interceptor.ActionComplete, compact
+			d.Action, d.Result = decision.ActionComplete, compact
 		case *free:
-			d.Action = interceptor.ActionFree
+			d.Action = decision.ActionFree
 		case *retry:
-			d.Action = interceptor.ActionRetry
+			d.Action = decision.ActionRetry
 		default:
-			d.Action = interceptor.ActionFail
+			d.Action = decision.ActionFail
 		}
 		tc, err := tf.resolve()
 		if err != nil {
@@ -114,7 +114,7 @@ func decide(ctx context.Context, b *backend, out io.Writer, req decideRequest) e
 		switch {
 		case rec.State == store.StatePending:
 			return errors.New("the record is pending: its holder may still be running, and no workflow waits on a decision for it (a stale one is settled with '" + name + " resolve')")
-		case rec.State == store.StateCompleted && (req.decision.Action == interceptor.ActionComplete || req.decision.Action == interceptor.ActionFree):
+		case rec.State == store.StateCompleted && (req.decision.Action == decision.ActionComplete || req.decision.Action == decision.ActionFree):
 			return errors.New("the record is completed already; if its workflow still waits, send -retry: the call answers from the record")
 		}
 	}
@@ -161,19 +161,13 @@ func decide(ctx context.Context, b *backend, out io.Writer, req decideRequest) e
 	}
 	fmt.Fprintf(out, "sending: %s to %s (task queue %s)\n", describeDecision(req.decision), where, printable(info.GetTaskQueue()))
 
-	var res interceptor.DecisionResult
-	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   wfID,
-		RunID:        runID,
-		UpdateName:   interceptor.DecisionUpdate,
-		Args:         []any{req.decision},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err == nil {
-		err = h.Get(ctx, &res)
-	}
+	res, err := decision.Send(ctx, c, wfID, runID, req.decision)
 	if err != nil {
 		return updateError(ctx, c, wfID, runID, where, req, info.GetTaskQueue(), err)
+	}
+	if res.Applied == decision.AppliedSignalled {
+		fmt.Fprintf(out, "signalled: the server takes no Workflow Update, so the decision went to %s as a signal, which answers nothing; run '%s decide' again or look at the record to see whether it was taken\n", where, name)
+		return nil
 	}
 	fmt.Fprintf(out, "decided: %s answered: %s; %s\n", where, res.Applied, appliedMeaning(res.Applied))
 	return nil
@@ -181,18 +175,19 @@ func decide(ctx context.Context, b *backend, out io.Writer, req decideRequest) e
 
 // updateError explains why the decision update did not succeed.
 func updateError(ctx context.Context, c client.Client, wfID, runID, where string, req decideRequest, queue string, err error) error {
+	var rejected *decision.RejectedError
 	var app *temporal.ApplicationError
 	var notFound *serviceerror.NotFound
 	switch {
-	case errors.As(err, &app) && app.Type() == interceptor.DecisionRejectedErrorType:
-		reason := strings.TrimPrefix(app.Message(), "idempotency: ")
+	case errors.As(err, &rejected):
+		reason := strings.TrimPrefix(rejected.Reason, "idempotency: ")
 		if !waitsOn(ctx, c, wfID, runID, req.key) {
 			return fmt.Errorf("%s rejected the decision: %s; since nothing in it waits on the key, %s", where, reason, resolveHint)
 		}
 		return fmt.Errorf("%s rejected the decision: %s", where, reason)
 	case errors.As(err, &app) && strings.HasPrefix(app.Message(), "unknown update"):
 		return fmt.Errorf("%s takes no %s update (it does not use AwaitDecision), so nothing waits on the key: %s",
-			where, interceptor.DecisionUpdate, resolveHint)
+			where, decision.UpdateName, resolveHint)
 	case errors.As(err, &notFound):
 		return fmt.Errorf("%s ended before it took the decision: no workflow waits on the key; %s", where, resolveHint)
 	case errors.Is(ctx.Err(), context.Canceled):
@@ -208,12 +203,8 @@ func updateError(ctx context.Context, c client.Client, wfID, runID, where string
 // when it cannot tell, so that only a known absence sends the operator to
 // resolve.
 func waitsOn(ctx context.Context, c client.Client, wfID, runID, key string) bool {
-	v, err := c.QueryWorkflow(ctx, wfID, runID, interceptor.PendingQuery)
+	pending, err := decision.Pending(ctx, c, wfID, runID)
 	if err != nil {
-		return true
-	}
-	var pending []interceptor.PendingDecision
-	if v.Get(&pending) != nil {
 		return true
 	}
 	for _, p := range pending {
@@ -224,8 +215,8 @@ func waitsOn(ctx context.Context, c client.Client, wfID, runID, key string) bool
 	return false
 }
 
-func describeDecision(d interceptor.Decision) string {
-	if d.Action == interceptor.ActionComplete {
+func describeDecision(d decision.Decision) string {
+	if d.Action == decision.ActionComplete {
 		return "complete with " + string(d.Result)
 	}
 	return string(d.Action)
@@ -233,13 +224,13 @@ func describeDecision(d interceptor.Decision) string {
 
 func appliedMeaning(applied string) string {
 	switch applied {
-	case interceptor.AppliedRecorded:
+	case decision.AppliedRecorded:
 		return "the result is recorded; the waiting call and every duplicate of the key receive it"
-	case interceptor.AppliedFreed:
+	case decision.AppliedFreed:
 		return "the key is free; the activity runs again"
-	case interceptor.AppliedRetried:
+	case decision.AppliedRetried:
 		return "the activity runs again and answers from the record as it stands"
-	case interceptor.AppliedFailed:
+	case decision.AppliedFailed:
 		return "the waiting call fails with the indeterminate error"
 	}
 	return "the workflow applied it"

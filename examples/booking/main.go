@@ -15,7 +15,7 @@
 // What it shows: two identical bookings in one workflow turn become one
 // seat; a booking whose answer was lost stops the run with the typed
 // indeterminate error instead of booking twice; a person (played here by
-// the program) looks at the airline, records the outcome and signals the
+// the program) looks at the airline, records the outcome and sends it to the
 // workflow, which carries on.
 package main
 
@@ -42,6 +42,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/pgstore"
 	"github.com/tesserix/idempotency/redisstore"
@@ -107,7 +108,7 @@ dispatcher's events go to standard output, one JSON object per line.
 
 Starts one trip on an existing Temporal frontend, where "booking worker" is
 running, and plays the person: when the BA118 booking's outcome is unknown it
-reads the worker's -ledger file and signals the decision. Prints the
+reads the worker's -ledger file and sends the decision (a Workflow Update). Prints the
 itinerary and the airline's ledger.
 
 `,
@@ -272,18 +273,20 @@ func bookTrip(ctx context.Context, out io.Writer, c client.Client, airline *Airl
 	}
 	if pending != nil {
 		report.Pending, report.PersonDecided = pending.Outcome, true
-		say("\nThe booking of %s ended with %s: %s", trip.Connection, activity.IndeterminateOutcomeErrorType, pending.Outcome.Message())
-		say("The run did not retry and did not fail: it waits for a person (query %q, signal %q).",
-			interceptor.PendingQuery, interceptor.DecisionSignal)
-		decision, err := decide(airline, trip, pending.Outcome)
+		say("\nThe booking of %s ended with %s: %s", trip.Connection, activity.ErrorTypeIndeterminateOutcome, pending.Outcome.Message())
+		say("The run did not retry and did not fail: it waits for a person (query %q, update %q).",
+			decision.QueryName, decision.UpdateName)
+		d, err := decide(airline, trip, pending.Outcome)
 		if err != nil {
 			return nil, err
 		}
 		say("The person checked the airline: %s holds %v.", trip.Connection, airline.Bookings(trip.Connection))
-		say("They signalled their decision: %s %s", decision.Action, decision.Result)
-		if err := c.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.DecisionSignal, decision); err != nil {
+		say("They sent their decision: %s %s", d.Action, d.Result)
+		res, err := decision.Send(ctx, c, run.GetID(), run.GetRunID(), d)
+		if err != nil {
 			return nil, err
 		}
+		say("The workflow answered: %s.", res.Applied)
 	}
 	if err := run.Get(ctx, &report.Itinerary); err != nil {
 		return nil, fmt.Errorf("the trip workflow failed: %w", err)
@@ -378,17 +381,11 @@ func Run(ctx context.Context, out io.Writer, cfg Config) (*Report, error) {
 
 // waitForPendingDecision polls the workflow's pending-decision query until
 // it lists one, or the workflow ends without needing one.
-func waitForPendingDecision(ctx context.Context, c client.Client, run client.WorkflowRun) (*interceptor.PendingDecision, error) {
+func waitForPendingDecision(ctx context.Context, c client.Client, run client.WorkflowRun) (*decision.PendingDecision, error) {
 	for {
-		v, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.PendingQuery)
-		if err == nil {
-			var pending []interceptor.PendingDecision
-			if err := v.Get(&pending); err != nil {
-				return nil, err
-			}
-			if len(pending) > 0 {
-				return &pending[0], nil
-			}
+		pending, err := decision.Pending(ctx, c, run.GetID(), run.GetRunID())
+		if err == nil && len(pending) > 0 {
+			return &pending[0], nil
 		}
 		// The query exists only once a decision has been pending; until
 		// then it fails. A finished workflow needs no decision.
@@ -406,13 +403,13 @@ func waitForPendingDecision(ctx context.Context, c client.Client, run client.Wor
 
 // decide plays the person: look at the airline and say what happened. The
 // worker records the decision against the key before the call carries on.
-func decide(airline *Airline, trip Trip, o activity.IndeterminateOutcome) (interceptor.Decision, error) {
+func decide(airline *Airline, trip Trip, o activity.IndeterminateOutcome) (decision.Decision, error) {
 	seats := airline.Bookings(trip.Connection)
 	if len(seats) == 0 {
-		return interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree, By: "ops@acme"}, nil
+		return decision.Decision{Key: o.Key, Action: decision.ActionFree, By: "ops@acme"}, nil
 	}
 	result, err := json.Marshal(seats[0])
-	return interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete, Result: result, By: "ops@acme"}, err
+	return decision.Decision{Key: o.Key, Action: decision.ActionComplete, Result: result, By: "ops@acme"}, err
 }
 
 func openStore(ctx context.Context, cfg Config) (store.Store, func(), error) {

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/examples/quickstart"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/store"
@@ -48,7 +49,7 @@ func TestBookTripWithoutATenant(t *testing.T) {
 	require.Error(t, err)
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "%v", err)
-	assert.Equal(t, interceptor.ErrorTypeNoTenant, appErr.Type())
+	assert.Equal(t, decision.ErrorTypeNoTenant, appErr.Type())
 	assert.NotContains(t, err.Error(), "needs a person")
 	assert.Contains(t, err.Error(), `--memo 'idempotency-tenant="acme"'`)
 	_, statErr := os.Stat(a.Ledger)

@@ -49,4 +49,15 @@
 // The suite asks nothing of a store beyond the contract, so there is no way
 // to opt out of a case: a store that cannot pass one does not keep the
 // contract.
+//
+// # The transactional capability
+//
+// A store that also implements [store.Transactor] proves it with
+// [RunTransactor], given a way to make and count an effect in its database
+// ([Transactional]): commits land the record and the effect together,
+// rollbacks neither, a commit whose claim was taken over, released,
+// completed or marked is refused with store.ErrNotHolder and lands nothing,
+// and a waiting duplicate is woken with the committed outcome. A store
+// without the capability does not run it; the dispatcher refuses
+// transactional declarations on it.
 package storetest

@@ -1,0 +1,95 @@
+package decision
+
+import (
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/tesserix/idempotency/activity"
+)
+
+// The types of every [temporal.ApplicationError] the library fails a call
+// with, in one block: a workflow matches on them with
+// [temporal.ApplicationError.Type] (or errors.As and the helpers named
+// here). They are stable: none changes without a major version.
+const (
+	// ErrorTypeIndeterminateOutcome: the effect of an EFFECTFUL call is one
+	// nobody can state; a person decides. Non-retryable.
+	// [activity.AsIndeterminate] reads its details.
+	ErrorTypeIndeterminateOutcome = activity.ErrorTypeIndeterminateOutcome
+	// ErrorTypeNotLanded: an EFFECTFUL activity's outcome would have been
+	// indeterminate and its declaration's probe answered that the effect
+	// did not land: the key is freed, and the activity's retry policy runs
+	// it again (retryable). A body that failed with a non-retryable error
+	// of its own returns that error instead, and is not retried.
+	ErrorTypeNotLanded = "IdempotencyEffectNotLanded"
+	// ErrorTypeKeyNotDerivable: no key could be derived (a named key
+	// argument is absent, a value with no canonical form, no workflow run)
+	// for an IDEMPOTENT activity. Retryable.
+	ErrorTypeKeyNotDerivable = "IdempotencyKeyNotDerivable"
+	// ErrorTypeStoreUnavailable: the store could not be reached before a
+	// declared activity's body ran, so the attempt ran nothing; for every
+	// kind. Retryable: running the call again is safe, its claim decides
+	// then. [activity.AsNotRun] reads its details; a workflow that waits
+	// for decisions runs the call again after a timer, nobody asked.
+	ErrorTypeStoreUnavailable = activity.ErrorTypeStoreUnavailable
+	// ErrorTypeOutcomeUnreadable: a recorded outcome could not be decoded
+	// (the data converter changed incompatibly). Non-retryable.
+	ErrorTypeOutcomeUnreadable = "IdempotencyOutcomeUnreadable"
+	// ErrorTypeInvalidTenant: the execution's tenant breaks a rule every
+	// store applies (empty, longer than store.MaxTenantLength bytes, not
+	// UTF-8, a NUL byte). Non-retryable, for every kind: it would be
+	// refused forever. A configuration error: the body never ran, so no
+	// person need decide anything.
+	ErrorTypeInvalidTenant = "IdempotencyInvalidTenant"
+	// ErrorTypeNoTenant: no tenant could be resolved for the execution
+	// (see interceptor.TenantFunc for the ways a workflow carries one).
+	// Non-retryable, for every kind: the tenant travels in the activity's
+	// header, which every retry carries unchanged. A configuration error:
+	// the body never ran, and a workflow that waits for decisions does not
+	// wait on it.
+	ErrorTypeNoTenant = "IdempotencyNoTenant"
+	// ErrorTypeSuperseded: the body of an IDEMPOTENT activity was stopped
+	// because its claim was taken over while it ran. Retryable: the retry
+	// waits for the caller that took the key over and gets its answer.
+	ErrorTypeSuperseded = "IdempotencySuperseded"
+	// ErrorTypeRejected: the workflow's validator rejected a decision sent
+	// as the [UpdateName] update; nothing was written to its history.
+	// [Send] returns it as a [*RejectedError].
+	ErrorTypeRejected = "IdempotencyDecisionRejected"
+	// ErrorTypeBadDecision: the Resolve activity was given a decision the
+	// store refuses every time (a result the data converter cannot encode,
+	// an action that records nothing). Non-retryable.
+	ErrorTypeBadDecision = "IdempotencyBadDecision"
+)
+
+// RejectedError is the error [Send] returns when the workflow's validator
+// rejected the decision: it was malformed, named no waiting key, came
+// second, or its result does not decode into the activity's return type.
+// Nothing was written to the workflow's history.
+type RejectedError struct {
+	// Key is the key the rejected decision named.
+	Key string
+	// Reason is the workflow's reason, as its validator gave it.
+	Reason string
+	err    error
+}
+
+// Error implements error.
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("idempotency: the decision on key %s was rejected: %s", e.Key, e.Reason)
+}
+
+// Unwrap returns the workflow's application error.
+func (e *RejectedError) Unwrap() error { return e.err }
+
+// rejected reports err as a *RejectedError when it is the validator's
+// rejection of a decision on key, and otherwise returns err unchanged.
+func rejected(key string, err error) error {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.Type() == ErrorTypeRejected {
+		return &RejectedError{Key: key, Reason: app.Message(), err: err}
+	}
+	return err
+}

@@ -1,0 +1,259 @@
+package interceptor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/keyspace"
+	"github.com/tesserix/idempotency/store"
+)
+
+// ErrorTypeNotCommitted is the type of the retryable application error a
+// transactional activity (activity.Policy.Transactional) fails with when
+// its body returned but its transaction did not commit — the commit failed,
+// or its answer was lost and the record showed it had not landed. Nothing
+// of the body landed and the key was freed: the retry policy runs it again.
+const ErrorTypeNotCommitted = "IdempotencyNotCommitted"
+
+// TransactionalError is the refusal, by [Interceptor.Declare], of a
+// transactional declaration the interceptor's store cannot honour: a store
+// that does not implement [store.Transactor] (the memory and Redis stores),
+// or one that does not record through the database handle the declaration
+// names. It matches [store.ErrNotTransactional] and
+// activity.ErrInvalidDeclaration.
+type TransactionalError struct {
+	// Activity is the declared activity's name.
+	Activity string
+	// Store is the store's type, as %T prints it.
+	Store string
+	// Reason says why.
+	Reason string
+}
+
+// Error implements error.
+func (e *TransactionalError) Error() string {
+	return fmt.Sprintf("idempotency: activity %q is declared Transactional, but its store (%s) %s",
+		e.Activity, e.Store, e.Reason)
+}
+
+// Is reports whether target is store.ErrNotTransactional or
+// activity.ErrInvalidDeclaration.
+func (e *TransactionalError) Is(target error) bool {
+	return target == store.ErrNotTransactional || target == activity.ErrInvalidDeclaration
+}
+
+// CheckTransactional returns the [*TransactionalError] with which
+// [Interceptor.Declare] refuses d on an interceptor recording in st, or nil:
+// d is not transactional, or st can run it. The worker package calls it to
+// refuse a registration before it registers anything.
+func CheckTransactional(st store.Store, d *activity.Declaration) error {
+	if !d.IsTransactional() {
+		return nil
+	}
+	tr, ok := st.(store.Transactor)
+	if !ok {
+		return &TransactionalError{Activity: d.Name(), Store: fmt.Sprintf("%T", st),
+			Reason: "keeps its records outside any database the activity's body can write to, so the body's writes " +
+				"and the outcome cannot commit together; record in a pgstore whose database holds the effect's tables, " +
+				"or declare the activity EFFECTFUL without Transactional"}
+	}
+	if err := tr.CheckTransactional(d.TransactionalDB()); err != nil {
+		return &TransactionalError{Activity: d.Name(), Store: fmt.Sprintf("%T", st), Reason: "refuses it: " + err.Error()}
+	}
+	return nil
+}
+
+// runTransactional runs the body of a transactional activity under the
+// claim just taken, inside a transaction of the store's database, and
+// commits the outcome with it, fenced by the claim's token. It never ends
+// indeterminate: whatever happens, the record says whether the body's
+// writes landed.
+//
+//   - the body fails or panics: the transaction rolls back, the key is
+//     freed, and the error goes to the retry policy as it is;
+//   - the claim is taken over while the body runs, or the commit's fence
+//     finds it taken over: the transaction rolls back (the new holder's
+//     effect is the one that lands) and the retryable superseded error
+//     sends the retry to wait for the new holder's answer;
+//   - the commit fails or its answer is lost: see settleCommit.
+//
+// A worker that dies mid-body leaves a transaction its server rolls back
+// and a pending claim whose lease runs out; the next attempt takes it over
+// and runs the body again (see run).
+func (x *execution) runTransactional(ctx context.Context, in *interceptor.ExecuteActivityInput) (result any, err error) {
+	tr, ok := x.opts.Store.(store.Transactor)
+	if !ok {
+		// Declare refuses this; a declaration can only get here through a
+		// store that changed type, which Options does not allow.
+		sctx, cancel := x.storeContext(ctx)
+		defer cancel()
+		cause := CheckTransactional(x.opts.Store, x.decl)
+		x.release(sctx, cause)
+		return nil, x.misconfigured(ctx, ErrorTypeStoreUnavailable, cause)
+	}
+	txn, err := tr.BeginTransaction(ctx, store.TransactionParams{Tenant: x.tenant, Key: x.key, Token: x.token})
+	if err != nil {
+		// Nothing ran: free the key for the retry.
+		sctx, cancel := x.storeContext(ctx)
+		defer cancel()
+		x.storeError(ctx, fmt.Errorf("beginning the transaction: %w", err))
+		x.release(sctx, err)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, temporal.NewApplicationErrorWithCause(
+			fmt.Sprintf("idempotency: activity %q was not run: its transaction could not begin: %v", x.decl.Name(), err),
+			ErrorTypeStoreUnavailable, err)
+	}
+
+	bodyCtx, cancelBody := context.WithCancelCause(txn.Context(activity.WithKey(ctx, keyspace.Key(x.key))))
+	defer cancelBody(nil)
+	var superseded atomic.Bool
+	stop := x.renew(ctx, func(err error) {
+		superseded.Store(true)
+		cancelBody(ErrSuperseded)
+		x.count(MetricSuperseded)
+		x.observe(ctx, EventSuperseded, err)
+	})
+	var panicked any
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				panicked = p
+			}
+		}()
+		result, err = x.next.ExecuteActivity(bodyCtx, in)
+	}()
+	stop()
+
+	sctx, cancel := x.storeContext(ctx)
+	defer cancel()
+	rollback := func() {
+		if rerr := txn.Rollback(sctx); rerr != nil {
+			// The transaction was never asked to commit: its server rolls
+			// it back when the connection goes.
+			x.storeError(ctx, fmt.Errorf("rolling the transaction back: %w", rerr))
+		}
+	}
+
+	if superseded.Load() {
+		// The key is another caller's: this transaction must not land.
+		rollback()
+		if panicked != nil {
+			panic(panicked)
+		}
+		return nil, x.supersededError(err)
+	}
+	if panicked != nil {
+		rollback()
+		x.release(sctx, fmt.Errorf("activity panicked: %v", panicked))
+		panic(panicked)
+	}
+	if err != nil {
+		rollback()
+		err = activity.UnwrapNoEffect(err)
+		x.release(sctx, err)
+		return nil, err
+	}
+	var outcome []byte
+	payloads, err := x.encode(result)
+	if err == nil && payloads != nil {
+		outcome, err = proto.Marshal(payloads)
+	}
+	if err != nil {
+		rollback()
+		x.release(sctx, err)
+		return nil, err
+	}
+
+	err = txn.Commit(sctx, outcome)
+	switch {
+	case err == nil:
+		x.observe(ctx, EventCompleted, nil)
+		return result, nil
+	case errors.Is(err, store.ErrNotHolder):
+		x.count(MetricSuperseded)
+		x.observe(ctx, EventSuperseded, err)
+		return nil, x.supersededError(nil)
+	case errors.Is(err, store.ErrTransactionEnded):
+		// The body committed or rolled back by itself: its writes may have
+		// landed without the record, and nothing can tell. This is the one
+		// way to an unknown outcome, and it is the body's breach of the
+		// contract, not a failure.
+		return nil, x.markIndeterminate(sctx, activity.ReasonBodyFailed, true, err)
+	}
+	return x.settleCommit(ctx, sctx, err, result, outcome)
+}
+
+// settleCommit decides, by the record, what became of a commit that
+// failed or whose answer was lost. It never reads the record bare: a
+// commit still in flight holds the record's row lock (its fenced completion
+// took it), and a plain read would see the row as it was before. It frees
+// the key with a fenced Release instead, which waits for that lock:
+//
+//   - the release lands: the record was still pending under this token
+//     once the transaction had ended, so it did not commit (and, the
+//     fence being in the transaction, never can): nothing landed, the key
+//     is free, and the retry runs the body again;
+//   - the release is refused (not the holder): the transaction ended
+//     first; the record, read now that nothing is in flight, says whether
+//     it committed (completed under this token, with this outcome: the
+//     answer is returned) or the key was taken over (superseded);
+//   - the store cannot be reached: nothing is freed, so nothing a commit
+//     completed can be destroyed. The retryable store error sends the
+//     retry, which waits until the lease runs out and takes the key over
+//     unless the record says it completed; a takeover's claim waits for the
+//     row lock as the release did.
+func (x *execution) settleCommit(ctx, sctx context.Context, cerr error, result any, outcome []byte) (any, error) {
+	x.storeError(ctx, fmt.Errorf("committing the transaction: %w", cerr))
+	rerr := x.opts.Store.Release(sctx, store.ReleaseParams{Tenant: x.tenant, Key: x.key, Token: x.token})
+	switch {
+	case rerr == nil:
+		x.observe(ctx, EventReleased, cerr)
+		return nil, temporal.NewApplicationErrorWithCause(
+			fmt.Sprintf("idempotency: activity %q ran, but its transaction did not commit; nothing of it landed and it will run again: %v",
+				x.decl.Name(), cerr), ErrorTypeNotCommitted, cerr)
+	case errors.Is(rerr, store.ErrNotHolder):
+		rec, lerr := x.opts.Store.Lookup(sctx, store.LookupParams{Tenant: x.tenant, Key: x.key})
+		switch {
+		case lerr == nil && rec.Token == x.token && rec.State == store.StateCompleted &&
+			rec.Resolution.Action == 0 && bytes.Equal(rec.Outcome, outcome):
+			// It committed; only its answer was lost.
+			x.observe(ctx, EventCompleted, nil)
+			return result, nil
+		case lerr != nil && !errors.Is(lerr, store.ErrNotFound):
+			x.storeError(ctx, fmt.Errorf("reading the record after the commit: %w", lerr))
+			return nil, x.commitUnsettled(cerr)
+		}
+		x.count(MetricSuperseded)
+		x.observe(ctx, EventSuperseded, rerr)
+		return nil, x.supersededError(nil)
+	default:
+		x.storeError(ctx, fmt.Errorf("freeing the key after the commit failed: %w", rerr))
+		return nil, x.commitUnsettled(errors.Join(cerr, rerr))
+	}
+}
+
+// commitUnsettled is the retryable error of a commit whose fate the store
+// could not be asked about: the retry asks again, through its claim.
+func (x *execution) commitUnsettled(cause error) error {
+	return temporal.NewApplicationErrorWithCause(
+		fmt.Sprintf("idempotency: activity %q ran, but the store could not say whether its transaction committed; "+
+			"the retry finds out from the record: %v", x.decl.Name(), cause), ErrorTypeStoreUnavailable, cause)
+}
+
+// supersededError is the retryable error of a body whose claim was taken
+// over: its retry waits for the holder that took it and gets its answer.
+func (x *execution) supersededError(cause error) error {
+	return temporal.NewApplicationErrorWithCause(
+		fmt.Sprintf("idempotency: activity %q stopped: %v", x.decl.Name(), ErrSuperseded),
+		ErrorTypeSuperseded, activity.UnwrapNoEffect(cause))
+}
