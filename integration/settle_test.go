@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/testenv"
 	"github.com/tesserix/idempotency/store"
@@ -206,7 +207,7 @@ func TestProbeAnsweringLaterWinsOverAWaitingPerson(t *testing.T) {
 		rec, err := st.Lookup(ctx, store.LookupParams{Tenant: "acme", Key: o.Key})
 		require.NoError(t, err)
 		assert.Equal(t, store.StateCompleted, rec.State)
-		assert.Equal(t, interceptor.ProbeDecider, rec.Resolution.By, "settled by the probe's answer")
+		assert.Equal(t, decision.ProbeDecider, rec.Resolution.By, "settled by the probe's answer")
 		assert.Positive(t, e.events.count(interceptor.EventDecided))
 	})
 }
@@ -258,7 +259,7 @@ func TestPersonAnsweringFirstWinsOverTheProbe(t *testing.T) {
 			v, err := e.client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.PendingQuery)
 			return err == nil && v.Get(&pending) == nil && len(pending) == 1 && pending[0].Rejected != nil
 		}, 30*time.Second, 100*time.Millisecond, "the probe's answer is listed as rejected")
-		assert.Equal(t, interceptor.ProbeDecider, pending[0].Rejected.Decision.By)
+		assert.Equal(t, decision.ProbeDecider, pending[0].Rejected.Decision.By)
 		assert.Contains(t, pending[0].Rejected.Reason, "already decided (complete by ops@acme)")
 
 		require.NoError(t, e.client.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), "finish", nil))

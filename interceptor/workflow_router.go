@@ -141,6 +141,7 @@ func (o *workflowOutbound) route(ctx workflow.Context, activityType string, call
 	o.Next.Go(ctx, "idempotency:"+activityType, func(ctx workflow.Context) {
 		f := first
 		storeWaits := 0
+		probeSettled := false // the last wait was settled by the probe
 		for {
 			// Wait without decoding anything: the caller's Get decodes
 			// the result, once, into whatever type it asks for.
@@ -162,6 +163,14 @@ func (o *workflowOutbound) route(ctx workflow.Context, activityType string, call
 				// workflow code as it was.
 				indeterminate = false
 			}
+			if indeterminate && probeSettled && o.settles(ctx) {
+				// The probe settled this call's key and the call, run
+				// again, failed again: each outcome was known when the
+				// probe answered, and the call keeps failing. It reaches
+				// the workflow with its error, as without AwaitDecision,
+				// rather than going round again.
+				indeterminate = false
+			}
 			if !indeterminate || out.Key == "" {
 				// Settled, or nothing a person could decide: with no key
 				// there is no record to settle, and a missing tenant or key
@@ -181,6 +190,7 @@ func (o *workflowOutbound) route(ctx workflow.Context, activityType string, call
 				settable.Set(nil, err)
 				return
 			}
+			probeSettled = d.By == decision.ProbeDecider
 			// The record now says what happened: run the activity again and
 			// it answers from the record, or runs afresh on a freed key.
 			f = call(o.rerunContext(ctx, out))

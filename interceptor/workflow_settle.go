@@ -29,7 +29,10 @@ import (
 //     activity asks the probe again on a backoff schedule recorded with the
 //     wait; the first of a definite probe answer and a person's decision
 //     settles the key, fenced by the record's token, and the other is
-//     rejected with the reason.
+//     rejected with the reason. A call the probe settled that, run
+//     again, fails indeterminate again reaches the workflow with its error
+//     instead of waiting once more: the probe knew each outcome, and the
+//     call keeps failing (a downstream that always times out).
 //   - The wait for a person is a timer with a summary, so the Web UI's
 //     default History view and the history show it, and the decision is
 //     recorded by [ResolveActivityName] with a start-to-close of seconds

@@ -38,12 +38,19 @@ type person struct {
 	landed   map[string]int // those whose effect was in the ledger
 	rejected map[string]int // decisions the workflow refused, by why
 	latency  []time.Duration
-	seen     map[string]bool // workflow/key already decided
+	seen     map[string]bool // workflow/key/wait already decided
+	times    map[string]int  // decisions per workflow/key
+	failed   int             // fail decisions
 }
+
+// maxDecisionsPerKey is how many times the person frees or completes one
+// workflow's key before deciding fail.
+const maxDecisionsPerKey = 2
 
 func newPerson(c client.Client, ledgerDir string, delay time.Duration) *person {
 	return &person{c: c, ledgerDir: ledgerDir, every: 250 * time.Millisecond, delay: delay, running: map[string]bool{},
-		decided: map[string]int{}, landed: map[string]int{}, rejected: map[string]int{}, seen: map[string]bool{}}
+		decided: map[string]int{}, landed: map[string]int{}, rejected: map[string]int{}, seen: map[string]bool{},
+		times: map[string]int{}}
 }
 
 func (p *person) started(id string) {
@@ -114,7 +121,16 @@ func (p *person) look(ctx context.Context, id string) {
 			continue
 		}
 		d := interceptor.Decision{Key: o.Key, By: "faultrun-person", Reference: "ledger"}
-		if found {
+		p.mu.Lock()
+		p.times[id+"/"+o.Key]++
+		again := p.times[id+"/"+o.Key] > maxDecisionsPerKey
+		p.mu.Unlock()
+		if again {
+			// Decided twice, and the call fails again: an operator stops
+			// here and lets the call fail (the downstream keeps timing
+			// out; freeing the key again would go round for ever).
+			d.Action, d.Reason = interceptor.ActionFail, "decided twice; the call keeps failing"
+		} else if found {
 			d.Action, d.Reason = interceptor.ActionComplete, "the ledger has the charge"
 			d.Result, _ = json.Marshal(effect)
 		} else {
@@ -134,6 +150,9 @@ func (p *person) look(ctx context.Context, id string) {
 		if err != nil {
 			p.rejected[why(err)]++
 		} else {
+			if d.Action == interceptor.ActionFail {
+				p.failed++
+			}
 			p.decided[string(o.Reason)]++
 			if found {
 				p.landed[string(o.Reason)]++
@@ -168,6 +187,9 @@ type PersonSummary struct {
 	Decided, Landed map[string]int
 	// Rejected counts the decisions the workflows refused, by why.
 	Rejected map[string]int
+	// Failed counts the decisions that let the call fail (a key decided
+	// twice that failed again).
+	Failed int
 	// Median and Max are the times from the outcome becoming indeterminate
 	// (the wait's start) to the decision applied.
 	Median, Max time.Duration
@@ -176,7 +198,7 @@ type PersonSummary struct {
 func (p *person) summary() *PersonSummary {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := &PersonSummary{Decided: p.decided, Landed: p.landed, Rejected: p.rejected}
+	s := &PersonSummary{Decided: p.decided, Landed: p.landed, Rejected: p.rejected, Failed: p.failed}
 	if n := len(p.latency); n > 0 {
 		l := slices.Clone(p.latency)
 		slices.Sort(l)
@@ -221,6 +243,7 @@ func (s *PersonSummary) rows(workflows int) [][2]string {
 		v += " (" + strings.Join(whys, "; ") + ")"
 	}
 	rows = append(rows,
+		[2]string{"  of them fail (decided twice before)", fmt.Sprint(s.Failed)},
 		[2]string{"decisions rejected", v},
 		[2]string{"indeterminate → applied (median/max)", fmt.Sprintf("%v/%v", s.Median.Round(10*time.Millisecond), s.Max.Round(10*time.Millisecond))},
 	)
