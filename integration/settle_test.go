@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -362,4 +363,72 @@ func TestDecisionAppliedWithinSecondsWhenItsWorkerDies(t *testing.T) {
 		require.NoError(t, run.Get(ctx, &seat))
 		assert.Equal(t, 1, e.ledger.Effects("BA117"))
 	})
+}
+
+// meter is an EFFECTFUL activity whose first attempt heartbeats details
+// of its own (or none), then fails with no effect; the second reads what
+// the first left.
+type meter struct {
+	mu   sync.Mutex
+	has  []bool
+	seen []string
+	errs []error
+}
+
+func (m *meter) Meter(ctx context.Context, req BookRequest) (string, error) {
+	if sdkactivity.GetInfo(ctx).Attempt == 1 {
+		if req.RequestID == "with-progress" {
+			sdkactivity.RecordHeartbeat(ctx, "progress-1")
+		}
+		// Past the SDK's heartbeat throttle (0.8 × the 3 s heartbeat
+		// timeout), so the batched heartbeat reaches the server.
+		time.Sleep(2600 * time.Millisecond)
+		return "", activity.NoEffect(errors.New("the meter refused"))
+	}
+	var prev string
+	has := sdkactivity.HasHeartbeatDetails(ctx)
+	err := sdkactivity.GetHeartbeatDetails(ctx, &prev)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.has, m.seen, m.errs = append(m.has, has), append(m.seen, prev), append(m.errs, err)
+	return "metered", nil
+}
+
+// MeterTwice runs Meter with a heartbeat timeout, retried.
+func MeterTwice(ctx workflow.Context, flight, request string) (string, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		HeartbeatTimeout:    3 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumAttempts: 3},
+	})
+	var r string
+	err := workflow.ExecuteActivity(ctx, "Meter", BookRequest{Flight: flight, RequestID: request}).Get(ctx, &r)
+	return r, err
+}
+
+// The dispatcher's timeout marker never reaches the body: the details a
+// body heartbeats are what the next attempt reads, and a body that
+// heartbeated nothing reads none, though the dispatcher heartbeated the
+// marker for it.
+func TestTimeoutMarkerHiddenFromTheBody(t *testing.T) {
+	t.Parallel()
+	st, err := store.NewMemory(store.MemoryOptions{})
+	require.NoError(t, err)
+	e := newEnv(t, st, interceptor.Options{Lease: 2 * time.Second})
+	m := &meter{}
+	require.NoError(t, e.worker.Register(activity.MustDeclare(m.Meter, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}})))
+	e.worker.RegisterWorkflow(MeterTwice)
+	e.start()
+	var r string
+	require.NoError(t, e.execute("acme", MeterTwice, &r, "BA117", "with-progress"))
+	require.NoError(t, e.execute("acme", MeterTwice, &r, "BA118", "without"))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	require.Len(t, m.seen, 2)
+	assert.True(t, m.has[0], "the body's own details are there")
+	assert.NoError(t, m.errs[0])
+	assert.Equal(t, "progress-1", m.seen[0], "the body's own details, unchanged")
+	assert.False(t, m.has[1], "only the marker: no details for the body")
+	assert.Error(t, m.errs[1], "no details to decode")
+	assert.Empty(t, m.seen[1])
 }
