@@ -727,7 +727,8 @@ func (s *Summary) Rows() [][2]string {
 		{"results (not in ledger)", fmt.Sprintf("%d (%d)", s.Results, s.Unbacked)},
 	}
 	reasons := []string{string(activity.ReasonStoreUnavailable), string(activity.ReasonHolderLost),
-		string(activity.ReasonBodyFailed), string(activity.ReasonRecorded), string(activity.ReasonKeyNotDerivable)}
+		string(activity.ReasonBodyFailed), string(activity.ReasonRecorded), string(activity.ReasonKeyNotDerivable),
+		string(activity.ReasonTimedOut)}
 	total, landed := 0, 0
 	for r, n := range s.Indeterminate {
 		if !slices.Contains(reasons, r) {
