@@ -81,7 +81,7 @@ type Policy struct {
 	// CheckArguments names arguments that are not part of the key but
 	// must match the call that made the record: a call whose key has a
 	// record made with other values of them fails with the non-retryable
-	// [ArgumentsMismatchErrorType] error instead of receiving that record's
+	// [ErrorTypeArgumentsMismatch] error instead of receiving that record's
 	// answer (a fare or a seat changed under the same booking). Named as
 	// KeyArguments are; a name must not also be a key argument. The record
 	// keeps only a digest of their values (keyspace.DeriveCheck). Not for

@@ -8,14 +8,20 @@ import (
 	"go.temporal.io/sdk/temporal"
 )
 
-// ArgumentsMismatchErrorType is the stable [temporal.ApplicationError] type
+// ErrorTypeArgumentsMismatch is the stable [temporal.ApplicationError] type
 // of the error a call fails with when the record under its key was made by
 // a call with other values of the arguments its declaration checks
 // ([Policy.CheckArguments]). It is not retryable: the record will not
 // change its mind. Workflows may match on it by string;
 // [AsArgumentsMismatch] does it for them. It will not change without a
 // major version.
-const ArgumentsMismatchErrorType = "IdempotencyArgumentsMismatch"
+const ErrorTypeArgumentsMismatch = "IdempotencyArgumentsMismatch"
+
+// ArgumentsMismatchErrorType is the former name of
+// [ErrorTypeArgumentsMismatch].
+//
+// Deprecated: use [ErrorTypeArgumentsMismatch].
+const ArgumentsMismatchErrorType = ErrorTypeArgumentsMismatch
 
 // The ways a call meets a record: ArgumentsMismatch.Found.
 const (
@@ -38,7 +44,7 @@ const (
 // ArgumentsMismatch describes a call refused because the record under its
 // key was made with other values of the checked arguments. It names the
 // arguments, never their values: the record keeps only a digest of them.
-// It travels as the details of the [ArgumentsMismatchErrorType] error.
+// It travels as the details of the [ErrorTypeArgumentsMismatch] error.
 type ArgumentsMismatch struct {
 	// Activity is the activity type name.
 	Activity string `json:"activity"`
@@ -75,9 +81,9 @@ func (m ArgumentsMismatch) Message() string {
 }
 
 // NewArgumentsMismatchError returns the non-retryable application error of
-// type [ArgumentsMismatchErrorType] carrying m as its details.
+// type [ErrorTypeArgumentsMismatch] carrying m as its details.
 func NewArgumentsMismatchError(m ArgumentsMismatch) error {
-	return temporal.NewNonRetryableApplicationError(m.Message(), ArgumentsMismatchErrorType, nil, m)
+	return temporal.NewNonRetryableApplicationError(m.Message(), ErrorTypeArgumentsMismatch, nil, m)
 }
 
 // AsArgumentsMismatch reports whether err, or an error it wraps, is the
@@ -89,7 +95,7 @@ func AsArgumentsMismatch(err error) (ArgumentsMismatch, bool) {
 		if !errors.As(err, &appErr) {
 			return ArgumentsMismatch{}, false
 		}
-		if appErr.Type() == ArgumentsMismatchErrorType {
+		if appErr.Type() == ErrorTypeArgumentsMismatch {
 			break
 		}
 		err = appErr.Unwrap()

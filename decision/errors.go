@@ -54,6 +54,17 @@ const (
 	// because its claim was taken over while it ran. Retryable: the retry
 	// waits for the caller that took the key over and gets its answer.
 	ErrorTypeSuperseded = "IdempotencySuperseded"
+	// ErrorTypeNotCommitted: a transactional activity
+	// (activity.Policy.Transactional) returned but its transaction did not
+	// commit — the commit failed, or its answer was lost and the record
+	// showed it had not landed. Nothing of the body landed and the key was
+	// freed: retryable, the retry policy runs it again.
+	ErrorTypeNotCommitted = "IdempotencyNotCommitted"
+	// ErrorTypeArgumentsMismatch: the record under the call's key was made
+	// by a call with other values of the arguments its declaration checks
+	// (activity.Policy.CheckArguments). Non-retryable: the record will not
+	// change its mind. [activity.AsArgumentsMismatch] reads its details.
+	ErrorTypeArgumentsMismatch = activity.ErrorTypeArgumentsMismatch
 	// ErrorTypeRejected: the workflow's validator rejected a decision sent
 	// as the [UpdateName] update; nothing was written to its history.
 	// [Send] returns it as a [*RejectedError].

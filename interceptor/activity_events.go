@@ -81,7 +81,7 @@ const (
 	// EventArgumentsMismatch: the record under the execution's key was made
 	// by a call with other values of the declaration's checked arguments
 	// (Policy.CheckArguments); the execution fails with the non-retryable
-	// activity.ArgumentsMismatchErrorType error (Event.Err), naming the
+	// activity.ErrorTypeArgumentsMismatch error (Event.Err), naming the
 	// arguments, never their values, and the record is left as it is. It
 	// is reported on every path that answers from a record: a completed
 	// one, a holder waited for, an indeterminate one, a takeover.

@@ -12,16 +12,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
 )
-
-// ErrorTypeNotCommitted is the type of the retryable application error a
-// transactional activity (activity.Policy.Transactional) fails with when
-// its body returned but its transaction did not commit — the commit failed,
-// or its answer was lost and the record showed it had not landed. Nothing
-// of the body landed and the key was freed: the retry policy runs it again.
-const ErrorTypeNotCommitted = "IdempotencyNotCommitted"
 
 // TransactionalError is the refusal, by [Interceptor.Declare], of a
 // transactional declaration the interceptor's store cannot honour: a store
@@ -97,7 +91,7 @@ func (x *execution) runTransactional(ctx context.Context, in *interceptor.Execut
 		defer cancel()
 		cause := CheckTransactional(x.opts.Store, x.decl)
 		x.release(sctx, cause)
-		return nil, x.misconfigured(ctx, ErrorTypeStoreUnavailable, cause)
+		return nil, x.misconfigured(ctx, decision.ErrorTypeStoreUnavailable, cause)
 	}
 	txn, err := tr.BeginTransaction(ctx, store.TransactionParams{Tenant: x.tenant, Key: x.key, Token: x.token})
 	if err != nil {
@@ -111,7 +105,7 @@ func (x *execution) runTransactional(ctx context.Context, in *interceptor.Execut
 		}
 		return nil, temporal.NewApplicationErrorWithCause(
 			fmt.Sprintf("idempotency: activity %q was not run: its transaction could not begin: %v", x.decl.Name(), err),
-			ErrorTypeStoreUnavailable, err)
+			decision.ErrorTypeStoreUnavailable, err)
 	}
 
 	bodyCtx, cancelBody := context.WithCancelCause(txn.Context(activity.WithKey(ctx, keyspace.Key(x.key))))
@@ -220,7 +214,7 @@ func (x *execution) settleCommit(ctx, sctx context.Context, cerr error, result a
 		x.observe(ctx, EventReleased, cerr)
 		return nil, temporal.NewApplicationErrorWithCause(
 			fmt.Sprintf("idempotency: activity %q ran, but its transaction did not commit; nothing of it landed and it will run again: %v",
-				x.decl.Name(), cerr), ErrorTypeNotCommitted, cerr)
+				x.decl.Name(), cerr), decision.ErrorTypeNotCommitted, cerr)
 	case errors.Is(rerr, store.ErrNotHolder):
 		rec, lerr := x.opts.Store.Lookup(sctx, store.LookupParams{Tenant: x.tenant, Key: x.key})
 		switch {
@@ -255,5 +249,5 @@ func (x *execution) commitUnsettled(cause error) error {
 func (x *execution) supersededError(cause error) error {
 	return temporal.NewApplicationErrorWithCause(
 		fmt.Sprintf("idempotency: activity %q stopped: %v", x.decl.Name(), ErrSuperseded),
-		ErrorTypeSuperseded, activity.UnwrapNoEffect(cause))
+		decision.ErrorTypeSuperseded, activity.UnwrapNoEffect(cause))
 }

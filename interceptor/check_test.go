@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/store"
 )
@@ -131,7 +132,7 @@ func (h *checkHarness) complete(t *testing.T, key string, token int64, b Booking
 // as found, naming the checked arguments and key, and never their values.
 func requireMismatch(t *testing.T, err error, key, found string, values ...string) activity.ArgumentsMismatch {
 	t.Helper()
-	appErr := requireApplicationError(t, err, activity.ArgumentsMismatchErrorType)
+	appErr := requireApplicationError(t, err, activity.ErrorTypeArgumentsMismatch)
 	assert.True(t, appErr.NonRetryable(), "the mismatch is not retried")
 	m, ok := activity.AsArgumentsMismatch(err)
 	require.True(t, ok)
@@ -296,8 +297,8 @@ func TestCheckDecisionOnGoneKey(t *testing.T) {
 	require.NoError(t, h.mem.Resolve(context.Background(), store.ResolveParams{Tenant: "acme", Key: o.Key, Decision: store.DecisionFree}))
 
 	resolve := interceptor.ResolveActivity(h.mem, nil)
-	require.NoError(t, resolve(context.Background(), interceptor.ResolveRequest{Tenant: o.Tenant, Key: o.Key,
-		Action: interceptor.ActionComplete, Result: []byte(`{"flight":"BA117","call":1}`), By: "ops",
+	require.NoError(t, resolve(context.Background(), decision.ResolveRequest{Tenant: o.Tenant, Key: o.Key,
+		Action: decision.ActionComplete, Result: []byte(`{"flight":"BA117","call":1}`), By: "ops",
 		Token: o.Token, Check: o.Check, Retention: o.Retention}))
 	rec, err := h.lookup(t, "acme", o.Key)
 	require.NoError(t, err)

@@ -71,4 +71,6 @@ const (
 	ErrorTypeSuperseded = decision.ErrorTypeSuperseded
 	// Deprecated: use [decision.ErrorTypeNotLanded].
 	ErrorTypeNotLanded = decision.ErrorTypeNotLanded
+	// Deprecated: use [decision.ErrorTypeNotCommitted].
+	ErrorTypeNotCommitted = decision.ErrorTypeNotCommitted
 )

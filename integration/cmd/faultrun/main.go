@@ -13,6 +13,13 @@
 //	cd integration && GOTOOLCHAIN=go1.27.3 go run ./cmd/faultrun -workflows 2000 -workers 4 -kill-every 5s -restarts 4
 //	cd integration && GOTOOLCHAIN=go1.27.3 go run ./cmd/faultrun -workflows 2000 -workers 4 -kill-every 5s -restarts 4 -stores postgres,redis -probe on
 //	cd integration && GOTOOLCHAIN=go1.27.3 go run ./cmd/faultrun -workflows 1500 -workers 4 -kill-every 5s -restarts 3 -stores postgres,redis -network on -network-every 1s -store-timeout 1s
+//	cd integration && GOTOOLCHAIN=go1.27.3 go run ./cmd/faultrun -workflows 1000 -workers 4 -kill-every 5s -restarts 3 -stores postgres -transactional
+//
+// With -transactional the EFFECTFUL activity is declared transactional: its
+// effect is a row of a table in the store's own PostgreSQL, committed in the
+// transaction that records its outcome, and a round with any indeterminate
+// outcome fails.
+//
 //	cd integration && GOTOOLCHAIN=go1.27.3 go run ./cmd/faultrun -workflows 300 -workers 3 -kill-every 3s -restarts 1 -stores postgres,redis -probe both -await
 //
 // With -await the workers run with AwaitDecision and the driver plays the
@@ -83,6 +90,7 @@ func drive(args []string) int {
 	networkShort := fs.Duration("network-short", 250*time.Millisecond, "longest short reply delay (below every store call's budget)")
 	seed := fs.Uint64("seed", 1, "seed of the behaviour mix, the kills and the network faults")
 	keep := fs.String("dir", "", "keep ledgers and worker logs under this directory (default: a temporary one, removed)")
+	transactional := fs.Bool("transactional", false, "declare the EFFECTFUL activity transactional: its effect is a row in the store's database, committed with its outcome (postgres rounds only, without -probe)")
 	probe := fs.String("probe", "off", "declare the EFFECTFUL activity with a probe that asks the ledger: off, on, or both (each round twice)")
 	await := fs.Bool("await", false, "AwaitDecision on, and a person who decides every waiting key from the ledger (the idempotency.decide Update)")
 	verbose := fs.Bool("v", false, "log progress")
@@ -150,6 +158,7 @@ func drive(args []string) int {
 			Namespace:     srv.GetDefaultNamespace(),
 			Store:         r.store,
 			Probe:         r.probe,
+			Transactional: *transactional,
 			AwaitDecision: *await,
 			WorkerCommand: []string{exe, "worker"},
 			Workers:       *workers,
@@ -173,7 +182,7 @@ func drive(args []string) int {
 			Logf:          logf,
 		}
 		if *keep != "" {
-			cfg.Dir = fmt.Sprintf("%s/%s-probe-%t-network-%t-await-%t", *keep, cfg.Store, cfg.Probe, cfg.Network, cfg.AwaitDecision)
+			cfg.Dir = fmt.Sprintf("%s/%s-probe-%t-network-%t-tx-%t-await-%t", *keep, cfg.Store, cfg.Probe, cfg.Network, cfg.Transactional, cfg.AwaitDecision)
 			if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 				fmt.Fprintln(os.Stderr, "faultrun:", err)
 				return 2
