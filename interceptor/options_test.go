@@ -51,7 +51,7 @@ func TestNewRefuses(t *testing.T) {
 			assert.ErrorIs(t, err, interceptor.ErrInvalidOptions)
 			var oe *interceptor.OptionsError
 			require.ErrorAs(t, err, &oe)
-			assert.Equal(t, tt.field, oe.Field)
+			assert.Equal(t, "interceptor.Options."+tt.field, oe.Field)
 			assert.Contains(t, err.Error(), tt.field, "the message names the field")
 		})
 	}

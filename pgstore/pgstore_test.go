@@ -62,17 +62,17 @@ func TestNewRefusesOptions(t *testing.T) {
 		opts  pgstore.Options
 		field string
 	}{
-		{"schema injection", pgstore.Options{Schema: `x"; DROP TABLE y; --`}, "Options.Schema"},
-		{"table injection", pgstore.Options{Table: `t"; DROP TABLE y; --`}, "Options.Table"},
-		{"table with a dot", pgstore.Options{Table: "a.b"}, "Options.Table"},
-		{"schema starting with a digit", pgstore.Options{Schema: "1abc"}, "Options.Schema"},
-		{"table of 64 letters", pgstore.Options{Table: strings.Repeat("a", 64)}, "Options.Table"},
-		{"schema with a NUL", pgstore.Options{Schema: "a\x00b"}, "Options.Schema"},
-		{"non-ASCII table", pgstore.Options{Table: "tablé"}, "Options.Table"},
-		{"channel with a space", pgstore.Options{NotifyChannel: "a b"}, "Options.NotifyChannel"},
-		{"negative TTL", pgstore.Options{TTL: -time.Second}, "Options.TTL"},
-		{"negative poll", pgstore.Options{PollInterval: -time.Second}, "Options.PollInterval"},
-		{"max poll below poll", pgstore.Options{PollInterval: time.Second, MaxPollInterval: time.Millisecond}, "Options.MaxPollInterval"},
+		{"schema injection", pgstore.Options{Schema: `x"; DROP TABLE y; --`}, "pgstore.Options.Schema"},
+		{"table injection", pgstore.Options{Table: `t"; DROP TABLE y; --`}, "pgstore.Options.Table"},
+		{"table with a dot", pgstore.Options{Table: "a.b"}, "pgstore.Options.Table"},
+		{"schema starting with a digit", pgstore.Options{Schema: "1abc"}, "pgstore.Options.Schema"},
+		{"table of 64 letters", pgstore.Options{Table: strings.Repeat("a", 64)}, "pgstore.Options.Table"},
+		{"schema with a NUL", pgstore.Options{Schema: "a\x00b"}, "pgstore.Options.Schema"},
+		{"non-ASCII table", pgstore.Options{Table: "tablé"}, "pgstore.Options.Table"},
+		{"channel with a space", pgstore.Options{NotifyChannel: "a b"}, "pgstore.Options.NotifyChannel"},
+		{"negative TTL", pgstore.Options{TTL: -time.Second}, "pgstore.Options.TTL"},
+		{"negative poll", pgstore.Options{PollInterval: -time.Second}, "pgstore.Options.PollInterval"},
+		{"max poll below poll", pgstore.Options{PollInterval: time.Second, MaxPollInterval: time.Millisecond}, "pgstore.Options.MaxPollInterval"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -79,10 +79,10 @@ func TestNewValidatesOptions(t *testing.T) {
 				return
 			}
 			require.Error(t, err)
-			assert.Contains(t, err.Error(), "Options."+tt.field)
+			assert.Contains(t, err.Error(), "redisstore.Options."+tt.field)
 			var ie *store.InvalidError
 			require.ErrorAs(t, err, &ie, "a typed error")
-			assert.Equal(t, "Options."+tt.field, ie.Field)
+			assert.Equal(t, "redisstore.Options."+tt.field, ie.Field)
 			assert.ErrorIs(t, err, store.ErrInvalid)
 			assert.Nil(t, s)
 		})

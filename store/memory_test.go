@@ -33,8 +33,8 @@ func TestNewMemoryOptions(t *testing.T) {
 	}{
 		{name: "Zero", opts: store.MemoryOptions{}},
 		{name: "Set", opts: store.MemoryOptions{TTL: 1, PollInterval: 1, Clock: store.SystemClock{}}},
-		{name: "NegativeTTL", opts: store.MemoryOptions{TTL: -1}, wantField: "MemoryOptions.TTL"},
-		{name: "NegativePollInterval", opts: store.MemoryOptions{PollInterval: -1}, wantField: "MemoryOptions.PollInterval"},
+		{name: "NegativeTTL", opts: store.MemoryOptions{TTL: -1}, wantField: "store.MemoryOptions.TTL"},
+		{name: "NegativePollInterval", opts: store.MemoryOptions{PollInterval: -1}, wantField: "store.MemoryOptions.PollInterval"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

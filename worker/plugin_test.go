@@ -36,13 +36,13 @@ func TestNewPluginRefuses(t *testing.T) {
 		opts  func(t *testing.T) worker.PluginOptions
 		field string // the OptionsError's field; empty: a registration error
 	}{
-		{"NoStore", func(*testing.T) worker.PluginOptions { return worker.PluginOptions{} }, "Store"},
+		{"NoStore", func(*testing.T) worker.PluginOptions { return worker.PluginOptions{} }, "worker.PluginOptions.Idempotency.Store"},
 		{"TinyLease", func(t *testing.T) worker.PluginOptions {
 			return worker.PluginOptions{Idempotency: interceptor.Options{Store: memStore(t), Lease: 2}}
-		}, "Lease"},
+		}, "worker.PluginOptions.Idempotency.Lease"},
 		{"TinySweepInterval", func(t *testing.T) worker.PluginOptions {
 			return worker.PluginOptions{Idempotency: interceptor.Options{Store: memStore(t)}, SweepInterval: time.Nanosecond}
-		}, "SweepInterval"},
+		}, "worker.PluginOptions.SweepInterval"},
 		{"DeclaredTwice", func(t *testing.T) worker.PluginOptions {
 			return worker.PluginOptions{Idempotency: interceptor.Options{Store: memStore(t)}, Declarations: []*activity.Declaration{book, book}}
 		}, ""},
