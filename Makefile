@@ -11,6 +11,9 @@ SHELL := /bin/bash
 SERVER_TOOLCHAIN := go1.27.3
 STATICCHECK      := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 SERVER_MODULES   := $(wildcard integration/go.mod examples/booking/go.mod examples/quickstart/go.mod benchmarks/go.mod)
+# Small modules of their own beside the library (contrib/oteltrace keeps
+# OpenTelemetry out of the library's go.mod); they build with the machine's Go.
+CONTRIB_MODULES  := $(wildcard contrib/*/go.mod)
 FUZZTIME         ?= 30s
 TEST_TIMEOUT     ?= 15m
 
@@ -20,6 +23,8 @@ help: ## Show this help.
 
 .PHONY: run
 run: ## Run the main job: the booking example against an in-process Temporal server (RUN_ARGS="-store postgres").
+	@echo "make run: building the booking example with an embedded Temporal server ($(SERVER_TOOLCHAIN), which the go command"
+	@echo "          fetches once). The first build prints nothing for several minutes (up to ~20 on two busy cores); later runs start in seconds."
 	cd examples/booking && GOTOOLCHAIN=$(SERVER_TOOLCHAIN) go run . $(RUN_ARGS)
 
 .PHONY: services
@@ -27,9 +32,13 @@ services: ## Start PostgreSQL and Redis on 127.0.0.1 if they do not answer (inst
 	scripts/services.sh
 
 .PHONY: test
-test: ## Run every test: the library (on the SDK go.mod names and on the newest), then the real-server modules.
+test: ## Run every test: the library (on the SDK go.mod names and on the newest), the contrib modules, then the real-server modules.
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	TEST_TIMEOUT=$(TEST_TIMEOUT) scripts/newest-sdk.sh
+	@for m in $(dir $(CONTRIB_MODULES)); do \
+		echo "== $$m"; \
+		(cd $$m && go test -count=1 -timeout $(TEST_TIMEOUT) ./...) || exit 1; \
+	done
 	@for m in $(dir $(SERVER_MODULES)); do \
 		echo "== $$m (GOTOOLCHAIN=$(SERVER_TOOLCHAIN))"; \
 		(cd $$m && GOTOOLCHAIN=$(SERVER_TOOLCHAIN) go test -count=1 -timeout $(TEST_TIMEOUT) ./...) || exit 1; \
@@ -48,6 +57,9 @@ lint: ## go vet and staticcheck on every module; gofmt must have nothing to say.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	go vet ./...
 	go run $(STATICCHECK) ./...
+	@for m in $(dir $(CONTRIB_MODULES)); do \
+		(cd $$m && go vet ./... && go run $(STATICCHECK) ./...) || exit 1; \
+	done
 	@for m in $(dir $(SERVER_MODULES)); do \
 		(cd $$m && GOTOOLCHAIN=$(SERVER_TOOLCHAIN) go vet ./... && GOTOOLCHAIN=$(SERVER_TOOLCHAIN) go run $(STATICCHECK) ./...) || exit 1; \
 	done
@@ -77,6 +89,9 @@ compat-fixtures: ## Freeze what this release writes as a new compatibility fixtu
 .PHONY: tidy-check
 tidy-check: ## Fail if any go.mod or go.sum is not tidy.
 	go mod tidy -diff
+	@for m in $(dir $(CONTRIB_MODULES)); do \
+		(cd $$m && go mod tidy -diff) || exit 1; \
+	done
 	@for m in $(dir $(SERVER_MODULES)); do \
 		(cd $$m && GOTOOLCHAIN=$(SERVER_TOOLCHAIN) go mod tidy -diff) || exit 1; \
 	done

@@ -439,7 +439,16 @@ func TestCompatRead(t *testing.T) {
 				again, err := dc.ToPayload(reflect.ValueOf(v).Elem().Interface())
 				require.NoError(t, err, c.Name)
 				assert.Equal(t, c.Payload.Metadata, toCompatPayload(t, again).Metadata, "%s: the encoding", c.Name)
-				assert.NoError(t, compat.Covers([]byte(c.Payload.Data), again.GetData()), "%s: today's encoding of the value, read as %s read it", c.Name, set.Name)
+				today := again.GetData()
+				if c.Type == "[]interceptor.PendingDecision" && (strings.HasPrefix(set.Name, "r1-") || strings.HasPrefix(set.Name, "r2-")) {
+					// The one change readers of earlier releases see: since
+					// r3 the pending query's token is a JSON string (JSON
+					// readers that hold numbers as doubles rounded it). This
+					// release reads both shapes; an earlier idempotencyctl
+					// cannot read the new one (the CHANGELOG says so).
+					today = numericTokens(t, today)
+				}
+				assert.NoError(t, compat.Covers([]byte(c.Payload.Data), today), "%s: today's encoding of the value, read as %s read it", c.Name, set.Name)
 				back := newOf(t, c.Type)
 				require.NoError(t, dc.FromPayload(again, back), c.Name)
 				assert.Equal(t, v, back, "%s: today's encoding decodes to the same value", c.Name)
@@ -591,4 +600,27 @@ func TestCompatWritesNewest(t *testing.T) {
 	var ns compatNameSet
 	newest.ReadJSON(t, compatNamesJSON, &ns)
 	assert.Equal(t, ns.Names, compatNames, "the names of %s", newest.Name)
+}
+
+// numericTokens rewrites each entry's outcome token of a pending query's
+// answer from a JSON string to the number earlier releases wrote.
+func numericTokens(t *testing.T, data []byte) []byte {
+	t.Helper()
+	var entries []map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(data, &entries))
+	for _, e := range entries {
+		var o map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(e["outcome"], &o))
+		if tok, ok := o["token"]; ok {
+			var s string
+			require.NoError(t, json.Unmarshal(tok, &s), "the token is a string")
+			o["token"] = json.RawMessage(s)
+		}
+		b, err := json.Marshal(o)
+		require.NoError(t, err)
+		e["outcome"] = b
+	}
+	b, err := json.Marshal(entries)
+	require.NoError(t, err)
+	return b
 }

@@ -9,7 +9,8 @@
 // At most one side effect per key within the retention window. Not exactly
 // once: a call that fails without answering leaves the effect unknown, and
 // the dispatcher reports that rather than guessing. Not ever: a retry that
-// arrives after the store's retention window sees a free key. Not across
+// arrives after the store's retention window (or the activity's own,
+// activity.Policy.Retention) sees a free key. Not across
 // tenants: records are tenant-scoped. (An indeterminate key is not subject
 // to the window: it waits for a person however long that takes.)
 //
@@ -27,7 +28,11 @@
 //     is returned as a duplicate's. Held by a caller that is gone (its lease
 //     ran out): IDEMPOTENT takes over, EFFECTFUL fails indeterminate
 //     (unless its probe answers; see below).
-//     Indeterminate: fail again.
+//     Indeterminate: fail again. On each of these paths a record made with
+//     other values of the declaration's checked arguments
+//     (activity.Policy.CheckArguments) is not an answer: the call fails
+//     with the non-retryable activity.ArgumentsMismatchErrorType error
+//     ([EventArgumentsMismatch]) and the record is left as it is.
 //   - Acquired: the body runs with the key in its context; the lease is
 //     renewed every third of its length until the body returns, also past
 //     the activity's deadline. If a renewal finds the key taken over, the
@@ -258,7 +263,19 @@
 //
 // Every step is an [Event] handed to the [Observer], and a counter or timer
 // (see the Metric constants) on the activity's Temporal metrics handler.
-// Events never carry arguments or results.
+// Events never carry arguments or results. The module
+// github.com/tesserix/idempotency/contrib/oteltrace is an Observer that
+// adds them to the activity's OpenTelemetry span (the key's digest, the
+// outcome, how long a call waited), kept out of this module's
+// dependencies.
+//
+// # Testing workflows
+//
+// Package github.com/tesserix/idempotency/idempotencytest runs a workflow
+// through this interceptor in the SDK's test environment with a memory
+// store, and makes a declared activity end with each outcome (answered
+// from a record, indeterminate for each reason, settled by a probe), sends
+// a person's decisions and lists the effects applied.
 //
 // # Tenants
 //

@@ -53,7 +53,8 @@ func eventLevel(k interceptor.EventKind) zapcore.Level {
 	case interceptor.EventTakenOver, interceptor.EventStoreError, interceptor.EventSuperseded,
 		interceptor.EventProbeUnsettled, interceptor.EventProbeLate:
 		return zapcore.WarnLevel
-	case interceptor.EventIndeterminate, interceptor.EventOrphaned, interceptor.EventMisconfigured:
+	case interceptor.EventIndeterminate, interceptor.EventOrphaned, interceptor.EventMisconfigured,
+		interceptor.EventArgumentsMismatch:
 		return zapcore.ErrorLevel
 	default:
 		return zapcore.DebugLevel

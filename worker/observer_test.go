@@ -52,6 +52,8 @@ func TestZapObserverLevels(t *testing.T) {
 		{interceptor.EventProbeUnsettled, zapcore.WarnLevel},
 		{interceptor.EventProbeLate, zapcore.WarnLevel},
 		{interceptor.EventMisconfigured, zapcore.ErrorLevel},
+		{interceptor.EventArgumentsMismatch, zapcore.ErrorLevel},
+		{interceptor.EventWaited, zapcore.DebugLevel},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind.String(), func(t *testing.T) {

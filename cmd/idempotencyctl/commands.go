@@ -48,7 +48,7 @@ var commands = []command{
 	{
 		name:     "list",
 		summary:  "list what waits for a person (or any records), one page at a time",
-		synopsis: "(-tenant T | -all-tenants) [-state S,S] [-stale] [-older-than D] [-oldest] [-limit N] [-cursor C] [-json]",
+		synopsis: "(-tenant T | -all-tenants) [-state S,S] [-stale] [-older-than D] [-oldest] [-limit N] [-cursor C] [-json | -keys]",
 		detail: "Lists a tenant's live records as a table: tenant, key, state, age,\n" +
 			"activity, workflow ID, reason and who decided. With neither -state nor\n" +
 			"-stale it lists what waits for a person: indeterminate records, and\n" +
@@ -409,10 +409,30 @@ func writeRecord(out io.Writer, rec store.Record) {
 		{"attempt", attemptText(rec.Origin.Attempt)},
 		{"outcome", viewOutcome(rec.Outcome).String()},
 		{"decided", resolutionText(rec.Resolution)},
+		{"retention", retentionText(rec.Retention)},
+		{"checked", checkText(rec.Check)},
 	}
 	for _, r := range rows {
 		fmt.Fprintf(out, "%-12s %s\n", r.k, r.v)
 	}
+}
+
+// retentionText says which retention window the record keeps: its
+// activity's own, or the store's.
+func retentionText(r time.Duration) string {
+	if r <= 0 {
+		return "the store's"
+	}
+	return r.String() + " (the activity's own)"
+}
+
+// checkText says whether the record keeps a digest of checked arguments
+// (never their values), and which.
+func checkText(c string) string {
+	if c == "" {
+		return "no (no digest of checked arguments kept)"
+	}
+	return "yes, digest " + printable(c)
 }
 
 // resolutionText is the resolution trail on one line, or "-".
@@ -458,7 +478,7 @@ type recordJSON struct {
 	Key        string     `json:"key"`
 	State      string     `json:"state"`
 	Holder     string     `json:"holder"`
-	Token      int64      `json:"token"`
+	Token      int64      `json:"token,string"` // a string: JSON readers round 64-bit integers
 	LeaseUntil *time.Time `json:"lease_until"`
 	ExpiresAt  *time.Time `json:"expires_at"`
 	CreatedAt  *time.Time `json:"created_at"`
@@ -480,6 +500,12 @@ type recordJSON struct {
 	// Resolution is the person's decision that completed the record; null
 	// when no person decided it.
 	Resolution *resolutionJSON `json:"resolution"`
+	// RetentionSeconds is the record's own retention window; 0 when the
+	// store's applies.
+	RetentionSeconds float64 `json:"retention_seconds"`
+	// Check is the digest of the checked arguments the record keeps; ""
+	// for none.
+	Check string `json:"check"`
 }
 
 // resolutionJSON is the -json form of a record's resolution trail.
@@ -506,25 +532,27 @@ func writeRecordJSON(out io.Writer, rec store.Record) error {
 func toRecordJSON(rec store.Record) recordJSON {
 	v := viewOutcome(rec.Outcome)
 	j := recordJSON{
-		Tenant:          rec.Tenant,
-		Key:             rec.Key,
-		State:           rec.State.String(),
-		Holder:          rec.Holder,
-		Token:           rec.Token,
-		LeaseUntil:      jsonTime(rec.LeaseUntil),
-		ExpiresAt:       jsonTime(rec.ExpiresAt),
-		CreatedAt:       jsonTime(rec.CreatedAt),
-		UpdatedAt:       jsonTime(rec.UpdatedAt),
-		Reason:          rec.Reason,
-		WorkflowID:      rec.Origin.WorkflowID,
-		RunID:           rec.Origin.RunID,
-		ActivityType:    rec.Origin.ActivityType,
-		ActivityID:      rec.Origin.ActivityID,
-		Attempt:         rec.Origin.Attempt,
-		Outcome:         json.RawMessage("null"),
-		OutcomeDecoded:  v.json != nil,
-		OutcomeBytes:    v.size,
-		OutcomeEncoding: v.encoding,
+		Tenant:           rec.Tenant,
+		Key:              rec.Key,
+		State:            rec.State.String(),
+		Holder:           rec.Holder,
+		Token:            rec.Token,
+		LeaseUntil:       jsonTime(rec.LeaseUntil),
+		ExpiresAt:        jsonTime(rec.ExpiresAt),
+		CreatedAt:        jsonTime(rec.CreatedAt),
+		UpdatedAt:        jsonTime(rec.UpdatedAt),
+		Reason:           rec.Reason,
+		WorkflowID:       rec.Origin.WorkflowID,
+		RunID:            rec.Origin.RunID,
+		ActivityType:     rec.Origin.ActivityType,
+		ActivityID:       rec.Origin.ActivityID,
+		Attempt:          rec.Origin.Attempt,
+		Outcome:          json.RawMessage("null"),
+		OutcomeDecoded:   v.json != nil,
+		OutcomeBytes:     v.size,
+		OutcomeEncoding:  v.encoding,
+		RetentionSeconds: rec.Retention.Seconds(),
+		Check:            rec.Check,
 	}
 	if v.json != nil {
 		j.Outcome = v.json

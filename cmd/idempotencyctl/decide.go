@@ -111,13 +111,13 @@ func decide(ctx context.Context, b *backend, out io.Writer, req decideRequest) e
 		return err
 	default:
 		fmt.Fprintf(out, "record: tenant %s key %s is %s%s\n", printable(rec.Tenant), printable(rec.Key), rec.State, reasonSuffix(rec))
-		switch {
-		case rec.State == store.StatePending:
+		if rec.State == store.StatePending {
 			return errors.New("the record is pending: its holder may still be running, and no workflow waits on a decision for it (a stale one is settled with '" + name + " resolve')")
-		case rec.State == store.StateCompleted && (req.decision.Action == decision.ActionComplete || req.decision.Action == decision.ActionFree):
-			return errors.New("the record is completed already; if its workflow still waits, send -retry: the call answers from the record")
 		}
 	}
+	// A record completed already may have been completed by this very
+	// decision, sent before: its answer is found below, by its Update ID.
+	settled := rec.State == store.StateCompleted && (req.decision.Action == decision.ActionComplete || req.decision.Action == decision.ActionFree)
 	wfID, runID := rec.Origin.WorkflowID, rec.Origin.RunID
 	if req.workflowID != "" {
 		wfID, runID = req.workflowID, req.runID
@@ -142,8 +142,25 @@ func decide(ctx context.Context, b *backend, out io.Writer, req decideRequest) e
 	}
 	defer c.Close()
 
+	// The same decision sent before (run twice, or its answer lost):
+	// Temporal keeps its result under the Update ID, ended workflow or not.
+	if res, ok, err := decision.Earlier(ctx, c, wfID, runID, rec.Token, req.decision); err == nil && ok {
+		fmt.Fprintf(out, "decided: %s answered: %s; %s (this decision was sent before: that is its answer, and nothing changed)\n",
+			where, res.Applied, appliedMeaning(res.Applied))
+		return nil
+	}
+	if settled {
+		return errors.New("the record is completed already, by something other than this decision; if its workflow still waits, send -retry: the call answers from the record")
+	}
+
 	desc, err := c.DescribeWorkflowExecution(ctx, wfID, runID)
 	var notFound *serviceerror.NotFound
+	if err == nil && desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW && req.runID == "" {
+		// Keys scoped by workflow ID outlive a continue-as-new: the run
+		// that waits now is the latest.
+		runID, where = "", "workflow "+printable(wfID)
+		desc, err = c.DescribeWorkflowExecution(ctx, wfID, "")
+	}
 	switch {
 	case errors.As(err, &notFound):
 		return fmt.Errorf("%s is not in namespace %s (ended and past its retention, or another -namespace): no workflow waits on the key; %s",
@@ -161,7 +178,7 @@ func decide(ctx context.Context, b *backend, out io.Writer, req decideRequest) e
 	}
 	fmt.Fprintf(out, "sending: %s to %s (task queue %s)\n", describeDecision(req.decision), where, printable(info.GetTaskQueue()))
 
-	res, err := decision.Send(ctx, c, wfID, runID, req.decision)
+	res, err := decision.SendOnce(ctx, c, wfID, runID, rec.Token, req.decision)
 	if err != nil {
 		return updateError(ctx, c, wfID, runID, where, req, info.GetTaskQueue(), err)
 	}

@@ -78,7 +78,9 @@
 // the execution whose claim stands in the record (workflow ID, run ID,
 // activity type, activity ID and attempt; "-" for a record written before
 // records kept them), who decided a record a person resolved (action,
-// by, when, reason, reference), and its outcome, decoded with the SDK's default data converter and
+// by, when, reason, reference), the retention window it keeps (its
+// activity's own, or the store's), whether it keeps a digest of checked
+// arguments (never their values), and its outcome, decoded with the SDK's default data converter and
 // printed as JSON. An outcome written through a payload codec (encryption,
 // compression) cannot be decoded here; show gives its size and encoding
 // instead. With -json it prints one JSON object with the fields tenant,
@@ -87,7 +89,8 @@
 // activity_type, activity_id, attempt (empty strings and 0 when the record
 // does not name them), resolution (null, or an object with action, by,
 // reason, reference and at), outcome (the decoded value,
-// or null), outcome_decoded, outcome_bytes and outcome_encoding.
+// or null), outcome_decoded, outcome_bytes, outcome_encoding,
+// retention_seconds (0: the store's window) and check ("" for none).
 //
 // resolve prints the record's state, then applies exactly one decision.
 // -outcome takes the activity's result as JSON ("12A" for a string,

@@ -24,6 +24,7 @@ type listRequest struct {
 	across  bool
 	waiting bool // neither -state nor -stale: what waits for a person
 	asJSON  bool
+	keys    bool // only the keys, one per line, for scripts
 }
 
 func listFlags(fs *flag.FlagSet, _ func(string) string) func() (action, error) {
@@ -36,9 +37,12 @@ func listFlags(fs *flag.FlagSet, _ func(string) string) func() (action, error) {
 	limit := fs.Int("limit", store.DefaultListLimit, fmt.Sprintf("at most this many records, 1 to %d; -cursor continues", store.MaxListLimit))
 	cursor := fs.String("cursor", "", "continue a listing where the previous page ended (same -tenant and -oldest)")
 	asJSON := fs.Bool("json", false, `print one JSON object: {"records":[…as show -json…],"next":"cursor or empty"}`)
+	keys := fs.Bool("keys", false, `print only the keys, one per line, and nothing when none match (for scripts: KEY=$(idempotencyctl list -tenant T -keys | head -1))`)
 	return func() (action, error) {
-		req := listRequest{across: *all, asJSON: *asJSON}
+		req := listRequest{across: *all, asJSON: *asJSON, keys: *keys}
 		switch {
+		case *asJSON && *keys:
+			return nil, errors.New("-json and -keys are exclusive")
 		case *all && *tenant != "":
 			return nil, errors.New("-tenant and -all-tenants are exclusive: list one tenant or every tenant")
 		case !*all && *tenant == "":
@@ -116,6 +120,12 @@ func list(ctx context.Context, b *backend, out io.Writer, req listRequest) error
 	now := time.Now()
 	if req.asJSON {
 		return writeListJSON(out, page)
+	}
+	if req.keys {
+		for _, rec := range page.Records {
+			fmt.Fprintln(out, printable(rec.Key))
+		}
+		return nil
 	}
 	if len(page.Records) == 0 {
 		fmt.Fprintln(out, emptyAnswer(req, b.where))

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -140,6 +141,7 @@ func TestUsageErrors(t *testing.T) {
 		{"list with a zero limit", with("list", "-tenant", "a", "-limit", "0"), "-limit must be between 1 and 1000, got 0"},
 		{"list with a huge limit", with("list", "-tenant", "a", "-limit", "5000"), "-limit must be between 1 and 1000"},
 		{"list with a negative age", with("list", "-tenant", "a", "-older-than", "-1h"), "-older-than must not be negative"},
+		{"list with -json and -keys", with("list", "-tenant", "a", "-json", "-keys"), "-json and -keys are exclusive"},
 		{"list with a bad cursor", with("list", "-tenant", "a", "-cursor", "xyz"), "-cursor: not a listing cursor; use the cursor the previous page printed"},
 		{"resolve with a long -reason", with("resolve", "-tenant", "a", "-key", testKey, "-free", "-reason", strings.Repeat("x", 1025)), "-reason is 1025 bytes; at most 1024"},
 		{"forget without tenant", with("forget", "-yes"), "forget: -tenant is required"},
@@ -495,6 +497,30 @@ var storeCases = []struct {
 		assert.Equal(t, "", got["workflow_id"])
 		assert.Equal(t, float64(0), got["attempt"])
 	}},
+	{"show the retention and the check a record keeps", func(t *testing.T, f fixture, tenant string) {
+		const check = "c1:a3515ec52eab311b:c9265cd8bd7a76c50211580b050c6c618ef94ca07b7d8dcf76e86dffc6b48009"
+		res, err := f.st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: testKey, Holder: "test-holder",
+			Lease: time.Minute, Check: check, Retention: 72 * time.Hour})
+		require.NoError(t, err)
+		require.NoError(t, f.st.Complete(context.Background(), store.CompleteParams{Tenant: tenant, Key: testKey, Token: res.Record.Token}))
+		r := f.run(t, "show", "-tenant", tenant, "-key", testKey)
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Contains(t, r.stdout, "retention    72h0m0s (the activity's own)\n")
+		assert.Contains(t, r.stdout, "checked      yes, digest "+check+"\n")
+		r = f.run(t, "show", "-tenant", tenant, "-key", testKey, "-json")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+		assert.Equal(t, float64(72*3600), got["retention_seconds"])
+		assert.Equal(t, check, got["check"])
+
+		other := testKey[:len(testKey)-1] + "0"
+		seedCompleted(t, f.st, tenant, other, nil)
+		r = f.run(t, "show", "-tenant", tenant, "-key", other)
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Contains(t, r.stdout, "retention    the store's\n")
+		assert.Contains(t, r.stdout, "checked      no (no digest of checked arguments kept)\n")
+	}},
 	{"show quotes text that could break a line", func(t *testing.T, f fixture, tenant string) {
 		seedIndeterminate(t, f.st, tenant, testKey, "line one\nline two \x1b[31m")
 		r := f.run(t, "show", "-tenant", tenant, "-key", testKey)
@@ -523,6 +549,11 @@ var storeCases = []struct {
 		}
 		_, err := time.Parse(time.RFC3339Nano, got["expires_at"].(string))
 		assert.NoError(t, err)
+		// The token is a string: JSON readers that hold numbers as doubles
+		// round a 64-bit integer.
+		rec, err := f.st.Lookup(context.Background(), store.LookupParams{Tenant: tenant, Key: testKey})
+		require.NoError(t, err)
+		assert.Equal(t, strconv.FormatInt(rec.Token, 10), got["token"])
 	}},
 	{"show an outcome a payload codec wrote", func(t *testing.T, f fixture, tenant string) {
 		enc, err := proto.Marshal(&commonpb.Payloads{Payloads: []*commonpb.Payload{{
@@ -758,6 +789,10 @@ var storeCases = []struct {
 		assert.Equal(t, indKey, got.Records[1].Key)
 		assert.Empty(t, got.Next)
 
+		r = f.run(t, "list", "-tenant", tenant, "-keys")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Equal(t, indKey+"\n"+testKey+"\n", r.stdout, "only the keys, newest first")
+
 		r = f.run(t, "list", "-tenant", tenant, "-state", "completed")
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 		assert.Contains(t, r.stdout, doneKey)
@@ -789,6 +824,10 @@ var storeCases = []struct {
 		r = f.run(t, "list", "-tenant", tenant, "-json")
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 		assert.Equal(t, `{"records":[],"next":""}`+"\n", r.stdout)
+
+		r = f.run(t, "list", "-tenant", tenant, "-keys")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Empty(t, r.stdout, "-keys prints nothing when nothing matches")
 	}},
 	{"list pages with -cursor", func(t *testing.T, f fixture, tenant string) {
 		keys := []string{

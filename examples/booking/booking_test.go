@@ -25,7 +25,7 @@ func TestRun(t *testing.T) {
 			if cfg.Store == "postgres" {
 				pool, _ := testenv.Postgres(t) // skips, or fails under CI, when the server does not answer
 				t.Cleanup(func() {
-					_, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+cfg.Table)
+					_, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+cfg.Table+", "+seatsTable(cfg))
 				})
 			}
 			if cfg.Store == "redis" {
@@ -50,6 +50,15 @@ func TestRun(t *testing.T) {
 			assert.Contains(t, out.String(), "nothing was booked twice")
 			assert.Len(t, r.WithoutLibrary["BA117"], 2, "without the library the repeated booking takes two seats")
 			assert.Len(t, r.WithoutLibrary["BA118"], 2, "and the retried lost answer a second seat")
+			if cfg.Store == "postgres" {
+				// The transactional seat: asked twice, failed once after
+				// writing, one row.
+				assert.Len(t, r.Seats, 1, "the seat map's rows")
+				assert.Equal(t, r.SeatAnswers[0], r.SeatAnswers[1])
+				assert.Contains(t, out.String(), "exactly once, and nobody was asked")
+			} else {
+				assert.Empty(t, r.Seats)
+			}
 		})
 	}
 }

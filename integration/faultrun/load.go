@@ -8,10 +8,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/pgstore"
 )
 
 // The behaviours of a Charge body. The workflow chooses one per workflow, so
@@ -26,7 +28,9 @@ const (
 	// its context ends, without applying the effect.
 	BehaviourSlowRespect = "slow_respect"
 	// BehaviourDrop is a downstream that applies the effect and then drops
-	// the answer: the body fails after the effect landed.
+	// the answer: the body fails after the effect landed. (Transactional,
+	// the failure rolls the effect back; the first attempt drops, the
+	// retry lands.)
 	BehaviourDrop = "drop"
 )
 
@@ -53,14 +57,41 @@ type Activities struct {
 	// LedgerDir, when set, declares Charge with a probe that looks the key
 	// up in every process's ledger there.
 	LedgerDir string
-	seq       atomic.Int64
+	// Transactional declares Charge transactional: its effect is a row of
+	// the ledger table in the store's own database (LedgerTable), written
+	// through the store's transaction, instead of a line of the ledger
+	// file.
+	Transactional bool
+	seq           atomic.Int64
 }
+
+// LedgerTable is the table of Charge's effects in a transactional round, in
+// the store's database (created with the store's schema).
+const LedgerTable = "faultrun_ledger"
+
+// createLedgerTable is LedgerTable's DDL.
+const createLedgerTable = `CREATE TABLE IF NOT EXISTS ` + LedgerTable + ` (
+	kind text NOT NULL, key text NOT NULL, ikey text NOT NULL, effect text NOT NULL, request text NOT NULL, pid integer NOT NULL)`
 
 // Charge is the EFFECTFUL activity: one effect per order.
 func (a *Activities) Charge(ctx context.Context, req ChargeRequest) (string, error) {
 	apply := func() (string, error) {
 		id := fmt.Sprintf("%s/%d/%d", req.Order, os.Getpid(), a.seq.Add(1))
 		key, _ := activity.Key(ctx)
+		if a.Transactional {
+			// The effect commits with the outcome, or not at all.
+			tx, err := pgstore.Tx(ctx)
+			if err != nil {
+				return "", err
+			}
+			// A downstream that ignores the cancellation (slow_ignore)
+			// still writes once its context has ended.
+			if _, err := tx.Exec(context.WithoutCancel(ctx), "INSERT INTO "+LedgerTable+" (kind, key, ikey, effect, request, pid) VALUES ($1, $2, $3, $4, $5, $6)",
+				KindCharge, req.Order, string(key), id, req.RequestID, os.Getpid()); err != nil {
+				return "", fmt.Errorf("ledger table: %w", err)
+			}
+			return id, nil
+		}
 		if err := a.Ledger.Append(Entry{Kind: KindCharge, Key: req.Order, IKey: string(key), Effect: id, Request: req.RequestID}); err != nil {
 			// The downstream could not be told: nothing was applied.
 			return "", activity.NoEffect(fmt.Errorf("ledger: %w", err))
@@ -79,6 +110,12 @@ func (a *Activities) Charge(ctx context.Context, req ChargeRequest) (string, err
 			return "", ctx.Err()
 		}
 	case BehaviourDrop:
+		if a.Transactional && sdkactivity.GetInfo(ctx).Attempt > 1 {
+			// A transactional drop rolls its effect back: the first
+			// attempt fails after writing, the retry lands it.
+			time.Sleep(20 * time.Millisecond)
+			return apply()
+		}
 		time.Sleep(10 * time.Millisecond)
 		if _, err := apply(); err != nil {
 			return "", err
@@ -104,6 +141,9 @@ func (a *Activities) Reserve(_ context.Context, req ReserveRequest) (string, err
 // Declarations returns the policies of a's activities.
 func (a *Activities) Declarations() ([]*activity.Declaration, error) {
 	charge := activity.Effectful(a.Charge, "order")
+	if a.Transactional {
+		charge = activity.Transactional(a.Charge, "order")
+	}
 	if a.LedgerDir != "" {
 		var err error
 		if charge, err = charge.WithProbe(a.probe); err != nil {

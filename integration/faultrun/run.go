@@ -46,6 +46,12 @@ type Config struct {
 	// Probe declares the EFFECTFUL activity with a probe that asks the
 	// ledger whether the effect under a key landed.
 	Probe bool
+	// Transactional declares the EFFECTFUL activity transactional
+	// (activity.Policy.Transactional; StorePostgres only, without Probe):
+	// its effect is a row of LedgerTable, in the store's database, written
+	// in the transaction that records its outcome. Such a round must also
+	// end with no indeterminate outcome.
+	Transactional bool
 	// WorkerCommand is the argv prefix that starts a worker process; the
 	// worker's flags are appended. WorkerEnv is added to its environment.
 	WorkerCommand []string
@@ -116,6 +122,9 @@ func (c *Config) defaults() error {
 	case StorePostgres, StoreRedis, StoreRedisVolatile:
 	default:
 		return fmt.Errorf("faultrun: store %q: want %s, %s or %s", c.Store, StorePostgres, StoreRedis, StoreRedisVolatile)
+	}
+	if c.Transactional && (c.Store != StorePostgres || c.Probe) {
+		return errors.New("faultrun: a transactional round runs on postgres, without a probe")
 	}
 	if c.Namespace == "" {
 		c.Namespace = "default"
@@ -212,8 +221,11 @@ type Summary struct {
 	// NetFaults counts its faults by kind (NetDelayShort, …), and
 	// ProxyConns, ProxyRefused and ProxyCut the connections the proxy
 	// forwarded, refused, and cut (whole, or in the middle of a reply).
-	Network                            bool
-	NetFaults                          map[string]int
+	Network   bool
+	NetFaults map[string]int
+	// Transactional says the EFFECTFUL activity was transactional
+	// (Config.Transactional): then an indeterminate outcome is a problem.
+	Transactional                      bool
 	ProxyConns, ProxyRefused, ProxyCut int
 	Elapsed                            time.Duration
 	// Samples keep a few messages of unexpected errors, the answers not in
@@ -253,6 +265,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if cfg.Probe {
 		label += "+probe"
 	}
+	if cfg.Transactional {
+		label += "+tx"
+	}
 	if cfg.Network {
 		label += "+net"
 	}
@@ -285,7 +300,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 			"-frontend", cfg.Frontend, "-namespace", cfg.Namespace, "-queue", queue,
 			"-store", kind, "-store-addr", storeAddr, "-ledger", ledgerDir,
 			"-lease", cfg.Lease.String(), "-parent", fmt.Sprint(os.Getpid()),
-			fmt.Sprintf("-probe=%t", cfg.Probe))
+			fmt.Sprintf("-probe=%t", cfg.Probe), fmt.Sprintf("-transactional=%t", cfg.Transactional))
 		if cfg.StoreTimeout > 0 {
 			argv = append(argv, "-store-timeout", cfg.StoreTimeout.String())
 		}
@@ -449,6 +464,14 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Transactional {
+		rows, err := readLedgerTable(ctx, inst.addr())
+		if err != nil {
+			return nil, fmt.Errorf("faultrun: reading %s: %w", LedgerTable, err)
+		}
+		entries = append(entries, rows...)
+	}
+	sum.Transactional = cfg.Transactional
 	events, err := ReadCallEvents(ledgerDir)
 	if err != nil {
 		return nil, err
@@ -491,7 +514,34 @@ func ensureSchema(ctx context.Context, url string) error {
 		return err
 	}
 	defer s.Close()
-	return s.EnsureSchema(ctx)
+	if err := s.EnsureSchema(ctx); err != nil {
+		return err
+	}
+	_, err = pool.Exec(ctx, createLedgerTable)
+	return err
+}
+
+// readLedgerTable reads the effects of a transactional round: the rows that
+// committed.
+func readLedgerTable(ctx context.Context, url string) ([]Entry, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	rows, err := pool.Query(ctx, "SELECT kind, key, ikey, effect, request, pid FROM "+LedgerTable)
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for rows.Next() {
+		var e Entry
+		if err := rows.Scan(&e.Kind, &e.Key, &e.IKey, &e.Effect, &e.Request, &e.PID); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
 }
 
 // isHung reports whether a workflow ran past its bound: the server timed
@@ -677,6 +727,15 @@ func (s *Summary) Problems() []string {
 	}
 	if s.Untyped > 0 {
 		p = append(p, fmt.Sprintf("%d untyped errors", s.Untyped))
+	}
+	if s.Transactional {
+		n := 0
+		for _, c := range s.Indeterminate {
+			n += c
+		}
+		if n > 0 || s.AskedKeys > 0 {
+			p = append(p, fmt.Sprintf("%d indeterminate outcomes (%d keys for a person) for a transactional activity", n, s.AskedKeys))
+		}
 	}
 	return p
 }

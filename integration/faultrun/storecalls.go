@@ -114,6 +114,13 @@ type watchedStore struct {
 	log *callLog
 }
 
+// watchedTxStore is a watchedStore over a store that runs transactional
+// bodies: its transactions are the store's own.
+type watchedTxStore struct {
+	watchedStore
+	store.Transactor
+}
+
 var statusNames = map[store.Status]string{
 	store.StatusAcquired: "acquired", store.StatusCompleted: "completed",
 	store.StatusIndeterminate: "indeterminate", store.StatusHeld: "held", store.StatusFree: "free",

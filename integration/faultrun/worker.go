@@ -35,6 +35,7 @@ func WorkerMain(args []string) error {
 	addr := fs.String("store-addr", "", "PostgreSQL URL or Redis host:port (required)")
 	ledgerDir := fs.String("ledger", "", "directory of the ledger files (required)")
 	probe := fs.Bool("probe", false, "declare Charge with a probe that asks the ledger")
+	transactional := fs.Bool("transactional", false, "declare Charge transactional: its effect is a row of the ledger table in the store's database")
 	lease := fs.Duration("lease", 3*time.Second, "claim lease")
 	storeTimeout := fs.Duration("store-timeout", 0, "the dispatcher's StoreTimeout (0: the library's default)")
 	parent := fs.Int("parent", 0, "PID of the run; the worker exits when its parent is no longer it")
@@ -65,7 +66,12 @@ func WorkerMain(args []string) error {
 		return err
 	}
 	defer func() { _ = calls.Close() }()
-	st = watchedStore{Store: st, log: calls}
+	if tr, ok := st.(store.Transactor); ok {
+		// Keep the store's transactions visible through the wrapper.
+		st = watchedTxStore{watchedStore: watchedStore{Store: st, log: calls}, Transactor: tr}
+	} else {
+		st = watchedStore{Store: st, log: calls}
+	}
 
 	logger := zap.NewNop()
 	if os.Getenv("FAULTRUN_DEBUG") != "" {
@@ -92,7 +98,7 @@ func WorkerMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	acts := &Activities{Ledger: ledger}
+	acts := &Activities{Ledger: ledger, Transactional: *transactional}
 	if *probe {
 		acts.LedgerDir = *ledgerDir
 	}
@@ -133,7 +139,9 @@ func openStore(kind, addr string) (store.Store, func(), error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("faultrun worker: -store-addr: %w", err)
 		}
-		cfg.MaxConns = 8
+		// A transactional body holds a connection for its whole run:
+		// room for every activity slot, and for the renewals beside them.
+		cfg.MaxConns = 20
 		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 		if err != nil {
 			return nil, nil, err

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"log"
 	"net/http"
+	"os"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -32,16 +33,21 @@ import (
 func main() {
 	address := flag.String("address", client.DefaultHostPort, "the Temporal frontend, host:port")
 	namespace := flag.String("namespace", client.DefaultNamespace, "the Temporal namespace")
-	storeName := flag.String("store", "memory", "where outcomes are recorded: memory, postgres or redis")
-	postgresURL := flag.String("postgres-url", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for -store postgres")
-	redisAddr := flag.String("redis-addr", "127.0.0.1:6379", "Redis for -store redis")
+	// The store settings idempotencyctl takes: same flags, variables, defaults.
+	var sc storeConfig
+	flag.StringVar(&sc.name, "store", envOr("IDEMPOTENCY_STORE", "memory"), "where outcomes are recorded: memory, postgres or redis (or $IDEMPOTENCY_STORE)")
+	flag.StringVar(&sc.postgresURL, "postgres-url", envOr("IDEMPOTENCY_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL for -store postgres (or $IDEMPOTENCY_POSTGRES_URL)")
+	flag.StringVar(&sc.schema, "schema", envOr("IDEMPOTENCY_SCHEMA", pgstore.DefaultSchema), "PostgreSQL schema holding the table (or $IDEMPOTENCY_SCHEMA)")
+	flag.StringVar(&sc.table, "table", envOr("IDEMPOTENCY_TABLE", pgstore.DefaultTable), "PostgreSQL table holding the records (or $IDEMPOTENCY_TABLE)")
+	flag.StringVar(&sc.redisAddr, "redis-addr", envOr("IDEMPOTENCY_REDIS_ADDR", "127.0.0.1:6379"), "Redis for -store redis (or $IDEMPOTENCY_REDIS_ADDR)")
+	flag.StringVar(&sc.prefix, "prefix", envOr("IDEMPOTENCY_PREFIX", redisstore.DefaultPrefix), "Redis key prefix for -store redis (or $IDEMPOTENCY_PREFIX)")
 	ledger := flag.String("ledger", "airline.ledger", "the file the stand-in airline appends each seat it sells to")
 	metrics := flag.String("metrics", "", "serve Prometheus metrics at http://host:port/metrics (empty: off)")
 	flag.Parse()
 
 	logger, _ := zap.NewDevelopment()
 	ctx := context.Background()
-	st, err := openStore(ctx, *storeName, *postgresURL, *redisAddr)
+	st, err := openStore(ctx, sc)
 	if err != nil {
 		log.Fatalln("worker:", err)
 	}
@@ -89,25 +95,37 @@ func main() {
 	}
 }
 
+// storeConfig says where the outcomes are recorded.
+type storeConfig struct {
+	name, postgresURL, schema, table, redisAddr, prefix string
+}
+
 // openStore opens the store that keeps the outcomes.
-func openStore(ctx context.Context, name, postgresURL, redisAddr string) (store.Store, error) {
-	switch name {
+func openStore(ctx context.Context, sc storeConfig) (store.Store, error) {
+	switch sc.name {
 	case "memory": // one worker process only
 		return store.NewMemory(store.MemoryOptions{})
 	case "postgres":
-		pool, err := pgxpool.New(ctx, postgresURL)
+		pool, err := pgxpool.New(ctx, sc.postgresURL)
 		if err != nil {
 			return nil, err
 		}
-		st, err := pgstore.New(pool, pgstore.Options{})
+		st, err := pgstore.New(pool, pgstore.Options{Schema: sc.schema, Table: sc.table})
 		if err != nil {
 			return nil, err
 		}
 		return st, st.EnsureSchema(ctx) // creates the table once; safe to repeat
 	case "redis":
-		rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{redisAddr}})
-		return redisstore.New(rdb, redisstore.Options{Prefix: "quickstart"})
+		rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{sc.redisAddr}})
+		return redisstore.New(rdb, redisstore.Options{Prefix: sc.prefix})
 	default:
 		return nil, errors.New("-store must be memory, postgres or redis")
 	}
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

@@ -13,6 +13,12 @@
 //	cd integration && GOTOOLCHAIN=go1.27.3 go run ./cmd/faultrun -workflows 2000 -workers 4 -kill-every 5s -restarts 4
 //	cd integration && GOTOOLCHAIN=go1.27.3 go run ./cmd/faultrun -workflows 2000 -workers 4 -kill-every 5s -restarts 4 -stores postgres,redis -probe on
 //	cd integration && GOTOOLCHAIN=go1.27.3 go run ./cmd/faultrun -workflows 1500 -workers 4 -kill-every 5s -restarts 3 -stores postgres,redis -network on -network-every 1s -store-timeout 1s
+//	cd integration && GOTOOLCHAIN=go1.27.3 go run ./cmd/faultrun -workflows 1000 -workers 4 -kill-every 5s -restarts 3 -stores postgres -transactional
+//
+// With -transactional the EFFECTFUL activity is declared transactional: its
+// effect is a row of a table in the store's own PostgreSQL, committed in the
+// transaction that records its outcome, and a round with any indeterminate
+// outcome fails.
 //
 // With -network on the workers reach the store through a loopback TCP proxy
 // on which a nemesis injects network faults (replies held, cut mid-reply,
@@ -76,6 +82,7 @@ func drive(args []string) int {
 	networkShort := fs.Duration("network-short", 250*time.Millisecond, "longest short reply delay (below every store call's budget)")
 	seed := fs.Uint64("seed", 1, "seed of the behaviour mix, the kills and the network faults")
 	keep := fs.String("dir", "", "keep ledgers and worker logs under this directory (default: a temporary one, removed)")
+	transactional := fs.Bool("transactional", false, "declare the EFFECTFUL activity transactional: its effect is a row in the store's database, committed with its outcome (postgres rounds only, without -probe)")
 	probe := fs.String("probe", "off", "declare the EFFECTFUL activity with a probe that asks the ledger: off, on, or both (each round twice)")
 	verbose := fs.Bool("v", false, "log progress")
 	if err := fs.Parse(args); err != nil {
@@ -142,6 +149,7 @@ func drive(args []string) int {
 			Namespace:     srv.GetDefaultNamespace(),
 			Store:         r.store,
 			Probe:         r.probe,
+			Transactional: *transactional,
 			WorkerCommand: []string{exe, "worker"},
 			Workers:       *workers,
 			Workflows:     *workflows,
@@ -164,7 +172,7 @@ func drive(args []string) int {
 			Logf:          logf,
 		}
 		if *keep != "" {
-			cfg.Dir = fmt.Sprintf("%s/%s-probe-%t-network-%t", *keep, cfg.Store, cfg.Probe, cfg.Network)
+			cfg.Dir = fmt.Sprintf("%s/%s-probe-%t-network-%t-tx-%t", *keep, cfg.Store, cfg.Probe, cfg.Network, cfg.Transactional)
 			if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 				fmt.Fprintln(os.Stderr, "faultrun:", err)
 				return 2

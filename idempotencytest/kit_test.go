@@ -1,0 +1,201 @@
+package idempotencytest_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+	"go.uber.org/goleak"
+
+	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/idempotencytest"
+	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/store"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// Hotel holds an IDEMPOTENT activity: repeating a hold lands the same
+// state, so the interceptor runs it again where an EFFECTFUL one stops.
+type Hotel struct {
+	mu    sync.Mutex
+	Holds int
+}
+
+func (h *Hotel) Hold(_ context.Context, req BookRequest) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.Holds++
+	return fmt.Sprintf("HOLD-%s-%d", req.Flight, h.Holds), nil
+}
+
+func HoldRoom(ctx workflow.Context, flight string) (string, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3, InitialInterval: time.Second}})
+	var conf string
+	err := workflow.ExecuteActivity(ctx, "Hold", BookRequest{Flight: flight}).Get(ctx, &conf)
+	return conf, err
+}
+
+type kit struct {
+	env     *idempotencytest.Env
+	airline *Airline
+	hotel   *Hotel
+	probed  int
+}
+
+func newKit(t *testing.T, opts idempotencytest.Options) *kit {
+	t.Helper()
+	k := &kit{airline: &Airline{}, hotel: &Hotel{}}
+	book, err := activity.Effectful(k.airline.Book, "flight").WithProbe(
+		func(context.Context, activity.ProbeRequest) (activity.ProbeAnswer, error) {
+			k.probed++
+			return activity.AnswerCannotTell(), nil
+		})
+	require.NoError(t, err)
+	opts.Declarations = []*activity.Declaration{book, activity.Idempotent(k.hotel.Hold, "flight")}
+	k.env, err = idempotencytest.New(quietSuite(), opts)
+	require.NoError(t, err)
+	t.Cleanup(k.env.Stop)
+	return k
+}
+
+// Every indeterminate reason ends an EFFECTFUL call with the indeterminate
+// error of that reason; only a body that failed applied an effect.
+func TestIndeterminateEffectful(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		reason  activity.Reason
+		effects int
+		probed  int
+	}{
+		{activity.ReasonRecorded, 0, 0},
+		{activity.ReasonHolderLost, 0, 1},
+		{activity.ReasonBodyFailed, 1, 1},
+		{activity.ReasonStoreUnavailable, 0, 0},
+		{activity.ReasonKeyNotDerivable, 0, 0},
+	} {
+		t.Run(string(tt.reason), func(t *testing.T) {
+			t.Parallel()
+			k := newKit(t, idempotencytest.Options{})
+			k.env.OnNext("Book", idempotencytest.Indeterminate(tt.reason))
+			k.env.ExecuteWorkflow(BookTrip, "BA117")
+			o, ok := activity.AsIndeterminate(k.env.GetWorkflowError())
+			require.True(t, ok, "%v", k.env.GetWorkflowError())
+			assert.Equal(t, tt.reason, o.Reason)
+			assert.Equal(t, tt.effects, k.airline.Sold, "seats sold")
+			assert.Equal(t, tt.effects, k.env.EffectsOf("Book"))
+			assert.Equal(t, tt.probed, k.probed, "the declaration's probe was asked")
+			assert.Contains(t, k.env.EventKinds("Book"), interceptor.EventIndeterminate)
+		})
+	}
+}
+
+// An IDEMPOTENT activity is run again where an EFFECTFUL one stops.
+func TestIndeterminateIdempotent(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		reason  activity.Reason
+		effects int
+	}{
+		{activity.ReasonHolderLost, 1},       // taken over, run
+		{activity.ReasonBodyFailed, 2},       // released, retried
+		{activity.ReasonStoreUnavailable, 1}, // retryable, run on the retry
+	} {
+		t.Run(string(tt.reason), func(t *testing.T) {
+			t.Parallel()
+			k := newKit(t, idempotencytest.Options{})
+			k.env.OnNext("Hold", idempotencytest.Indeterminate(tt.reason))
+			k.env.ExecuteWorkflow(HoldRoom, "BA117")
+			require.NoError(t, k.env.GetWorkflowError())
+			var conf string
+			require.NoError(t, k.env.GetWorkflowResult(&conf))
+			assert.Equal(t, fmt.Sprintf("HOLD-BA117-%d", tt.effects), conf)
+			assert.Equal(t, tt.effects, k.hotel.Holds)
+			assert.Equal(t, tt.effects, k.env.EffectsOf("Hold"))
+		})
+	}
+}
+
+func TestDeduplicated(t *testing.T) {
+	t.Parallel()
+	k := newKit(t, idempotencytest.Options{})
+	k.env.OnNext("Hold", idempotencytest.Deduplicated("HOLD-earlier"))
+	k.env.ExecuteWorkflow(HoldRoom, "BA117")
+	var conf string
+	require.NoError(t, k.env.GetWorkflowResult(&conf))
+	assert.Equal(t, "HOLD-earlier", conf)
+	assert.Zero(t, k.hotel.Holds)
+	assert.Empty(t, k.env.Effects())
+	page, err := k.env.Store().List(context.Background(), store.ListParams{Tenant: idempotencytest.DefaultTenant})
+	require.NoError(t, err)
+	require.Len(t, page.Records, 1)
+	assert.Equal(t, idempotencytest.Holder, page.Records[0].Holder, "the record another call made")
+}
+
+// A probe that says the effect did not land frees the key: the retry runs
+// the body again.
+func TestProbeNotLanded(t *testing.T) {
+	t.Parallel()
+	k := newKit(t, idempotencytest.Options{})
+	k.env.OnNext("Book", idempotencytest.Indeterminate(activity.ReasonBodyFailed).ProbeAnswers(activity.AnswerNotLanded()))
+	k.env.ExecuteWorkflow(BookTrip, "BA117")
+	var conf string
+	require.NoError(t, k.env.GetWorkflowResult(&conf))
+	assert.Equal(t, "CONF-BA117-2", conf, "the retry's booking")
+	assert.Equal(t, 2, k.env.EffectsOf("Book"))
+	assert.Zero(t, k.probed, "the scripted answer, not the declaration's probe")
+	assert.Equal(t, []interceptor.EventKind{interceptor.EventClaimed, interceptor.EventProbeNotLanded, interceptor.EventReleased,
+		interceptor.EventClaimed, interceptor.EventCompleted}, k.env.EventKinds("Book"))
+}
+
+// A person's free decision runs the activity again; later executions with
+// nothing scripted run as usual.
+func TestDecideFree(t *testing.T) {
+	t.Parallel()
+	k := newKit(t, idempotencytest.Options{AwaitDecision: true})
+	k.env.OnNext("Book", idempotencytest.Indeterminate(activity.ReasonHolderLost))
+	k.env.DecideAfter(time.Minute, "Book", interceptor.Decision{Action: interceptor.ActionFree})
+	k.env.ExecuteWorkflow(BookTrip, "BA117")
+	var conf string
+	require.NoError(t, k.env.GetWorkflowResult(&conf))
+	assert.Equal(t, "CONF-BA117-1", conf)
+	require.Len(t, k.env.Decisions(), 1)
+	d := k.env.Decisions()[0]
+	require.NoError(t, d.Err)
+	assert.Equal(t, interceptor.AppliedFreed, d.Result.Applied)
+	assert.Equal(t, "idempotencytest", d.Decision.By)
+	assert.Equal(t, 1, k.env.EffectsOf("Book"))
+}
+
+// A decision sent when nothing waits says so.
+func TestDecideNothingWaits(t *testing.T) {
+	t.Parallel()
+	k := newKit(t, idempotencytest.Options{AwaitDecision: true})
+	k.env.DecideAfter(time.Minute, "Book", interceptor.Decision{Action: interceptor.ActionFree})
+	k.env.ExecuteWorkflow(func(ctx workflow.Context) (string, error) {
+		if err := workflow.Sleep(ctx, time.Hour); err != nil {
+			return "", err
+		}
+		return BookTrip(ctx, "BA117")
+	})
+	require.NoError(t, k.env.GetWorkflowError())
+	require.Len(t, k.env.Decisions(), 1)
+	assert.ErrorContains(t, k.env.Decisions()[0].Err, "no call of Book waits")
+}
+
+func TestOnNextRefusesWhatCannotApply(t *testing.T) {
+	t.Parallel()
+	k := newKit(t, idempotencytest.Options{})
+	assert.Panics(t, func() { k.env.OnNext("Unknown", idempotencytest.Deduplicated(nil)) })
+	assert.Panics(t, func() {
+		k.env.OnNext("Hold", idempotencytest.Indeterminate(activity.ReasonBodyFailed).ProbeAnswers(activity.AnswerNotLanded()))
+	}, "Hold declares no probe")
+	assert.Panics(t, func() { idempotencytest.Indeterminate("made_up") })
+}

@@ -1,0 +1,256 @@
+package idempotencytest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	sdkactivity "go.temporal.io/sdk/activity"
+	sdkinterceptor "go.temporal.io/sdk/interceptor"
+
+	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/store"
+)
+
+// ErrAnswerLost is the error a body scripted with
+// Indeterminate(activity.ReasonBodyFailed) returns in place of its
+// result: it ran, and its answer was lost.
+var ErrAnswerLost = errors.New("idempotencytest: the body ran and its answer was lost")
+
+// Holder is the holder of the records the kit writes for a scripted
+// outcome (another caller's, as far as the interceptor can tell).
+const Holder = "idempotencytest"
+
+type outcomeKind uint8
+
+const (
+	kindDeduplicated outcomeKind = iota + 1
+	kindIndeterminate
+)
+
+// Outcome is how a scripted execution ends; see [Env.OnNext]. Make one
+// with [Deduplicated] or [Indeterminate].
+type Outcome struct {
+	kind   outcomeKind
+	reason activity.Reason
+	result any
+	probe  *activity.ProbeAnswer
+}
+
+// Deduplicated answers the execution from a record another call made,
+// holding result (nil for an activity that returns only an error): the
+// body does not run, and the call returns result as a duplicate would.
+func Deduplicated(result any) Outcome { return Outcome{kind: kindDeduplicated, result: result} }
+
+// Indeterminate ends the execution with an outcome nobody can state, for
+// reason:
+//
+//   - activity.ReasonRecorded: an earlier call left the key indeterminate;
+//     the body does not run.
+//   - activity.ReasonHolderLost: the key's holder stopped answering, its
+//     lease run out; the interceptor takes the key over (an IDEMPOTENT
+//     activity then runs its body).
+//   - activity.ReasonBodyFailed: the body runs — its effect is applied
+//     and listed by [Env.Effects] — and its answer is lost
+//     ([ErrAnswerLost]); an IDEMPOTENT activity is released and retried.
+//   - activity.ReasonStoreUnavailable: the store cannot be reached when
+//     the key is claimed (once); an IDEMPOTENT activity fails retryably.
+//   - activity.ReasonKeyNotDerivable: the store refuses the key (once).
+//
+// What follows is the interceptor's doing, as on a worker: for an
+// EFFECTFUL activity, the probe (see [Outcome.ProbeAnswers]) or the
+// indeterminate error, and a person's decision with
+// Options.AwaitDecision. It panics on another reason.
+func Indeterminate(reason activity.Reason) Outcome {
+	switch reason {
+	case activity.ReasonRecorded, activity.ReasonHolderLost, activity.ReasonBodyFailed,
+		activity.ReasonStoreUnavailable, activity.ReasonKeyNotDerivable:
+	default:
+		panic(fmt.Sprintf("idempotencytest: no indeterminate outcome for reason %q", reason))
+	}
+	return Outcome{kind: kindIndeterminate, reason: reason}
+}
+
+// ProbeAnswers returns o with the declaration's probe answering ans when
+// the interceptor asks it (a body that failed, a holder lost), in place of
+// the probe's own answer. The declaration must have a probe.
+func (o Outcome) ProbeAnswers(ans activity.ProbeAnswer) Outcome {
+	o.probe = &ans
+	return o
+}
+
+// scriptKey carries the scripted outcome of an execution in its context,
+// from the outer interceptor to the body's and to the probe.
+type scriptKey struct{}
+
+func scripted(ctx context.Context) *Outcome {
+	o, _ := ctx.Value(scriptKey{}).(*Outcome)
+	return o
+}
+
+// probe wraps a declaration's own probe: a scripted answer first.
+func (e *Env) probe(own activity.Probe) activity.Probe {
+	return func(ctx context.Context, req activity.ProbeRequest) (activity.ProbeAnswer, error) {
+		if o := scripted(ctx); o != nil && o.probe != nil {
+			return *o.probe, nil
+		}
+		return own(ctx, req)
+	}
+}
+
+// outer runs before the interceptor: it takes an execution's scripted
+// outcome and prepares the store for it.
+type outer struct {
+	sdkinterceptor.WorkerInterceptorBase
+	e *Env
+}
+
+func (o *outer) InterceptActivity(_ context.Context, next sdkinterceptor.ActivityInboundInterceptor) sdkinterceptor.ActivityInboundInterceptor {
+	a := &outerActivity{e: o.e}
+	a.Next = next
+	return a
+}
+
+type outerActivity struct {
+	sdkinterceptor.ActivityInboundInterceptorBase
+	e *Env
+}
+
+func (a *outerActivity) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
+	info := sdkactivity.GetInfo(ctx)
+	d, ok := a.e.decls[info.ActivityType.Name]
+	if !ok {
+		return a.Next.ExecuteActivity(ctx, in)
+	}
+	o, ok := a.e.next(d.Name())
+	if !ok {
+		return a.Next.ExecuteActivity(ctx, in)
+	}
+	if err := a.e.prepare(ctx, d, info, in.Args, o); err != nil {
+		return nil, fmt.Errorf("idempotencytest: preparing the outcome scripted for %s: %w", d.Name(), err)
+	}
+	return a.Next.ExecuteActivity(context.WithValue(ctx, scriptKey{}, &o), in)
+}
+
+// prepare writes what the key's record must say, as another caller would
+// have left it, for the execution to end with o.
+func (e *Env) prepare(ctx context.Context, d *activity.Declaration, info sdkactivity.Info, args []any, o Outcome) error {
+	if !d.Kind().Deduplicated() {
+		return nil
+	}
+	run := info.WorkflowExecution.RunID
+	if e.scope == interceptor.ScopeWorkflow {
+		run = info.WorkflowExecution.ID
+	}
+	key, err := d.Key(e.tenant, run, args)
+	if err != nil {
+		return err
+	}
+	check, err := d.Check(e.tenant, run, args)
+	if err != nil {
+		return err
+	}
+	claim := func(lease time.Duration) (int64, error) {
+		res, err := e.mem.Claim(ctx, store.ClaimParams{Tenant: e.tenant, Key: string(key), Holder: Holder,
+			Lease: lease, Check: string(check), Retention: d.Retention(),
+			Origin: store.Origin{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, ActivityType: d.Name()}})
+		if err != nil {
+			return 0, err
+		}
+		if res.Status != store.StatusAcquired {
+			return 0, fmt.Errorf("the key is %s already: the outcome cannot be scripted", res.Status)
+		}
+		return res.Record.Token, nil
+	}
+	switch {
+	case o.kind == kindDeduplicated:
+		outcome, err := interceptor.EncodeOutcome(nil, o.result)
+		if err != nil {
+			return err
+		}
+		tok, err := claim(time.Minute)
+		if err != nil {
+			return err
+		}
+		return e.mem.Complete(ctx, store.CompleteParams{Tenant: e.tenant, Key: string(key), Token: tok, Outcome: outcome})
+	case o.reason == activity.ReasonRecorded:
+		tok, err := claim(time.Minute)
+		if err != nil {
+			return err
+		}
+		return e.mem.MarkIndeterminate(ctx, store.MarkIndeterminateParams{Tenant: e.tenant, Key: string(key), Token: tok,
+			Reason: "recorded by idempotencytest"})
+	case o.reason == activity.ReasonHolderLost:
+		// A lease that has run out by the time the interceptor claims.
+		_, err := claim(time.Nanosecond)
+		return err
+	case o.reason == activity.ReasonStoreUnavailable:
+		e.st.failNext(string(key), store.Unavailable("idempotencytest: claim", errors.New("the store is down (scripted)")))
+	case o.reason == activity.ReasonKeyNotDerivable:
+		e.st.failNext(string(key), &store.InvalidError{Field: "Key", Reason: "refused (scripted by idempotencytest)"})
+	}
+	return nil
+}
+
+// inner runs around the body, after the interceptor: it lists the effects
+// applied, and loses the answer of a body scripted to.
+type inner struct {
+	sdkinterceptor.WorkerInterceptorBase
+	e *Env
+}
+
+func (i *inner) InterceptActivity(_ context.Context, next sdkinterceptor.ActivityInboundInterceptor) sdkinterceptor.ActivityInboundInterceptor {
+	a := &innerActivity{e: i.e}
+	a.Next = next
+	return a
+}
+
+type innerActivity struct {
+	sdkinterceptor.ActivityInboundInterceptorBase
+	e *Env
+}
+
+func (a *innerActivity) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
+	info := sdkactivity.GetInfo(ctx)
+	if _, ok := a.e.decls[info.ActivityType.Name]; !ok {
+		return a.Next.ExecuteActivity(ctx, in)
+	}
+	res, err := a.Next.ExecuteActivity(ctx, in)
+	if o := scripted(ctx); o != nil && o.kind == kindIndeterminate && o.reason == activity.ReasonBodyFailed && err == nil {
+		res, err = nil, ErrAnswerLost
+	}
+	key, _ := activity.Key(ctx)
+	a.e.mu.Lock()
+	a.e.effects = append(a.e.effects, Effect{Activity: info.ActivityType.Name, Key: string(key), Attempt: info.Attempt, Err: err})
+	a.e.mu.Unlock()
+	return res, err
+}
+
+// faultStore is the memory store, failing the next claim of a key when a
+// script says so.
+type faultStore struct {
+	*store.Memory
+	mu   sync.Mutex
+	fail map[string]error
+}
+
+func (f *faultStore) failNext(key string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail[key] = err
+}
+
+// Claim implements store.Store.
+func (f *faultStore) Claim(ctx context.Context, p store.ClaimParams) (store.Result, error) {
+	f.mu.Lock()
+	err, ok := f.fail[p.Key]
+	delete(f.fail, p.Key)
+	f.mu.Unlock()
+	if ok {
+		return store.Result{}, err
+	}
+	return f.Memory.Claim(ctx, p)
+}
