@@ -34,6 +34,7 @@ services: ## Start PostgreSQL and Redis on 127.0.0.1 if they do not answer (inst
 .PHONY: test
 test: ## Run every test: the library (on the SDK go.mod names and on the newest), the contrib modules, then the real-server modules.
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	scripts/mod-why-pgstore.sh
 	TEST_TIMEOUT=$(TEST_TIMEOUT) scripts/newest-sdk.sh
 	@for m in $(dir $(CONTRIB_MODULES)); do \
 		echo "== $$m"; \

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/testenv/redisenv"
 	"github.com/tesserix/idempotency/redisstore"
 	"github.com/tesserix/idempotency/store"
 	"github.com/tesserix/idempotency/store/storetest"
@@ -33,7 +33,7 @@ func newStore(t testing.TB, opts redisstore.Options) *redisstore.Store {
 // newStoreClient is newStore that also returns the store's client.
 func newStoreClient(t testing.TB, opts redisstore.Options) (*redisstore.Store, redis.UniversalClient) {
 	t.Helper()
-	client, prefix := testenv.Redis(t)
+	client, prefix := redisenv.Redis(t)
 	if opts.Prefix == "" {
 		opts.Prefix = prefix
 	}
@@ -52,7 +52,7 @@ func TestConformance(t *testing.T) {
 
 func TestNewValidatesOptions(t *testing.T) {
 	t.Parallel()
-	client, _ := testenv.Redis(t)
+	client, _ := redisenv.Redis(t)
 	tests := []struct {
 		name  string
 		opts  redisstore.Options
@@ -164,8 +164,8 @@ func TestRandomTenantsNeverCollide(t *testing.T) {
 
 func TestClosedClientIsUnavailable(t *testing.T) {
 	t.Parallel()
-	_, prefix := testenv.Redis(t) // Its client cleans up after the one closed here.
-	client := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
+	_, prefix := redisenv.Redis(t) // Its client cleans up after the one closed here.
+	client := redis.NewClient(&redis.Options{Addr: redisenv.RedisAddr()})
 	s, err := redisstore.New(client, redisstore.Options{Prefix: prefix})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, s.Close()) })
@@ -204,7 +204,7 @@ func TestCancelledContextReturnsContextError(t *testing.T) {
 // carries must be the watched key's.
 func TestScriptsPublishOnlyWhenWaited(t *testing.T) {
 	t.Parallel()
-	client, prefix := testenv.Redis(t)
+	client, prefix := redisenv.Redis(t)
 	s, err := redisstore.New(client, redisstore.Options{Prefix: prefix})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, s.Close()) })
@@ -300,7 +300,7 @@ func TestWaitWakesOnNotification(t *testing.T) {
 
 func TestSweepDropsIndexEntriesOfVanishedRecords(t *testing.T) {
 	t.Parallel()
-	client, prefix := testenv.Redis(t)
+	client, prefix := redisenv.Redis(t)
 	s, err := redisstore.New(client, redisstore.Options{Prefix: prefix})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, s.Close()) })
@@ -320,7 +320,7 @@ func TestSweepDropsIndexEntriesOfVanishedRecords(t *testing.T) {
 
 func TestRecordsHavePhysicalExpiry(t *testing.T) {
 	t.Parallel()
-	client, prefix := testenv.Redis(t)
+	client, prefix := redisenv.Redis(t)
 	s, err := redisstore.New(client, redisstore.Options{Prefix: prefix, TTL: time.Hour})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, s.Close()) })
@@ -390,7 +390,7 @@ func TestForgetManyRecords(t *testing.T) {
 // Leases and expiries are judged by Redis's clock, not the workers'.
 func TestClockSkew(t *testing.T) {
 	t.Parallel()
-	client, prefix := testenv.Redis(t)
+	client, prefix := redisenv.Redis(t)
 	storetest.RunClockSkew(t, func(t *testing.T, local store.Clock, ttl time.Duration) store.Store {
 		s, err := redisstore.NewWithLocalClock(client, redisstore.Options{Prefix: prefix, TTL: ttl}, local)
 		require.NoError(t, err)

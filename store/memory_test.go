@@ -1,6 +1,8 @@
 package store_test
 
 import (
+	"context"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -53,4 +55,35 @@ func TestNewMemoryOptions(t *testing.T) {
 			assert.Nil(t, m)
 		})
 	}
+}
+
+// The replicas race on one memory store, passed as both replicas: the
+// store of a single process.
+func TestMemoryReplicasRace(t *testing.T) {
+	t.Parallel()
+	storetest.Replicas(t, func(t *testing.T) (store.Store, store.Store) {
+		m, err := store.NewMemory(store.MemoryOptions{})
+		require.NoError(t, err)
+		return m, m
+	})
+}
+
+// BenchmarkStore is storetest's store benchmark on the memory store,
+// against a map under a mutex doing the same job by hand.
+func BenchmarkStore(b *testing.B) {
+	m, err := store.NewMemory(store.MemoryOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var mu sync.Mutex
+	floor := map[string][]byte{}
+	storetest.Benchmark(b, m, func(_ context.Context, key string, outcome []byte) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, ok := floor[key]; ok {
+			return false, nil
+		}
+		floor[key] = outcome
+		return true, nil
+	})
 }
