@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/tesserix/idempotency/internal/optdoc"
 	"github.com/tesserix/idempotency/internal/testenv"
 	"github.com/tesserix/idempotency/internal/testenv/pgenv"
 	"github.com/tesserix/idempotency/pgstore"
@@ -488,4 +489,13 @@ func TestClockSkew(t *testing.T) {
 		t.Cleanup(s.Close)
 		return s
 	})
+}
+
+// Every default Options states is the value New applies.
+func TestOptionsDocStatesTheDefaults(t *testing.T) {
+	n := optdoc.Check(t, "options.go", map[string]any{
+		"DefaultSchema": pgstore.DefaultSchema, "DefaultTable": pgstore.DefaultTable, "store.DefaultTTL": store.DefaultTTL,
+		"DefaultPollInterval": pgstore.DefaultPollInterval, "DefaultMaxPollInterval": pgstore.DefaultMaxPollInterval,
+	})
+	assert.Equal(t, 5, n)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/tesserix/idempotency/internal/optdoc"
 	"github.com/tesserix/idempotency/internal/testenv/redisenv"
 	"github.com/tesserix/idempotency/redisstore"
 	"github.com/tesserix/idempotency/store"
@@ -397,4 +398,13 @@ func TestClockSkew(t *testing.T) {
 		t.Cleanup(func() { require.NoError(t, s.Close()) })
 		return s
 	})
+}
+
+// Every default Options states is the value New applies.
+func TestOptionsDocStatesTheDefaults(t *testing.T) {
+	n := optdoc.Check(t, "options.go", map[string]any{
+		"DefaultPrefix": redisstore.DefaultPrefix, "store.DefaultTTL": store.DefaultTTL,
+		"DefaultPollInterval": redisstore.DefaultPollInterval, "DefaultReplicaAckTimeout": redisstore.DefaultReplicaAckTimeout,
+	})
+	assert.Equal(t, 4, n)
 }

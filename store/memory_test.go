@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/tesserix/idempotency/internal/optdoc"
 	"github.com/tesserix/idempotency/store"
 	"github.com/tesserix/idempotency/store/storetest"
 )
@@ -86,4 +87,10 @@ func BenchmarkStore(b *testing.B) {
 		floor[key] = outcome
 		return true, nil
 	})
+}
+
+// Every default MemoryOptions states is the value NewMemory applies.
+func TestMemoryOptionsDocStatesTheDefaults(t *testing.T) {
+	n := optdoc.Check(t, "memory.go", map[string]any{"DefaultTTL": store.DefaultTTL, "DefaultPollInterval": store.DefaultPollInterval})
+	assert.Equal(t, 2, n)
 }
