@@ -92,7 +92,7 @@
 //
 // The record keeps a digest of their values, never the values. A call
 // whose record was made with other values fails with the non-retryable
-// [ArgumentsMismatchErrorType] error, whatever way it meets the record (a
+// [ErrorTypeArgumentsMismatch] error, whatever way it meets the record (a
 // completed one, a holder it waited for, an indeterminate one, a lost
 // holder it would take over); [AsArgumentsMismatch] reads the details,
 // which name the arguments and the record, never the values. A record

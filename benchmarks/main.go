@@ -12,7 +12,10 @@
 //     interceptor and with the memory, PostgreSQL and Redis stores;
 //  4. claim latency as the table grows, and a sweep of expired records with
 //     the claim latency during it;
-//  5. keyspace.Derive against json.Marshal + SHA-256.
+//  5. keyspace.Derive against json.Marshal + SHA-256;
+//  6. a transactional EFFECTFUL call (its effect's row and the outcome in
+//     one transaction) against the same write followed by a separate
+//     Complete, and against pgstore's claim + Complete alone.
 //
 // Every comparison is a ratio of two measurements taken in the same
 // repetition; repetitions are interleaved, and the tables give the median of
@@ -139,7 +142,7 @@ func main() {
 	flag.IntVar(&cfg.Backlog, "backlog", cfg.Backlog, "indeterminate records, and as many stale claims, in each growth table")
 	flag.IntVar(&cfg.ListN, "lists", cfg.ListN, "calls of each listing per table size and repetition")
 	flag.IntVar(&cfg.DeriveN, "derive", cfg.DeriveN, "Derive iterations per repetition")
-	flag.StringVar(&cfg.Only, "only", "", "comma-separated sections: throughput,wake,activity,growth,derive")
+	flag.StringVar(&cfg.Only, "only", "", "comma-separated sections: throughput,wake,activity,growth,derive,transactional")
 	flag.StringVar(&doc, "doc", "", "also write the tables into this markdown file, between its markers (see -doc-marker)")
 	flag.StringVar(&marker, "doc-marker", "bench", "the markers -doc writes between: <!-- NAME:begin --> and <!-- NAME:end -->")
 	flag.BoolVar(&smoke, "smoke", false, "tiny sizes: check the harness runs")
@@ -200,6 +203,7 @@ func run(ctx context.Context, cfg config, out, progress io.Writer) error {
 		{"activity", benchActivity},
 		{"growth", benchGrowth},
 		{"derive", benchDerive},
+		{"transactional", benchTransactional},
 	}
 	for _, s := range sections {
 		if !cfg.runs(s.name) {

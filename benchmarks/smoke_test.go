@@ -27,7 +27,7 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "| PostgreSQL | floor | 4 |", "| Redis | redisstore | 4 |"} {
+	for _, want := range []string{"## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6.", "| PostgreSQL | floor | 4 |", "| Redis | redisstore | 4 |"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

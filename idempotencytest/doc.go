@@ -11,7 +11,7 @@
 //		AwaitDecision: true,
 //	})
 //	env.OnNext("Book", idempotencytest.Indeterminate(activity.ReasonBodyFailed))
-//	env.DecideAfter(time.Minute, "Book", interceptor.Decision{Action: interceptor.ActionComplete, Result: []byte(`"CONF-1"`)})
+//	env.DecideAfter(time.Minute, "Book", decision.Decision{Action: decision.ActionComplete, Result: []byte(`"CONF-1"`)})
 //	env.ExecuteWorkflow(BookTrip, "BA117")
 //	env.Effects() // the bodies that ran: one booking, whose answer was lost
 //
@@ -20,6 +20,8 @@
 // [Env.OnNext] scripts the next execution of an activity type; executions
 // with nothing scripted run as they would on a worker. [Deduplicated] answers
 // it from a record another call made (the body does not run);
+// [ArgumentsMismatch] answers it with a record made with other values of
+// its checked arguments (the call fails, non-retryable);
 // [Indeterminate] ends it indeterminate for a reason: ReasonRecorded (an
 // earlier call left the key indeterminate), ReasonHolderLost (its holder
 // stopped answering), ReasonBodyFailed (the body ran and its answer was

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/store"
 )
@@ -93,10 +94,10 @@ type Effect struct {
 
 // SentDecision is a decision [Env.DecideAfter] sent and what came of it.
 type SentDecision struct {
-	Decision interceptor.Decision
+	Decision decision.Decision
 	// Result is the update's result when the workflow accepted and applied
 	// the decision.
-	Result interceptor.DecisionResult
+	Result decision.Result
 	// Err is why it was rejected or could not be applied, or why it could
 	// not be sent (nothing waited on the activity type).
 	Err error
@@ -168,7 +169,7 @@ func New(suite *testsuite.WorkflowTestSuite, opts Options) (*Env, error) {
 		env.RegisterActivityWithOptions(d.Func(), sdkactivity.RegisterOptions{Name: d.Name()})
 	}
 	env.RegisterActivityWithOptions(interceptor.ResolveActivity(e.st, nil),
-		sdkactivity.RegisterOptions{Name: interceptor.ResolveActivityName})
+		sdkactivity.RegisterOptions{Name: decision.ResolveActivityName})
 	e.TestWorkflowEnvironment = env
 	return e, nil
 }
@@ -208,6 +209,9 @@ func (e *Env) OnNext(activityType string, o Outcome) {
 	}
 	if o.probe != nil && d.Probe() == nil {
 		panic(fmt.Sprintf("idempotencytest: activity %q declares no probe to answer", activityType))
+	}
+	if o.kind == kindMismatch && len(d.CheckArguments()) == 0 {
+		panic(fmt.Sprintf("idempotencytest: activity %q checks no arguments (Policy.CheckArguments)", activityType))
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -272,13 +276,13 @@ func (e *Env) observe(ctx context.Context, ev interceptor.Event) {
 }
 
 // Pending returns what the workflow waits on a person for (the
-// interceptor.PendingQuery answer).
-func (e *Env) Pending() ([]interceptor.PendingDecision, error) {
-	v, err := e.QueryWorkflow(interceptor.PendingQuery)
+// decision.QueryName answer).
+func (e *Env) Pending() ([]decision.PendingDecision, error) {
+	v, err := e.QueryWorkflow(decision.QueryName)
 	if err != nil {
 		return nil, err
 	}
-	var p []interceptor.PendingDecision
+	var p []decision.PendingDecision
 	return p, v.Get(&p)
 }
 
@@ -288,7 +292,7 @@ func (e *Env) Pending() ([]interceptor.PendingDecision, error) {
 // on; an empty d.By is "idempotencytest". What came of it is in
 // [Env.Decisions]. after must be positive (it panics otherwise): the
 // decision is sent while the workflow runs.
-func (e *Env) DecideAfter(after time.Duration, activityType string, d interceptor.Decision) {
+func (e *Env) DecideAfter(after time.Duration, activityType string, d decision.Decision) {
 	if after <= 0 {
 		panic("idempotencytest: DecideAfter needs a positive delay")
 	}
@@ -318,13 +322,13 @@ func (e *Env) DecideAfter(after time.Duration, activityType string, d intercepto
 			OnReject: func(err error) { e.sent(SentDecision{Decision: d, Err: err}) },
 			OnComplete: func(v any, err error) {
 				s := SentDecision{Decision: d, Err: err}
-				if r, ok := v.(interceptor.DecisionResult); ok {
+				if r, ok := v.(decision.Result); ok {
 					s.Result = r
 				}
 				e.sent(s)
 			},
 		}
-		e.UpdateWorkflow(interceptor.DecisionUpdate, "idempotencytest-"+d.Key, cb, d)
+		e.UpdateWorkflow(decision.UpdateName, "idempotencytest-"+d.Key, cb, d)
 	}, after)
 }
 

@@ -13,8 +13,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/idempotencytest"
-	"github.com/tesserix/idempotency/interceptor"
 )
 
 // BookRequest is the booking activity's argument; Flight is its key.
@@ -67,7 +67,7 @@ func Example() {
 	}
 	defer env.Stop()
 	env.OnNext("Book", idempotencytest.Indeterminate(activity.ReasonBodyFailed))
-	env.DecideAfter(time.Hour, "Book", interceptor.Decision{Action: interceptor.ActionComplete,
+	env.DecideAfter(time.Hour, "Book", decision.Decision{Action: decision.ActionComplete,
 		Result: []byte(`"CONF-BA117-by-phone"`), By: "ops@acme"})
 	env.ExecuteWorkflow(BookTrip, "BA117")
 

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/idempotencytest"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/store"
@@ -161,7 +162,7 @@ func TestDecideFree(t *testing.T) {
 	t.Parallel()
 	k := newKit(t, idempotencytest.Options{AwaitDecision: true})
 	k.env.OnNext("Book", idempotencytest.Indeterminate(activity.ReasonHolderLost))
-	k.env.DecideAfter(time.Minute, "Book", interceptor.Decision{Action: interceptor.ActionFree})
+	k.env.DecideAfter(time.Minute, "Book", decision.Decision{Action: decision.ActionFree})
 	k.env.ExecuteWorkflow(BookTrip, "BA117")
 	var conf string
 	require.NoError(t, k.env.GetWorkflowResult(&conf))
@@ -169,7 +170,7 @@ func TestDecideFree(t *testing.T) {
 	require.Len(t, k.env.Decisions(), 1)
 	d := k.env.Decisions()[0]
 	require.NoError(t, d.Err)
-	assert.Equal(t, interceptor.AppliedFreed, d.Result.Applied)
+	assert.Equal(t, decision.AppliedFreed, d.Result.Applied)
 	assert.Equal(t, "idempotencytest", d.Decision.By)
 	assert.Equal(t, 1, k.env.EffectsOf("Book"))
 }
@@ -178,7 +179,7 @@ func TestDecideFree(t *testing.T) {
 func TestDecideNothingWaits(t *testing.T) {
 	t.Parallel()
 	k := newKit(t, idempotencytest.Options{AwaitDecision: true})
-	k.env.DecideAfter(time.Minute, "Book", interceptor.Decision{Action: interceptor.ActionFree})
+	k.env.DecideAfter(time.Minute, "Book", decision.Decision{Action: decision.ActionFree})
 	k.env.ExecuteWorkflow(func(ctx workflow.Context) (string, error) {
 		if err := workflow.Sleep(ctx, time.Hour); err != nil {
 			return "", err
@@ -198,4 +199,93 @@ func TestOnNextRefusesWhatCannotApply(t *testing.T) {
 		k.env.OnNext("Hold", idempotencytest.Indeterminate(activity.ReasonBodyFailed).ProbeAnswers(activity.AnswerNotLanded()))
 	}, "Hold declares no probe")
 	assert.Panics(t, func() { idempotencytest.Indeterminate("made_up") })
+}
+
+// FareRequest is a booking whose fare must match the call that made the
+// record (a checked argument).
+type FareRequest struct {
+	Flight string `json:"flight"`
+	Fare   int    `json:"fare"`
+}
+
+func (a *Airline) BookFare(_ context.Context, req FareRequest) (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.Sold++
+	return fmt.Sprintf("CONF-%s-%d", req.Flight, req.Fare), nil
+}
+
+// The router's path: a person completes a booking whose record is gone
+// (swept while they looked); the record the decision makes keeps the
+// decided call's digest, so the workflow's next call with another fare is
+// refused instead of answered with the decided booking.
+func TestDecisionOnGoneKeyKeepsTheCheck(t *testing.T) {
+	t.Parallel()
+	a := &Airline{}
+	book := activity.MustDeclare(a.BookFare, activity.Policy{Kind: activity.KindEffectful,
+		KeyArguments: []string{"flight"}, CheckArguments: []string{"fare"}})
+	env, err := idempotencytest.New(quietSuite(), idempotencytest.Options{Declarations: []*activity.Declaration{book}, AwaitDecision: true})
+	require.NoError(t, err)
+	t.Cleanup(env.Stop)
+	env.OnNext("BookFare", idempotencytest.Indeterminate(activity.ReasonBodyFailed))
+	env.RegisterDelayedCallback(func() {
+		// The record goes while the person looks (an operator freed it).
+		p, err := env.Pending()
+		require.NoError(t, err)
+		require.Len(t, p, 1)
+		require.NotEmpty(t, p[0].Outcome.Check, "the outcome carries the digest to the decision")
+		require.NoError(t, env.Store().Resolve(context.Background(), store.ResolveParams{Tenant: env.Tenant(),
+			Key: p[0].Outcome.Key, Decision: store.DecisionFree}))
+	}, 30*time.Second)
+	env.DecideAfter(time.Minute, "BookFare", decision.Decision{Action: decision.ActionComplete, Result: []byte(`"CONF-BA117-120"`)})
+
+	type answers struct{ First, Second string }
+	env.ExecuteWorkflow(func(ctx workflow.Context) (answers, error) {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
+		var out answers
+		if err := workflow.ExecuteActivity(ctx, "BookFare", FareRequest{Flight: "BA117", Fare: 120}).Get(ctx, &out.First); err != nil {
+			return out, err
+		}
+		err := workflow.ExecuteActivity(ctx, "BookFare", FareRequest{Flight: "BA117", Fare: 95}).Get(ctx, &out.Second)
+		if m, ok := activity.AsArgumentsMismatch(err); ok {
+			out.Second = "mismatch: " + m.Found
+			return out, nil
+		}
+		return out, err
+	})
+	require.NoError(t, env.GetWorkflowError())
+	var got answers
+	require.NoError(t, env.GetWorkflowResult(&got))
+	assert.Equal(t, answers{First: "CONF-BA117-120", Second: "mismatch: completed"}, got)
+	assert.Equal(t, 1, a.Sold, "one seat: the lost answer's")
+	require.Len(t, env.Decisions(), 1)
+	assert.Equal(t, decision.AppliedRecorded, env.Decisions()[0].Result.Applied)
+}
+
+// A scripted mismatch fails the call with the typed error; the body does
+// not run. A declaration that checks nothing cannot be scripted so.
+func TestScriptedArgumentsMismatch(t *testing.T) {
+	t.Parallel()
+	a := &Airline{}
+	book := activity.MustDeclare(a.BookFare, activity.Policy{Kind: activity.KindEffectful,
+		KeyArguments: []string{"flight"}, CheckArguments: []string{"fare"}})
+	env, err := idempotencytest.New(quietSuite(), idempotencytest.Options{Declarations: []*activity.Declaration{book}})
+	require.NoError(t, err)
+	t.Cleanup(env.Stop)
+	env.OnNext("BookFare", idempotencytest.ArgumentsMismatch())
+	env.ExecuteWorkflow(func(ctx workflow.Context) (string, error) {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
+		var conf string
+		err := workflow.ExecuteActivity(ctx, "BookFare", FareRequest{Flight: "BA117", Fare: 120}).Get(ctx, &conf)
+		return conf, err
+	})
+	m, ok := activity.AsArgumentsMismatch(env.GetWorkflowError())
+	require.True(t, ok, "%v", env.GetWorkflowError())
+	assert.Equal(t, []string{"fare"}, m.Arguments)
+	assert.Equal(t, "idempotencytest-other-call", m.RecordWorkflowID)
+	assert.Zero(t, a.Sold)
+	assert.Equal(t, []interceptor.EventKind{interceptor.EventArgumentsMismatch}, env.EventKinds("BookFare"))
+
+	k := newKit(t, idempotencytest.Options{})
+	assert.Panics(t, func() { k.env.OnNext("Book", idempotencytest.ArgumentsMismatch()) })
 }

@@ -29,6 +29,7 @@ type outcomeKind uint8
 const (
 	kindDeduplicated outcomeKind = iota + 1
 	kindIndeterminate
+	kindMismatch
 )
 
 // Outcome is how a scripted execution ends; see [Env.OnNext]. Make one
@@ -44,6 +45,13 @@ type Outcome struct {
 // holding result (nil for an activity that returns only an error): the
 // body does not run, and the call returns result as a duplicate would.
 func Deduplicated(result any) Outcome { return Outcome{kind: kindDeduplicated, result: result} }
+
+// ArgumentsMismatch answers the execution with a record another call made
+// with other values of the declaration's checked arguments
+// (activity.Policy.CheckArguments): the call fails with the non-retryable
+// activity.ErrorTypeArgumentsMismatch error, and the body does not run.
+// [Env.OnNext] panics on a declaration that checks no arguments.
+func ArgumentsMismatch() Outcome { return Outcome{kind: kindMismatch} }
 
 // Indeterminate ends the execution with an outcome nobody can state, for
 // reason:
@@ -166,6 +174,27 @@ func (e *Env) prepare(ctx context.Context, d *activity.Declaration, info sdkacti
 		return res.Record.Token, nil
 	}
 	switch {
+	case o.kind == kindMismatch:
+		// The digest of the same checked names over other values: the
+		// values part of the call's own, changed.
+		other := []byte(check)
+		for i := len(other) - 8; i < len(other); i++ {
+			if other[i] == '0' {
+				other[i] = '1'
+			} else {
+				other[i] = '0'
+			}
+		}
+		res, err := e.mem.Claim(ctx, store.ClaimParams{Tenant: e.tenant, Key: string(key), Holder: Holder,
+			Lease: time.Minute, Check: string(other), Retention: d.Retention(),
+			Origin: store.Origin{WorkflowID: "idempotencytest-other-call", ActivityType: d.Name()}})
+		if err != nil {
+			return err
+		}
+		if res.Status != store.StatusAcquired {
+			return fmt.Errorf("the key is %s already: the outcome cannot be scripted", res.Status)
+		}
+		return e.mem.Complete(ctx, store.CompleteParams{Tenant: e.tenant, Key: string(key), Token: res.Record.Token})
 	case o.kind == kindDeduplicated:
 		outcome, err := interceptor.EncodeOutcome(nil, o.result)
 		if err != nil {

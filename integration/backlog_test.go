@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/tesserix/idempotency/interceptor"
@@ -104,4 +105,35 @@ func TestWorkerExportsTheBacklogGauge(t *testing.T) {
 	}
 	require.Eventually(t, want(interceptor.MetricBacklogIndeterminate+"/Book", 0), 10*time.Second, 20*time.Millisecond,
 		"a drained backlog reads zero")
+}
+
+// The plugin exports the gauges through the MetricsHandler of the client it
+// is installed on when its options name none: a client that exports metrics
+// (as the quick start's worker does with -metrics) exports the backlog too.
+func TestPluginExportsTheBacklogThroughTheClientsHandler(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	mem, err := store.NewMemory(store.MemoryOptions{})
+	require.NoError(t, err)
+	origin := store.Origin{WorkflowID: "wf", RunID: "run", ActivityType: "Book", ActivityID: "1", Attempt: 1}
+	res, err := mem.Claim(ctx, store.ClaimParams{Tenant: "acme", Key: "k", Holder: "gone", Lease: time.Minute, Origin: origin})
+	require.NoError(t, err)
+	require.NoError(t, mem.MarkIndeterminate(ctx, store.MarkIndeterminateParams{Tenant: "acme", Key: "k", Token: res.Record.Token, Reason: "r"}))
+
+	gauges := &gaugeHandler{MetricsHandler: client.MetricsNopHandler, mu: &sync.Mutex{}, last: map[string]float64{}}
+	p, err := worker.NewPlugin(worker.PluginOptions{
+		Idempotency:   interceptor.Options{Store: mem},
+		Logger:        zaptest.NewLogger(t),
+		SweepInterval: 50 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	c := server.NewClientWithOptions(client.Options{MetricsHandler: gauges, Plugins: []client.Plugin{p}})
+	w := sdkworker.New(c, testenv.UniqueName("tq"), workerOptions)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	require.Eventually(t, func() bool {
+		got, ok := gauges.value(interceptor.MetricBacklogIndeterminate + "/Book")
+		return ok && got == 1
+	},
+		10*time.Second, 20*time.Millisecond, "the indeterminate Book record, through the client's handler")
 }

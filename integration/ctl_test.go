@@ -136,12 +136,22 @@ func TestCtlDecideWakesTheWaitingWorkflow(t *testing.T) {
 
 	decide := append(append([]string{}, global...), "decide", "-tenant", o.Tenant, "-key", o.Key, "-by", "ops@acme", "-reason", "the airline confirmed", "-reference", "TICKET-7")
 
+	// resolve while the workflow waits: it points to decide, which checks
+	// the result's shape (a wrong one failed the workflow at its
+	// 'decide -retry'), and changes nothing.
+	r = ctl(t, temporalEnv(), append(global, "resolve", "-tenant", o.Tenant, "-key", o.Key, "-outcome", `{"seat":1}`, "-by", "ops@acme")...)
+	assert.Equal(t, 1, r.code, "stdout: %s", r.stdout)
+	assert.Contains(t, r.stderr, "workflow "+run.GetID()+" waits on this key for a decision: send it there with 'idempotencyctl decide")
+	rec, err := st.Lookup(ctx, store.LookupParams{Tenant: o.Tenant, Key: o.Key})
+	require.NoError(t, err)
+	assert.Equal(t, store.StateIndeterminate, rec.State, "a refused resolve changes nothing")
+
 	r = ctl(t, temporalEnv(), append(decide, "-outcome", `{"seat":1}`)...)
 	assert.Equal(t, 1, r.code, "stdout: %s", r.stdout)
 	assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
 	assert.Contains(t, r.stderr, "rejected the decision: the result does not decode into string")
 	assert.NotContains(t, r.stderr, "resolve", "the workflow waits: resolve is not the way")
-	rec, err := st.Lookup(ctx, store.LookupParams{Tenant: o.Tenant, Key: o.Key})
+	rec, err = st.Lookup(ctx, store.LookupParams{Tenant: o.Tenant, Key: o.Key})
 	require.NoError(t, err)
 	assert.Equal(t, store.StateIndeterminate, rec.State, "a rejected decision changes nothing")
 
@@ -160,10 +170,20 @@ func TestCtlDecideWakesTheWaitingWorkflow(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, store.StateCompleted, rec.State)
 
-	// Decided: the record is completed and the workflow has ended.
+	// The same decision again, the workflow ended: Temporal answers with
+	// the first one's result, under the same Update ID, and nothing changes.
+	r = ctl(t, temporalEnv(), append(decide, "-outcome", `"seat 9 on BA117, confirmed by phone"`)...)
+	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
+	assert.Contains(t, r.stdout, "answered: recorded;")
+	assert.Contains(t, r.stdout, "this decision was sent before: that is its answer, and nothing changed")
+	assert.Equal(t, 0, e.ledger.Effects("BA117"))
+
+	// Another decision: the record is completed and the workflow has
+	// ended; there is nothing to resolve, and decide does not say there is.
 	r = ctl(t, temporalEnv(), append(decide, "-free")...)
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, "the record is completed already")
+	assert.NotContains(t, r.stderr, "idempotencyctl resolve")
 }
 
 // Where no workflow waits, decide says so, points to resolve and exits 1:
@@ -249,13 +269,16 @@ func TestCtlResolveThenDecideRetry(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	r := ctl(t, nil, append(global, "resolve", "-tenant", o.Tenant, "-key", o.Key, "-outcome", `"seat 7 on BA117"`, "-by", "ops@acme")...)
+	// Temporal out of reach (no address for it): resolve cannot ask
+	// whether the workflow waits, says so, and goes on.
+	r := ctl(t, []string{"TEMPORAL_ADDRESS=127.0.0.1:1"}, append(global, "resolve", "-tenant", o.Tenant, "-key", o.Key, "-outcome", `"seat 7 on BA117"`, "-by", "ops@acme")...)
 	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
+	assert.Contains(t, r.stdout, "note: could not ask Temporal whether workflow "+run.GetID()+" waits on the key")
 
 	decide := append(append([]string{}, global...), "decide", "-tenant", o.Tenant, "-key", o.Key, "-by", "ops@acme")
 	r = ctl(t, temporalEnv(), append(decide, "-outcome", `"seat 7 on BA117"`)...)
 	assert.Equal(t, 1, r.code)
-	assert.Contains(t, r.stderr, "the record is completed already; if its workflow still waits, send -retry")
+	assert.Contains(t, r.stderr, "the record is completed already, by something other than this decision; if its workflow still waits, send -retry")
 
 	r = ctl(t, temporalEnv(), append(decide, "-retry")...)
 	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
@@ -288,7 +311,7 @@ func TestCtlDecideByWorkflowID(t *testing.T) {
 
 	r = ctl(t, temporalEnv(), append(decide, "-workflow-id", run.GetID(), "-run-id", run.GetRunID())...)
 	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
-	assert.Contains(t, r.stdout, "record: tenant acme has no live record under key "+o.Key+"\n")
+	assert.Contains(t, r.stdout, "record: tenant acme has no live record under key "+o.Key+" in PostgreSQL table ")
 	assert.Contains(t, r.stdout, "answered: recorded;")
 	var result string
 	require.NoError(t, run.Get(ctx, &result))

@@ -31,7 +31,7 @@
 //     Indeterminate: fail again. On each of these paths a record made with
 //     other values of the declaration's checked arguments
 //     (activity.Policy.CheckArguments) is not an answer: the call fails
-//     with the non-retryable activity.ArgumentsMismatchErrorType error
+//     with the non-retryable activity.ErrorTypeArgumentsMismatch error
 //     ([EventArgumentsMismatch]) and the record is left as it is.
 //   - Acquired: the body runs with the key in its context; the lease is
 //     renewed every third of its length until the body returns, also past

@@ -123,6 +123,27 @@
 // The key is [Version], ':' and the lower-case hexadecimal SHA-256 of those
 // bytes; [ParseKey] checks that form.
 //
+// # Checks (version c1)
+//
+// [DeriveCheck] digests the arguments a declaration checks (arguments that
+// are not part of the key but must match the call that made a record). Its
+// values are canonicalised as a key's are; the hashed bytes are:
+//
+//	field("github.com/tesserix/idempotency/keyspace check c1")
+//	field(Tenant) field(Run) field(Activity)
+//	'{' ('s' uvarint(len) name (value | 'x'))* '}'   (names strictly ascending)
+//
+// where 'x' stands for a checked argument the arguments do not carry (or
+// that encoding/json would omit): absent differs from null and from every
+// value. A [Check] is "c1:", the first 8 bytes of the SHA-256 of
+// field(domain) followed by field(name) for each sorted, normalised name,
+// in 16 lower-case hexadecimal digits, ":", and the 64 lower-case
+// hexadecimal digits of the SHA-256 of the bytes above: 84 bytes, never
+// equal to a [Key]. The names' part lets two checks be compared only when
+// they check the same arguments ([Check.Comparable]). The version rule
+// below applies to checks as to keys, with [CheckVersion] in place of
+// [Version].
+//
 // # Version rule
 //
 // Keys are a compatibility promise: a key stored under v1 must keep matching

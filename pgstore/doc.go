@@ -123,5 +123,10 @@
 //
 // Expired records already read as free. [Store.Sweep] reclaims their space
 // in bounded batches; run it periodically. [Store.Forget] erases a tenant's
-// records outright.
+// records outright. A record claimed with a retention window of its own
+// keeps it in the column retention_us (microseconds; NULL: the store's
+// TTL), and the statements that restart a record's window compute its end
+// from that column; the digest of checked arguments is in check_digest
+// (NULL: none). EnsureSchema adds both columns to a table made before
+// them, and rows without them read as before.
 package pgstore

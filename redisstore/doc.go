@@ -23,8 +23,10 @@
 //
 //	P:{E}:r:<key>   hash     one record: state, holder, token, lease, exp,
 //	                         created, updated, outcome, reason, origin and
-//	                         resolution (JSON, when set), and w once a Wait
-//	                         registered on it
+//	                         resolution (JSON, when set), check (the digest
+//	                         of checked arguments) and ret (the record's own
+//	                         retention window, microseconds) when set, and w
+//	                         once a Wait registered on it
 //	P:{E}:idx       set      the keys of the tenant's records
 //	P:{E}:age       zset     the same keys scored by their claim's time
 //	                         (unix microseconds), for List
@@ -63,7 +65,8 @@
 // its index in batches and deletes each batch, with its index entries, in one
 // script. The scripts keep the index: a claim adds its key, a release or a
 // free resolution removes it. A claim or renewal keeps the index alive one
-// record lifetime (the retention window plus a minute) past the record it
+// record lifetime (the retention window, the record's own when it keeps
+// one, plus a minute) past the record it
 // wrote, so that the Complete ending the claim, which restarts the record's
 // window, never needs to touch the index; an idle tenant's index thus
 // outlives its last record by up to one window. [Store.Sweep] finds tenant indexes with SCAN

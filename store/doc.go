@@ -15,7 +15,10 @@
 // ([Record.Token]), until when that claim's lease runs ([Record.LeaseUntil]),
 // when the record expires ([Record.ExpiresAt]), and, once known, the outcome
 // as opaque bytes ([Record.Outcome]) or the reason it is unknown
-// ([Record.Reason]).
+// ([Record.Reason]). It also keeps, as the claimer gave them, a digest of
+// the arguments the activity checks ([Record.Check], opaque to the store,
+// which compares nothing) and the record's own retention window
+// ([Record.Retention]).
 //
 // # States
 //
@@ -110,6 +113,9 @@
 //
 // A record expires [DefaultTTL] (or the store's configured TTL) after it was
 // last written: Claim, Renew, Complete and Resolve start the window again.
+// A record claimed with a window of its own ([ClaimParams.Retention]) keeps
+// it, and every later write restarts that window instead, whether shorter
+// or longer than the store's; Sweep reclaims it when it ends.
 // An indeterminate record is the exception: it keeps until a person
 // resolves it or its tenant is forgotten (its ExpiresAt is [NeverExpires],
 // and Sweep leaves it), so a key whose effect may have landed never reads as

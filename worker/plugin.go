@@ -44,8 +44,10 @@ type PluginOptions struct {
 	// and, on a client without a logger of its own, the SDK's logs. Defaults
 	// to zap.NewNop().
 	Logger *zap.Logger
-	// MetricsHandler, when set, receives the backlog gauges of every worker
-	// the plugin configures; see Options.MetricsHandler.
+	// MetricsHandler receives the backlog gauges of every worker the plugin
+	// configures; see Options.MetricsHandler. Defaults to the
+	// MetricsHandler of the client the plugin is installed on (the first,
+	// if several), so a client that exports metrics exports the gauges too.
 	MetricsHandler client.MetricsHandler
 	// SweepInterval is how often every running worker the plugin configures
 	// deletes the store's expired records; see Options.SweepInterval.
@@ -91,6 +93,9 @@ type Plugin struct {
 	// noSearchAttribute is set once CheckSearchAttribute found the
 	// namespace without the attribute: dispatchers built afterwards set none.
 	noSearchAttribute bool
+	// clientMetrics is the MetricsHandler of the first client the plugin
+	// configured: the backlog gauges' handler when PluginOptions names none.
+	clientMetrics client.MetricsHandler
 }
 
 // Both SDK plugin bases are named PluginBase; aliases let one type embed
@@ -196,6 +201,13 @@ func (p *Plugin) ConfigureClient(_ context.Context, o client.PluginConfigureClie
 	}
 	if opts.Logger == nil && p.cfg != nil && p.cfg.sdkLogs {
 		opts.Logger = NewLogger(p.cfg.logger)
+	}
+	if opts.MetricsHandler != nil && p.cfg != nil {
+		p.mu.Lock()
+		if p.clientMetrics == nil {
+			p.clientMetrics = opts.MetricsHandler
+		}
+		p.mu.Unlock()
 	}
 	return nil
 }
@@ -435,7 +447,13 @@ func (p *Plugin) startSweeper(st store.Store) func() {
 	logger := p.cfg.logger
 	go func() {
 		defer close(done)
-		backlog := newBacklogGauges(p.cfg.metrics)
+		p.mu.Lock()
+		metrics := p.cfg.metrics
+		if metrics == nil {
+			metrics = p.clientMetrics
+		}
+		p.mu.Unlock()
+		backlog := newBacklogGauges(metrics)
 		backlog.report(ctx, st, logger)
 		store.SweepEveryThen(ctx, st, p.cfg.sweepEvery, 0, func(err error) {
 			logger.Warn("idempotency: sweeping expired records", zap.Error(err))

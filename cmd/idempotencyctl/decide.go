@@ -95,11 +95,25 @@ func decideFlags(fs *flag.FlagSet, env func(string) string) func() (action, erro
 	}
 }
 
-// resolveHint says what an operator does when no workflow waits.
+// resolveHint says what an operator does when no workflow waits on an
+// indeterminate (or stale pending) record.
 const resolveHint = "settle the record in the store with '" + name + " resolve'"
+
+// hintFor is what the operator can do when no workflow waits on the key:
+// resolve, only when the record holds something to resolve.
+func hintFor(rec store.Record, found bool) string {
+	switch {
+	case !found:
+		return "there is no record to resolve either"
+	case rec.State == store.StateCompleted:
+		return "the record is completed: there is nothing to resolve"
+	}
+	return resolveHint
+}
 
 func decide(ctx context.Context, b *backend, out io.Writer, req decideRequest) error {
 	rec, err := b.Lookup(ctx, store.LookupParams{Tenant: req.tenant, Key: req.key})
+	hint := hintFor(rec, err == nil)
 	switch {
 	case errors.Is(err, store.ErrNotFound) && req.workflowID != "":
 		// Gone (expired, swept): the workflow named may still wait, and
@@ -126,10 +140,10 @@ func decide(ctx context.Context, b *backend, out io.Writer, req decideRequest) e
 		// Started with client.ExecuteActivity: nothing can wait for a
 		// decision but the caller of its handle, which has its error.
 		return fmt.Errorf("the record was made by standalone activity %s, which belongs to no workflow: no workflow waits on the key; %s",
-			printable(rec.Origin.ActivityID), resolveHint)
+			printable(rec.Origin.ActivityID), hint)
 	}
 	if wfID == "" {
-		return errors.New("the record does not name its workflow (it was written before records kept their origin): pass -workflow-id, or " + resolveHint)
+		return errors.New("the record does not name its workflow (it was written before records kept their origin): pass -workflow-id, or " + hint)
 	}
 	where := "workflow " + printable(wfID)
 	if runID != "" {
@@ -164,7 +178,7 @@ func decide(ctx context.Context, b *backend, out io.Writer, req decideRequest) e
 	switch {
 	case errors.As(err, &notFound):
 		return fmt.Errorf("%s is not in namespace %s (ended and past its retention, or another -namespace): no workflow waits on the key; %s",
-			where, printable(req.temporal.namespace), resolveHint)
+			where, printable(req.temporal.namespace), hint)
 	case err != nil:
 		return fmt.Errorf("cannot describe %s: %w", where, err)
 	}
@@ -174,13 +188,13 @@ func decide(ctx context.Context, b *backend, out io.Writer, req decideRequest) e
 		where += " run " + printable(runID)
 	}
 	if s := info.GetStatus(); s != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return fmt.Errorf("%s has ended (%s): no workflow waits on the key; %s", where, statusName(s), resolveHint)
+		return fmt.Errorf("%s has ended (%s): no workflow waits on the key; %s", where, statusName(s), hint)
 	}
 	fmt.Fprintf(out, "sending: %s to %s (task queue %s)\n", describeDecision(req.decision), where, printable(info.GetTaskQueue()))
 
 	res, err := decision.SendOnce(ctx, c, wfID, runID, rec.Token, req.decision)
 	if err != nil {
-		return updateError(ctx, c, wfID, runID, where, req, info.GetTaskQueue(), err)
+		return updateError(ctx, c, wfID, runID, where, req, info.GetTaskQueue(), hint, err)
 	}
 	if res.Applied == decision.AppliedSignalled {
 		fmt.Fprintf(out, "signalled: the server takes no Workflow Update, so the decision went to %s as a signal, which answers nothing; run '%s decide' again or look at the record to see whether it was taken\n", where, name)
@@ -191,7 +205,7 @@ func decide(ctx context.Context, b *backend, out io.Writer, req decideRequest) e
 }
 
 // updateError explains why the decision update did not succeed.
-func updateError(ctx context.Context, c client.Client, wfID, runID, where string, req decideRequest, queue string, err error) error {
+func updateError(ctx context.Context, c client.Client, wfID, runID, where string, req decideRequest, queue, hint string, err error) error {
 	var rejected *decision.RejectedError
 	var app *temporal.ApplicationError
 	var notFound *serviceerror.NotFound
@@ -199,14 +213,14 @@ func updateError(ctx context.Context, c client.Client, wfID, runID, where string
 	case errors.As(err, &rejected):
 		reason := strings.TrimPrefix(rejected.Reason, "idempotency: ")
 		if !waitsOn(ctx, c, wfID, runID, req.key) {
-			return fmt.Errorf("%s rejected the decision: %s; since nothing in it waits on the key, %s", where, reason, resolveHint)
+			return fmt.Errorf("%s rejected the decision: %s; since nothing in it waits on the key, %s", where, reason, hint)
 		}
 		return fmt.Errorf("%s rejected the decision: %s", where, reason)
 	case errors.As(err, &app) && strings.HasPrefix(app.Message(), "unknown update"):
 		return fmt.Errorf("%s takes no %s update (it does not use AwaitDecision), so nothing waits on the key: %s",
-			where, decision.UpdateName, resolveHint)
+			where, decision.UpdateName, hint)
 	case errors.As(err, &notFound):
-		return fmt.Errorf("%s ended before it took the decision: no workflow waits on the key; %s", where, resolveHint)
+		return fmt.Errorf("%s ended before it took the decision: no workflow waits on the key; %s", where, hint)
 	case errors.Is(ctx.Err(), context.Canceled):
 		return fmt.Errorf("interrupted while waiting for %s to answer; the decision may still be applied: look at the record again: %w", where, ctx.Err())
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.As(err, new(*client.WorkflowUpdateServiceTimeoutOrCanceledError)):
@@ -220,16 +234,37 @@ func updateError(ctx context.Context, c client.Client, wfID, runID, where string
 // when it cannot tell, so that only a known absence sends the operator to
 // resolve.
 func waitsOn(ctx context.Context, c client.Client, wfID, runID, key string) bool {
+	waits, err := waitsOnKey(ctx, c, wfID, runID, key)
+	return waits || err != nil
+}
+
+// waitsOnKey asks the workflow whether a call waits on key. A workflow that
+// has ended, or takes no pending query, waits on nothing.
+func waitsOnKey(ctx context.Context, c client.Client, wfID, runID, key string) (bool, error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, wfID, runID)
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	case desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return false, nil
+	}
 	pending, err := decision.Pending(ctx, c, wfID, runID)
+	var qf *serviceerror.QueryFailed
+	if errors.As(err, &qf) {
+		return false, nil // no pending query: it does not use AwaitDecision
+	}
 	if err != nil {
-		return true
+		return false, err
 	}
 	for _, p := range pending {
 		if p.Rejected == nil && p.Outcome.Key == key {
-			return true
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }
 
 func describeDecision(d decision.Decision) string {

@@ -21,9 +21,13 @@ type resolveRequest struct {
 	shown      []byte // the outcome as compact JSON, to show back
 	by, reason string
 	dryRun     bool
+	// temporal reaches the workflow that may wait on the key; force
+	// resolves even when one does.
+	temporal temporalConfig
+	force    bool
 }
 
-func resolveFlags(fs *flag.FlagSet, _ func(string) string) func() (action, error) {
+func resolveFlags(fs *flag.FlagSet, env func(string) string) func() (action, error) {
 	tenant, key := scopeFlags(fs)
 	free := fs.Bool("free", false, "the effect did not happen: free the key")
 	outcome := fs.String("outcome", "", "the effect happened: record this JSON value as its result")
@@ -31,6 +35,8 @@ func resolveFlags(fs *flag.FlagSet, _ func(string) string) func() (action, error
 	reason := fs.String("reason", "", "why: what established the outcome (kept in the record's resolution)")
 	reference := fs.String("reference", "", "where the evidence is: a ticket, the downstream's confirmation (kept in the record's resolution)")
 	dryRun := fs.Bool("dry-run", false, "show the record and the decision, change nothing")
+	force := fs.Bool("force", false, "resolve even when the record's workflow waits on the key (it keeps waiting until 'decide -retry')")
+	tf := defineTemporalFlags(fs, env)
 	return func() (action, error) {
 		if err := checkScope(*tenant, *key); err != nil {
 			return nil, err
@@ -52,8 +58,13 @@ func resolveFlags(fs *flag.FlagSet, _ func(string) string) func() (action, error
 		req := resolveRequest{
 			p: store.ResolveParams{Tenant: *tenant, Key: *key, Decision: store.DecisionFree,
 				By: strings.TrimSpace(*by), Reason: *reason, Reference: *reference},
-			by: strings.TrimSpace(*by), reason: *reason, dryRun: *dryRun,
+			by: strings.TrimSpace(*by), reason: *reason, dryRun: *dryRun, force: *force,
 		}
+		tc, err := tf.resolve()
+		if err != nil {
+			return nil, err
+		}
+		req.temporal = tc
 		if outcomeSet {
 			enc, js, err := encodeOutcome(*outcome)
 			if err != nil {
@@ -100,6 +111,9 @@ func resolve(ctx context.Context, b *backend, out io.Writer, req resolveRequest)
 		return settleStale(ctx, b, out, req, rec)
 	default:
 		return notIndeterminate(rec.State)
+	}
+	if err := refuseWhileWaiting(ctx, out, req, rec); err != nil {
+		return err
 	}
 	will, did, then := req.describe()
 	if req.dryRun {
@@ -217,4 +231,37 @@ func liveLease(rec store.Record) error {
 
 func notIndeterminate(s store.State) error {
 	return fmt.Errorf("the record is %s, not indeterminate: nothing to resolve", s)
+}
+
+// waitCheckTimeout bounds the question to Temporal whether a workflow waits
+// on the key: resolve is a store command, and Temporal may be out of reach.
+const waitCheckTimeout = 5 * time.Second
+
+// refuseWhileWaiting refuses to resolve a record its workflow waits on
+// (AwaitDecision): decide settles it there, and checks the result against
+// the activity's declared type, where resolve can check only that it is
+// JSON — a wrong shape here failed the workflow at its 'decide -retry'.
+// When Temporal cannot be asked, it says so and lets resolve go on.
+func refuseWhileWaiting(ctx context.Context, out io.Writer, req resolveRequest, rec store.Record) error {
+	wfID := rec.Origin.WorkflowID
+	if wfID == "" || req.force {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, waitCheckTimeout)
+	defer cancel()
+	c, err := req.temporal.dial(ctx)
+	if err == nil {
+		defer c.Close()
+		var waits bool
+		if waits, err = waitsOnKey(ctx, c, wfID, rec.Origin.RunID, rec.Key); err == nil {
+			if !waits {
+				return nil
+			}
+			return fmt.Errorf("workflow %s waits on this key for a decision: send it there with '%s decide -tenant %s -key %s (-outcome JSON | -free) -by WHO', which checks the result against the activity's declared type and wakes the workflow (resolve would leave it waiting; -force resolves anyway)",
+				printable(wfID), name, printable(rec.Tenant), printable(rec.Key))
+		}
+	}
+	fmt.Fprintf(out, "note: could not ask Temporal whether workflow %s waits on the key (%v); if it does, use '%s decide' instead\n",
+		printable(wfID), err, name)
+	return nil
 }

@@ -22,6 +22,9 @@ const (
 	AttrDuration = attribute.Key("idempotency.duration_ms")
 )
 
+// maxTracked bounds the executions whose waits are being summed at once.
+const maxTracked = 100000
+
 // EventPrefix opens the name of every span event the observer adds.
 const EventPrefix = "idempotency."
 
@@ -92,6 +95,11 @@ func (o *Observer) annotate(span trace.Span, e interceptor.Event) {
 	if e.Kind == interceptor.EventWaited {
 		id := span.SpanContext().SpanID()
 		o.mu.Lock()
+		if _, ok := o.waited[id]; !ok && len(o.waited) >= maxTracked {
+			// Executions that ended without a last report (a worker
+			// stopped mid-call) are forgotten rather than kept forever.
+			clear(o.waited)
+		}
 		o.waited[id] += e.Duration
 		total := o.waited[id]
 		o.mu.Unlock()
@@ -99,7 +107,8 @@ func (o *Observer) annotate(span trace.Span, e interceptor.Event) {
 	}
 	if e.Kind == interceptor.EventDeduplicated || e.Kind == interceptor.EventCompleted ||
 		e.Kind == interceptor.EventIndeterminate || e.Kind == interceptor.EventArgumentsMismatch ||
-		e.Kind == interceptor.EventReleased || e.Kind == interceptor.EventMisconfigured {
+		e.Kind == interceptor.EventReleased || e.Kind == interceptor.EventMisconfigured ||
+		e.Kind == interceptor.EventSuperseded || e.Kind == interceptor.EventOrphaned {
 		// The execution's last report: its waits are summed on the span.
 		o.mu.Lock()
 		delete(o.waited, span.SpanContext().SpanID())

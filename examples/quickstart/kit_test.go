@@ -14,9 +14,9 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/examples/quickstart"
 	"github.com/tesserix/idempotency/idempotencytest"
-	"github.com/tesserix/idempotency/interceptor"
 )
 
 // kitEnv runs BookTrip through the interceptor with idempotencytest: no
@@ -76,7 +76,7 @@ func TestBookTripPersonCompletes(t *testing.T) {
 	t.Parallel()
 	env, a := kitEnv(t, true)
 	env.OnNext("Book", idempotencytest.Indeterminate(activity.ReasonBodyFailed))
-	env.DecideAfter(time.Hour, "Book", interceptor.Decision{Action: interceptor.ActionComplete,
+	env.DecideAfter(time.Hour, "Book", decision.Decision{Action: decision.ActionComplete,
 		Result: []byte(`"CONF-BA117-Ada"`), By: "ops@acme", Reason: "the airline confirmed by phone"})
 	env.ExecuteWorkflow(quickstart.BookTrip, "Ada", "BA117")
 	var it quickstart.Itinerary
@@ -84,5 +84,5 @@ func TestBookTripPersonCompletes(t *testing.T) {
 	assert.Equal(t, []string{"CONF-BA117-Ada", "CONF-BA117-Ada"}, it.Confirmations)
 	assert.Equal(t, 1, seatsSold(t, a))
 	require.Len(t, env.Decisions(), 1)
-	assert.Equal(t, interceptor.AppliedRecorded, env.Decisions()[0].Result.Applied)
+	assert.Equal(t, decision.AppliedRecorded, env.Decisions()[0].Result.Applied)
 }
