@@ -10,12 +10,18 @@ SHELL := /bin/bash
 
 SERVER_TOOLCHAIN := go1.27.3
 STATICCHECK      := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+WORKFLOWCHECK    := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
+# The packages with workflow code: the library's workflow side (interceptor/
+# workflow_*.go), and the examples' workflows, each in its module.
+WORKFLOW_PKGS    := ./interceptor/
+WORKFLOW_MODULES := examples/booking examples/quickstart
 SERVER_MODULES   := $(wildcard integration/go.mod examples/booking/go.mod examples/quickstart/go.mod benchmarks/go.mod)
 # Small modules of their own beside the library (contrib/oteltrace keeps
 # OpenTelemetry out of the library's go.mod); they build with the machine's Go.
 CONTRIB_MODULES  := $(wildcard contrib/*/go.mod)
 FUZZTIME         ?= 30s
 TEST_TIMEOUT     ?= 15m
+RACE_TIMEOUT     ?= 45m
 
 .PHONY: help
 help: ## Show this help.
@@ -34,6 +40,7 @@ services: ## Start PostgreSQL and Redis on 127.0.0.1 if they do not answer (inst
 .PHONY: test
 test: ## Run every test: the library (on the SDK go.mod names and on the newest), the contrib modules, then the real-server modules.
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	scripts/mod-why-pgstore.sh
 	TEST_TIMEOUT=$(TEST_TIMEOUT) scripts/newest-sdk.sh
 	@for m in $(dir $(CONTRIB_MODULES)); do \
 		echo "== $$m"; \
@@ -49,14 +56,19 @@ test-newest-sdk: ## Build, vet and test the library on the newest Temporal Go SD
 	TEST_TIMEOUT=$(TEST_TIMEOUT) scripts/newest-sdk.sh
 
 .PHONY: test-race
-test-race: ## Run the library's tests under the race detector.
+test-race: ## Run the library's tests and the integration module (the workflow side against a real server) under the race detector.
 	go test -count=1 -race -timeout $(TEST_TIMEOUT) ./...
+	cd integration && GOTOOLCHAIN=$(SERVER_TOOLCHAIN) go test -count=1 -race -timeout $(RACE_TIMEOUT) ./...
 
 .PHONY: lint
-lint: ## go vet and staticcheck on every module; gofmt must have nothing to say.
+lint: ## go vet and staticcheck on every module, workflowcheck on the workflow code; gofmt must have nothing to say.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	go vet ./...
 	go run $(STATICCHECK) ./...
+	go run $(WORKFLOWCHECK) $(WORKFLOW_PKGS)
+	@for m in $(WORKFLOW_MODULES); do \
+		(cd $$m && GOTOOLCHAIN=$(SERVER_TOOLCHAIN) go run $(WORKFLOWCHECK) ./...) || exit 1; \
+	done
 	@for m in $(dir $(CONTRIB_MODULES)); do \
 		(cd $$m && go vet ./... && go run $(STATICCHECK) ./...) || exit 1; \
 	done

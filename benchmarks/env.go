@@ -14,6 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/testenv/pgenv"
+	"github.com/tesserix/idempotency/internal/testenv/redisenv"
 )
 
 // benchEnv holds the connections of one run and the private schema and key
@@ -26,7 +28,7 @@ type benchEnv struct {
 }
 
 func openEnv(ctx context.Context, cfg config) (*benchEnv, error) {
-	pcfg, err := pgxpool.ParseConfig(testenv.PostgresURL())
+	pcfg, err := pgxpool.ParseConfig(pgenv.PostgresURL())
 	if err != nil {
 		return nil, err
 	}
@@ -38,12 +40,12 @@ func openEnv(ctx context.Context, cfg config) (*benchEnv, error) {
 	e := &benchEnv{pool: pool, schema: testenv.UniqueName("bench"), prefix: testenv.UniqueName("bench")}
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{e.schema}.Sanitize()); err != nil {
 		pool.Close()
-		return nil, &servicesError{"postgres", fmt.Errorf("%s: %w", testenv.PostgresURL(), err)}
+		return nil, &servicesError{"postgres", fmt.Errorf("%s: %w", pgenv.PostgresURL(), err)}
 	}
-	e.redis = redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(), PoolSize: 64})
+	e.redis = redis.NewClient(&redis.Options{Addr: redisenv.RedisAddr(), PoolSize: 64})
 	if err := e.redis.Ping(ctx).Err(); err != nil {
 		e.close()
-		return nil, &servicesError{"redis", fmt.Errorf("%s: %w", testenv.RedisAddr(), err)}
+		return nil, &servicesError{"redis", fmt.Errorf("%s: %w", redisenv.RedisAddr(), err)}
 	}
 	return e, nil
 }
@@ -75,7 +77,7 @@ func (e *benchEnv) close() {
 
 // deletePrefix unlinks every Redis key under prefix, a large SCAN page and
 // one UNLINK per page at a time: the throughput benchmark leaves hundreds of
-// thousands of keys, which testenv.DeleteRedisPrefix (one UNLINK per key,
+// thousands of keys, which redisenv.DeleteRedisPrefix (one UNLINK per key,
 // for Clusters) takes minutes over. The keys also expire on their own
 // (redisTTL) should this fail.
 func deletePrefix(rc *redis.Client, prefix string) error {

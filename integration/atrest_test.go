@@ -15,7 +15,8 @@ import (
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/interceptor"
-	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/testenv/pgenv"
+	"github.com/tesserix/idempotency/internal/testenv/redisenv"
 	"github.com/tesserix/idempotency/pgstore"
 	"github.com/tesserix/idempotency/redisstore"
 	"github.com/tesserix/idempotency/store"
@@ -149,13 +150,13 @@ type durableStores struct {
 func openDurableStores(t *testing.T) durableStores {
 	t.Helper()
 	d := durableStores{}
-	d.pool, d.schema = testenv.Postgres(t)
+	d.pool, d.schema = pgenv.Postgres(t)
 	var err error
 	d.pg, err = pgstore.New(d.pool, pgstore.Options{Schema: d.schema})
 	require.NoError(t, err)
 	require.NoError(t, d.pg.EnsureSchema(context.Background()))
 	t.Cleanup(d.pg.Close)
-	d.rc, d.prefix = testenv.Redis(t)
+	d.rc, d.prefix = redisenv.Redis(t)
 	d.rs, err = redisstore.New(d.rc, redisstore.Options{Prefix: d.prefix})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.rs.Close() })

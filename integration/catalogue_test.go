@@ -97,7 +97,7 @@ func TestBadInputCatalogue(t *testing.T) {
 			t.Helper()
 			var oe *interceptor.OptionsError
 			require.ErrorAs(t, err, &oe)
-			assert.Equal(t, field, oe.Field)
+			assert.Equal(t, "interceptor.Options."+field, oe.Field)
 		}
 	}
 	nonRetryable := func(t *testing.T, err error) {

@@ -13,7 +13,7 @@ import (
 	"github.com/tesserix/idempotency/activity"
 )
 
-// The operator's whole loop through the built command, as the README walks
+// The operator's whole loop through the built command, as docs/OPERATING.md walks
 // it: list shows what waits, show names the workflow, decide wakes it with
 // the outcome, and list then shows nothing waiting.
 func TestCtlOperatorLoop(t *testing.T) {

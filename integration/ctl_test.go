@@ -20,6 +20,7 @@ import (
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/testenv/pgenv"
 	"github.com/tesserix/idempotency/pgstore"
 	"github.com/tesserix/idempotency/store"
 )
@@ -85,12 +86,12 @@ func ctl(t *testing.T, env []string, args ...string) ctlResult {
 // ctlStore is a PostgreSQL store the command reaches through its flags.
 func ctlStore(t *testing.T) (store.Store, []string) {
 	t.Helper()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	s, err := pgstore.New(pool, pgstore.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, s.EnsureSchema(context.Background()))
 	t.Cleanup(s.Close)
-	return s, []string{"-store", "postgres", "-postgres-url", testenv.PostgresURL(), "-schema", schema}
+	return s, []string{"-store", "postgres", "-postgres-url", pgenv.PostgresURL(), "-schema", schema}
 }
 
 // temporalEnv points the command at the test server the way an operator's

@@ -19,6 +19,8 @@ import (
 	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/testenv/pgenv"
+	"github.com/tesserix/idempotency/internal/testenv/redisenv"
 	"github.com/tesserix/idempotency/pgstore"
 	"github.com/tesserix/idempotency/redisstore"
 	"github.com/tesserix/idempotency/store"
@@ -36,7 +38,7 @@ var stores = []struct {
 		return s
 	}},
 	{"postgres", func(t *testing.T) store.Store {
-		pool, schema := testenv.Postgres(t)
+		pool, schema := pgenv.Postgres(t)
 		s, err := pgstore.New(pool, pgstore.Options{Schema: schema})
 		require.NoError(t, err)
 		require.NoError(t, s.EnsureSchema(context.Background()))
@@ -44,7 +46,7 @@ var stores = []struct {
 		return s
 	}},
 	{"redis", func(t *testing.T) store.Store {
-		rc, prefix := testenv.Redis(t)
+		rc, prefix := redisenv.Redis(t)
 		s, err := redisstore.New(rc, redisstore.Options{Prefix: prefix})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = s.Close() })

@@ -30,6 +30,8 @@ import (
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/netfault"
 	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/testenv/pgenv"
+	"github.com/tesserix/idempotency/internal/testenv/redisenv"
 	"github.com/tesserix/idempotency/pgstore"
 	"github.com/tesserix/idempotency/redisstore"
 	"github.com/tesserix/idempotency/store"
@@ -161,7 +163,7 @@ func txStore(t *testing.T, pool *pgxpool.Pool, schema string) *pgstore.Store {
 // effect in the end, nobody asked.
 func TestTransactionalBodyFails(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	e := newTxEnv(t, pool, schema, txStore(t, pool, schema), interceptor.Options{})
 	e.seats.hook = func(_ context.Context, attempt int32) error {
 		if attempt < 3 {
@@ -184,7 +186,7 @@ func TestTransactionalBodyFails(t *testing.T) {
 // answers with it. One row.
 func TestTransactionalDuplicateWaits(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	e := newTxEnv(t, pool, schema, txStore(t, pool, schema), interceptor.Options{})
 	e.seats.hook = func(ctx context.Context, _ int32) error {
 		// Hold the transaction open until the duplicate waits on it.
@@ -230,7 +232,7 @@ func (s *failingRenewals) Renew(ctx context.Context, p store.RenewParams) (time.
 // rolls back; the new holder's lands.
 func TestTransactionalZombieCommitFenced(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	st := &failingRenewals{Store: txStore(t, pool, schema)}
 	e := newTxEnv(t, pool, schema, st, interceptor.Options{Lease: time.Second})
 	release := make(chan struct{})
@@ -292,7 +294,7 @@ func (a *armedTracer) TraceQueryEnd(_ context.Context, _ *pgx.Conn, d pgx.TraceQ
 // with the tracer installed.
 func proxiedPool(t *testing.T, tracer pgx.QueryTracer) (*netfault.Proxy, *pgxpool.Pool) {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL())
+	cfg, err := pgxpool.ParseConfig(pgenv.PostgresURL())
 	require.NoError(t, err)
 	proxy, err := netfault.Start(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
 	require.NoError(t, err)
@@ -326,7 +328,7 @@ func TestTransactionalConnectionDropsAtCommit(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			pool, schema := testenv.Postgres(t)
+			pool, schema := pgenv.Postgres(t)
 			tracer := &armedTracer{}
 			proxy, via := proxiedPool(t, tracer)
 			tracer.fault = func() { proxy.CutNext(c.dir, 1) }
@@ -378,7 +380,7 @@ const (
 // kills it there, mid-body, with its transaction open.
 func txWorkerProcess() error {
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL())
+	cfg, err := pgxpool.ParseConfig(pgenv.PostgresURL())
 	if err != nil {
 		return err
 	}
@@ -422,7 +424,7 @@ func txWorkerProcess() error {
 // over without asking anybody and runs the body once.
 func TestTransactionalWorkerKilledMidBody(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	s := txStore(t, pool, schema)
 	ledger := newSeatLedger(t, pool, schema)
 	queue := testenv.UniqueName("tq")
@@ -481,15 +483,15 @@ func TestTransactionalWorkerKilledMidBody(t *testing.T) {
 // and on a pgstore whose pool is not the one the declaration names.
 func TestTransactionalRefusedAtRegistration(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
-	rc, prefix := testenv.Redis(t)
+	pool, schema := pgenv.Postgres(t)
+	rc, prefix := redisenv.Redis(t)
 	rs, err := redisstore.New(rc, redisstore.Options{Prefix: prefix})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rs.Close() })
 	mem, err := store.NewMemory(store.MemoryOptions{})
 	require.NoError(t, err)
 	pg := txStore(t, pool, schema)
-	other := testenv.PostgresPool(t, 1) // the same database, another pool
+	other := pgenv.PostgresPool(t, 1) // the same database, another pool
 	acts := &seats{}
 	named := func(db any) *activity.Declaration {
 		d, err := activity.Declare(acts.Reserve, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"seat"},

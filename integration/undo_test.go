@@ -25,6 +25,7 @@ import (
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/netfault"
 	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/testenv/pgenv"
 	"github.com/tesserix/idempotency/pgstore"
 	"github.com/tesserix/idempotency/redisstore"
 	"github.com/tesserix/idempotency/store"
@@ -200,8 +201,8 @@ func TestUndoneTakeoverNeverBooksTwice(t *testing.T) {
 	})
 	t.Run("PostgresLostReply", func(t *testing.T) {
 		t.Parallel()
-		_, schema := testenv.Postgres(t)
-		cfg, err := pgxpool.ParseConfig(testenv.PostgresURL())
+		_, schema := pgenv.Postgres(t)
+		cfg, err := pgxpool.ParseConfig(pgenv.PostgresURL())
 		require.NoError(t, err)
 		proxy, err := netfault.Start(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
 		require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/store"
 )
@@ -106,10 +107,10 @@ func TestTransactionalCommitRecovery(t *testing.T) {
 	}{
 		{"Lands", commitLands, false, "", store.StateCompleted, interceptor.EventCompleted},
 		{"LandsAnswerLost", commitLandsLost, false, "", store.StateCompleted, interceptor.EventCompleted},
-		{"DoesNotLand", commitDoesNotLand, false, interceptor.ErrorTypeNotCommitted, 0, interceptor.EventReleased},
-		{"Fenced", commitFenced, false, interceptor.ErrorTypeSuperseded, store.StatePending, interceptor.EventSuperseded},
-		{"LandsAnswerLostStoreDown", commitLandsLost, true, interceptor.ErrorTypeStoreUnavailable, store.StateCompleted, interceptor.EventStoreError},
-		{"DoesNotLandStoreDown", commitDoesNotLand, true, interceptor.ErrorTypeStoreUnavailable, store.StatePending, interceptor.EventStoreError},
+		{"DoesNotLand", commitDoesNotLand, false, decision.ErrorTypeNotCommitted, 0, interceptor.EventReleased},
+		{"Fenced", commitFenced, false, decision.ErrorTypeSuperseded, store.StatePending, interceptor.EventSuperseded},
+		{"LandsAnswerLostStoreDown", commitLandsLost, true, decision.ErrorTypeStoreUnavailable, store.StateCompleted, interceptor.EventStoreError},
+		{"DoesNotLandStoreDown", commitDoesNotLand, true, decision.ErrorTypeStoreUnavailable, store.StatePending, interceptor.EventStoreError},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

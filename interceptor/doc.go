@@ -237,7 +237,12 @@
 // registered there (the worker package's plugin and worker.New do) until
 // the workflows routed before turning AwaitDecision off have finished.
 //
-// # Tenants of workflows started outside Go
+// # Tenants
+//
+// [TenantPropagator] carries the tenant from the workflow starter's context
+// ([WithTenant]) to the workflow and its activities; [TenantFunc] resolves it
+// for each execution (by default from that header, [TenantFromHeader]; one
+// namespace per tenant takes [TenantFromNamespace]).
 //
 // A workflow started by the temporal CLI, the Web UI, a schedule or another
 // SDK carries no tenant header. It runs under the tenant in its [TenantMemo]
@@ -300,9 +305,4 @@
 // store, and makes a declared activity end with each outcome (answered
 // from a record, indeterminate for each reason, settled by a probe), sends
 // a person's decisions and lists the effects applied.
-//
-// # Tenants
-//
-// [TenantPropagator] carries the tenant from the workflow starter's context
-// ([WithTenant]) to the workflow and its activities.
 package interceptor

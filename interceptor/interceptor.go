@@ -1,6 +1,7 @@
 package interceptor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -93,26 +94,27 @@ type Options struct {
 	// workflows only.
 	DefaultTenant string
 	// Scope chooses the run ID or the workflow ID as the key's run. Defaults
-	// to ScopeRun. A standalone activity's key is scoped by its activity ID
+	// to [ScopeRun]. A standalone activity's key is scoped by its activity ID
 	// whatever the Scope (see [StandaloneRun]).
 	Scope Scope
 	// Lease is how long a claim holds before a waiting duplicate may presume
 	// its holder dead. The dispatcher renews it every third of its length
 	// while the body runs, until the body returns — also past the
 	// activity's start-to-close timeout, so a retry waits for a body that
-	// outlived its attempt. Defaults to DefaultLease; see the package
-	// documentation for sizing it.
+	// outlived its attempt. Defaults to 10 seconds ([DefaultLease]); see the
+	// package documentation for sizing it.
 	Lease time.Duration
 	// WaitHeartbeat is how often an execution waiting for another holder
 	// heartbeats; it is halved heartbeat timeout when the activity has a
-	// shorter one. Defaults to DefaultWaitHeartbeat.
+	// shorter one. Defaults to 5 seconds ([DefaultWaitHeartbeat]).
 	WaitHeartbeat time.Duration
 	// RecordAttempts is how many times the dispatcher tries to record an
 	// outcome before it gives up, returns the result anyway and reports the
-	// claim orphaned. Defaults to DefaultRecordAttempts.
+	// claim orphaned. Defaults to 5 ([DefaultRecordAttempts]).
 	RecordAttempts int
 	// RecordBackoff is the pause before the second attempt to record an
-	// outcome; it doubles after each. Defaults to DefaultRecordBackoff.
+	// outcome; it doubles after each. Defaults to 100 milliseconds
+	// ([DefaultRecordBackoff]).
 	RecordBackoff time.Duration
 	// ClaimRetry is how long the dispatcher keeps retrying a store that
 	// cannot be reached before the body runs (the claim, or the wait for
@@ -122,7 +124,7 @@ type Options struct {
 	// is down never reads as
 	// permission: when it stays down the call ends with the store error
 	// (IDEMPOTENT) or the indeterminate error (EFFECTFUL). Negative turns
-	// retrying off. Defaults to DefaultClaimRetry.
+	// retrying off. Defaults to 15 seconds ([DefaultClaimRetry]).
 	ClaimRetry time.Duration
 	// OrphanRetry is how long the dispatcher keeps trying, in the
 	// background, a write that settles a claim after its body returned
@@ -135,14 +137,14 @@ type Options struct {
 	// are fenced by the claim's token, so a key taken over in the meantime
 	// is never overwritten. At most [MaxOrphanRetries] run at once;
 	// [Interceptor.Stop] ends them. Negative turns it off. Defaults to
-	// DefaultOrphanRetry.
+	// 5 minutes ([DefaultOrphanRetry]).
 	OrphanRetry time.Duration
 	// StoreTimeout bounds the store calls made after the body returned,
 	// which run even when the activity's context has ended. When the
 	// declaration's probe is asked first, the calls that settle what it
 	// answered get StoreTimeout of their own, counted from its answer: the
 	// probe's time is bounded by the activity's remaining time, not by
-	// this. Defaults to DefaultStoreTimeout.
+	// this. Defaults to 10 seconds ([DefaultStoreTimeout]).
 	StoreTimeout time.Duration
 	// DataConverter encodes the outcomes recorded in the store. It never
 	// encodes what reaches Temporal: the result of a declared activity, also
@@ -271,41 +273,37 @@ func (i *Interceptor) goBackground(f func(ctx context.Context)) {
 var _ interceptor.WorkerInterceptor = (*Interceptor)(nil)
 
 // ErrInvalidOptions matches every error [New] returns for malformed
-// options.
-var ErrInvalidOptions = errors.New("idempotency: invalid interceptor options")
+// options. It is [store.ErrInvalidOptions], which every constructor of the
+// module's errors match.
+var ErrInvalidOptions = store.ErrInvalidOptions
 
-// OptionsError names the option [New] refused. It matches
-// [ErrInvalidOptions].
-type OptionsError struct {
-	Field  string
-	Reason string
+// OptionsError names the option [New] refused, as the caller spelt it
+// ("interceptor.Options.Lease"). It is [store.OptionsError], the one shape
+// of every constructor's refusal, and matches [ErrInvalidOptions].
+type OptionsError = store.OptionsError
+
+// optionsError is the refusal of the option Options.<field>.
+func optionsError(field, reason string) error {
+	return &OptionsError{Field: "interceptor.Options." + field, Reason: reason}
 }
-
-// Error implements error.
-func (e *OptionsError) Error() string {
-	return fmt.Sprintf("idempotency: interceptor option %s: %s", e.Field, e.Reason)
-}
-
-// Is reports whether target is ErrInvalidOptions.
-func (e *OptionsError) Is(target error) bool { return target == ErrInvalidOptions }
 
 // New validates opts, applies the defaults and returns the interceptor.
 func New(opts Options) (*Interceptor, error) {
 	switch {
 	case opts.Store == nil:
-		return nil, &OptionsError{Field: "Store", Reason: "is required"}
+		return nil, optionsError("Store", "is required")
 	case opts.Scope > ScopeWorkflow:
-		return nil, &OptionsError{Field: "Scope", Reason: "unknown scope " + strconv.Itoa(int(opts.Scope))}
+		return nil, optionsError("Scope", "unknown scope "+strconv.Itoa(int(opts.Scope)))
 	case opts.RecordAttempts < 0:
-		return nil, &OptionsError{Field: "RecordAttempts", Reason: "must not be negative"}
+		return nil, optionsError("RecordAttempts", "must not be negative")
 	case len(opts.Identity) > 256:
-		return nil, &OptionsError{Field: "Identity", Reason: "longer than 256 bytes"}
+		return nil, optionsError("Identity", "longer than 256 bytes")
 	case !validSearchAttributeName(opts.PendingSearchAttribute):
-		return nil, &OptionsError{Field: "PendingSearchAttribute", Reason: fmt.Sprintf("%q is not a search attribute name (a letter or _, then letters, digits or _)", opts.PendingSearchAttribute)}
+		return nil, optionsError("PendingSearchAttribute", fmt.Sprintf("%q is not a search attribute name (a letter or _, then letters, digits or _)", opts.PendingSearchAttribute))
 	}
 	if opts.DefaultTenant != "" {
 		if err := store.ValidateTenant(opts.DefaultTenant); err != nil {
-			return nil, &OptionsError{Field: "DefaultTenant", Reason: err.Error()}
+			return nil, optionsError("DefaultTenant", err.Error())
 		}
 	}
 	for _, d := range []struct {
@@ -321,35 +319,21 @@ func New(opts Options) (*Interceptor, error) {
 	} {
 		switch {
 		case d.value < 0:
-			return nil, &OptionsError{Field: d.field, Reason: "must not be negative"}
+			return nil, optionsError(d.field, "must not be negative")
 		case d.value > 0 && d.value < d.min:
-			return nil, &OptionsError{Field: d.field, Reason: fmt.Sprintf("%v is below the minimum of %v (zero means the default)", d.value, d.min)}
+			return nil, optionsError(d.field, fmt.Sprintf("%v is below the minimum of %v (zero means the default)", d.value, d.min))
 		}
 	}
 	if opts.Tenant == nil {
 		opts.Tenant = TenantFromHeader
 	}
-	if opts.Lease == 0 {
-		opts.Lease = DefaultLease
-	}
-	if opts.WaitHeartbeat == 0 {
-		opts.WaitHeartbeat = DefaultWaitHeartbeat
-	}
-	if opts.RecordAttempts == 0 {
-		opts.RecordAttempts = DefaultRecordAttempts
-	}
-	if opts.RecordBackoff == 0 {
-		opts.RecordBackoff = DefaultRecordBackoff
-	}
-	if opts.StoreTimeout == 0 {
-		opts.StoreTimeout = DefaultStoreTimeout
-	}
-	if opts.ClaimRetry == 0 {
-		opts.ClaimRetry = DefaultClaimRetry
-	}
-	if opts.OrphanRetry == 0 {
-		opts.OrphanRetry = DefaultOrphanRetry
-	}
+	opts.Lease = cmp.Or(opts.Lease, DefaultLease)
+	opts.WaitHeartbeat = cmp.Or(opts.WaitHeartbeat, DefaultWaitHeartbeat)
+	opts.RecordAttempts = cmp.Or(opts.RecordAttempts, DefaultRecordAttempts)
+	opts.RecordBackoff = cmp.Or(opts.RecordBackoff, DefaultRecordBackoff)
+	opts.StoreTimeout = cmp.Or(opts.StoreTimeout, DefaultStoreTimeout)
+	opts.ClaimRetry = cmp.Or(opts.ClaimRetry, DefaultClaimRetry)
+	opts.OrphanRetry = cmp.Or(opts.OrphanRetry, DefaultOrphanRetry)
 	if opts.Identity == "" {
 		host, _ := os.Hostname()
 		opts.Identity = host + "@" + strconv.Itoa(os.Getpid())

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/internal/optdoc"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -51,7 +52,7 @@ func TestNewRefuses(t *testing.T) {
 			assert.ErrorIs(t, err, interceptor.ErrInvalidOptions)
 			var oe *interceptor.OptionsError
 			require.ErrorAs(t, err, &oe)
-			assert.Equal(t, tt.field, oe.Field)
+			assert.Equal(t, "interceptor.Options."+tt.field, oe.Field)
 			assert.Contains(t, err.Error(), tt.field, "the message names the field")
 		})
 	}
@@ -169,4 +170,18 @@ func TestScope(t *testing.T) {
 		assert.Equal(t, h.key(t, "Book", "acme", want, req), keys[scope], "scope %s keys by %q", scope, want)
 	}
 	assert.NotEqual(t, keys[interceptor.ScopeRun], keys[interceptor.ScopeWorkflow])
+}
+
+// Every default Options states is the value New applies.
+func TestOptionsDocStatesTheDefaults(t *testing.T) {
+	n := optdoc.Check(t, "interceptor.go", map[string]any{
+		"DefaultLease":          interceptor.DefaultLease,
+		"DefaultWaitHeartbeat":  interceptor.DefaultWaitHeartbeat,
+		"DefaultRecordAttempts": interceptor.DefaultRecordAttempts,
+		"DefaultRecordBackoff":  interceptor.DefaultRecordBackoff,
+		"DefaultClaimRetry":     interceptor.DefaultClaimRetry,
+		"DefaultOrphanRetry":    interceptor.DefaultOrphanRetry,
+		"DefaultStoreTimeout":   interceptor.DefaultStoreTimeout,
+	})
+	assert.Equal(t, 7, n, "every duration and count option states its default")
 }

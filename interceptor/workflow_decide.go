@@ -280,6 +280,13 @@ func (o *workflowOutbound) validate(d *decision.Decision) error {
 // the declared return type of the activity, when this worker holds its
 // declaration. What it answers depends on the worker's declarations: only
 // the validator reads it, or a verdict recorded in the history.
+//
+// workflowcheck flags it for reading the declarations (reflection, and
+// encoding/json): that is the part that may differ between deployments,
+// and why it runs only in the update's validator (never replayed) or in a
+// SideEffect whose verdict the history keeps (recordedVerdict).
+//
+//workflowcheck:ignore
 func (o *workflowOutbound) checkResult(activityType string, raw json.RawMessage) error {
 	var out reflect.Type
 	known := false

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/testenv/pgenv"
 	"github.com/tesserix/idempotency/pgstore"
 	"github.com/tesserix/idempotency/store"
 )
@@ -23,7 +23,7 @@ import (
 // throughput (issue 11).
 func TestClaimBehindACommittingClaimDoesNotRetry(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	s := newStore(t, pool, schema, pgstore.Options{})
 	var retries atomic.Int32
 	s.SetOnRetry(func(int) { retries.Add(1) })

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tesserix/idempotency/internal/compat"
-	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/testenv/pgenv"
 	"github.com/tesserix/idempotency/pgstore"
 	"github.com/tesserix/idempotency/store/storetest"
 )
@@ -183,7 +183,7 @@ type compatWrite struct {
 // schema, and reads back what it wrote.
 func writeCompat(t testing.TB) compatWrite {
 	t.Helper()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	clock := storetest.NewClock(compat.Epoch)
 	st, err := pgstore.New(pool, pgstore.Options{Schema: schema, Clock: clock})
 	require.NoError(t, err)
@@ -215,7 +215,7 @@ name.`)
 // returns the pool and the schema.
 func loadSet(t testing.TB, set compat.Set) (*pgxpool.Pool, string) {
 	t.Helper()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	ident := pgx.Identifier{schema}.Sanitize()
 	ctx := context.Background()
 	for _, f := range []string{compatSchemaSQL, compatRowsSQL} {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/testenv/pgenv"
 	"github.com/tesserix/idempotency/pgstore"
 	"github.com/tesserix/idempotency/store"
 )
@@ -24,7 +25,7 @@ import (
 // records wait, a page is read in the index's order, with no sort.
 func TestListPlans(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	s := newStore(t, pool, schema, pgstore.Options{})
 	ctx := context.Background()
 	loadListingTable(t, pool, s.TableName())
@@ -105,8 +106,8 @@ func TestListPlans(t *testing.T) {
 // expiry index instead of the records that wait.)
 func TestListingsPlanWithTheirArguments(t *testing.T) {
 	t.Parallel()
-	_, schema := testenv.Postgres(t)
-	pool := testenv.PostgresPool(t, 1) // one connection: every call's statements are on it
+	_, schema := pgenv.Postgres(t)
+	pool := pgenv.PostgresPool(t, 1) // one connection: every call's statements are on it
 	s := newStore(t, pool, schema, pgstore.Options{})
 	ctx := context.Background()
 	loadListingTable(t, pool, s.TableName())
@@ -190,7 +191,7 @@ var explained atomic.Int64
 // a resolution with its trail.
 func TestEnsureSchemaMigratesEarlierTable(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	ctx := context.Background()
 	table := testenv.UniqueName("old")
 	qualified := pgx.Identifier{schema, table}.Sanitize()
@@ -249,8 +250,8 @@ func TestEnsureSchemaMigratesEarlierTable(t *testing.T) {
 // (as EnsureSchema makes it) over the same on a table without it, in the
 // same process on the same pool, 8 callers. It reports x-without-index.
 func BenchmarkWaitingIndexCost(b *testing.B) {
-	_, schema := testenv.Postgres(b)
-	pool := testenv.PostgresPool(b, 16)
+	_, schema := pgenv.Postgres(b)
+	pool := pgenv.PostgresPool(b, 16)
 	ctx := context.Background()
 	open := func(dropIndex bool) *pgstore.Store {
 		s, err := pgstore.New(pool, pgstore.Options{Schema: schema, Table: testenv.UniqueName("bench")})

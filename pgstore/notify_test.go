@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/testenv/pgenv"
 	"github.com/tesserix/idempotency/pgstore"
 	"github.com/tesserix/idempotency/store"
 )
@@ -35,10 +36,10 @@ func notifications(t *testing.T, conn *pgx.Conn) int {
 // the waiter.
 func TestNotifyOnlyWhenWatched(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	s := newStore(t, pool, schema, pgstore.Options{})
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, testenv.PostgresURL())
+	conn, err := pgx.Connect(ctx, pgenv.PostgresURL())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.Options().NotifyChannel}.Sanitize())
@@ -93,7 +94,7 @@ func TestNotifyOnlyWhenWatched(t *testing.T) {
 // EnsureSchema, and its records keep working.
 func TestEnsureSchemaAddsWatched(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	ctx := context.Background()
 	table := pgx.Identifier{schema, "old_records"}.Sanitize()
 	_, err := pool.Exec(ctx, `CREATE TABLE `+table+` (

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -30,14 +31,15 @@ const maxIdentifierLength = 63
 type Options struct {
 	// Schema holds the store's table. It is used exactly as written
 	// (quoted, so case-sensitive) and must be 1–63 ASCII letters, digits or
-	// underscores, not starting with a digit. Defaults to DefaultSchema.
+	// underscores, not starting with a digit. Defaults to "public"
+	// ([DefaultSchema]).
 	Schema string
 	// Table is the store's table, under the same rules as Schema. Defaults
-	// to DefaultTable.
+	// to "idempotency_records" ([DefaultTable]).
 	Table string
 	// TTL is the retention window: a record expires this long after its
 	// claim, completion or marking, and an expired key is free again. Must
-	// not be negative. Defaults to store.DefaultTTL.
+	// not be negative. Defaults to 24 hours ([store.DefaultTTL]).
 	TTL time.Duration
 	// Clock tells the store the time. Every timestamp the store writes and
 	// every lease and expiry it judges comes from it. Defaults to a
@@ -49,11 +51,12 @@ type Options struct {
 	// PollInterval is how long [Store.Wait] first waits for a notification
 	// before re-reading the record; it doubles on each quiet poll up to
 	// MaxPollInterval. Polling only covers lost notifications and leases
-	// running out. Must not be negative. Defaults to DefaultPollInterval.
+	// running out. Must not be negative. Defaults to 250 milliseconds
+	// ([DefaultPollInterval]).
 	PollInterval time.Duration
 	// MaxPollInterval bounds PollInterval's backoff. Must not be negative
-	// nor, when set, below PollInterval. Defaults to DefaultMaxPollInterval,
-	// or PollInterval when that is larger.
+	// nor, when set, below PollInterval. Defaults to 2 seconds
+	// ([DefaultMaxPollInterval]), or PollInterval when that is larger.
 	MaxPollInterval time.Duration
 	// NotifyChannel is the LISTEN/NOTIFY channel state changes are announced
 	// on. Every store on the same table must use the same channel. Same
@@ -63,46 +66,32 @@ type Options struct {
 
 // resolve validates o and fills in its defaults. Errors name the field.
 func (o Options) resolve() (Options, error) {
-	if o.Schema == "" {
-		o.Schema = DefaultSchema
-	}
-	if o.Table == "" {
-		o.Table = DefaultTable
-	}
-	if err := validateIdentifier("Options.Schema", o.Schema); err != nil {
+	o.Schema = cmp.Or(o.Schema, DefaultSchema)
+	o.Table = cmp.Or(o.Table, DefaultTable)
+	if err := validateIdentifier("pgstore.Options.Schema", o.Schema); err != nil {
 		return o, err
 	}
-	if err := validateIdentifier("Options.Table", o.Table); err != nil {
+	if err := validateIdentifier("pgstore.Options.Table", o.Table); err != nil {
 		return o, err
 	}
-	if o.NotifyChannel == "" {
-		o.NotifyChannel = defaultChannel(o.Schema, o.Table)
-	}
-	if err := validateIdentifier("Options.NotifyChannel", o.NotifyChannel); err != nil {
+	o.NotifyChannel = cmp.Or(o.NotifyChannel, defaultChannel(o.Schema, o.Table))
+	if err := validateIdentifier("pgstore.Options.NotifyChannel", o.NotifyChannel); err != nil {
 		return o, err
 	}
 	switch {
 	case o.TTL < 0:
-		return o, &store.InvalidError{Field: "Options.TTL", Reason: "must not be negative"}
+		return o, &store.OptionsError{Field: "pgstore.Options.TTL", Reason: "must not be negative"}
 	case o.PollInterval < 0:
-		return o, &store.InvalidError{Field: "Options.PollInterval", Reason: "must not be negative"}
+		return o, &store.OptionsError{Field: "pgstore.Options.PollInterval", Reason: "must not be negative"}
 	case o.MaxPollInterval < 0:
-		return o, &store.InvalidError{Field: "Options.MaxPollInterval", Reason: "must not be negative"}
+		return o, &store.OptionsError{Field: "pgstore.Options.MaxPollInterval", Reason: "must not be negative"}
 	case o.MaxPollInterval > 0 && o.PollInterval > o.MaxPollInterval:
-		return o, &store.InvalidError{Field: "Options.MaxPollInterval", Reason: fmt.Sprintf("%v is below PollInterval %v", o.MaxPollInterval, o.PollInterval)}
+		return o, &store.OptionsError{Field: "pgstore.Options.MaxPollInterval", Reason: fmt.Sprintf("%v is below PollInterval %v", o.MaxPollInterval, o.PollInterval)}
 	}
-	if o.TTL == 0 {
-		o.TTL = store.DefaultTTL
-	}
-	if o.Clock == nil {
-		o.Clock = store.SystemClock{}
-	}
-	if o.PollInterval == 0 {
-		o.PollInterval = DefaultPollInterval
-	}
-	if o.MaxPollInterval == 0 {
-		o.MaxPollInterval = max(DefaultMaxPollInterval, o.PollInterval)
-	}
+	o.TTL = cmp.Or(o.TTL, store.DefaultTTL)
+	o.Clock = cmp.Or[store.Clock](o.Clock, store.SystemClock{})
+	o.PollInterval = cmp.Or(o.PollInterval, DefaultPollInterval)
+	o.MaxPollInterval = cmp.Or(o.MaxPollInterval, max(DefaultMaxPollInterval, o.PollInterval))
 	return o, nil
 }
 
@@ -111,10 +100,10 @@ func (o Options) resolve() (Options, error) {
 // anyway; the rule keeps operators from ever needing to.
 func validateIdentifier(field, name string) error {
 	if name == "" {
-		return &store.InvalidError{Field: field, Reason: "must not be empty"}
+		return &store.OptionsError{Field: field, Reason: "must not be empty"}
 	}
 	if len(name) > maxIdentifierLength {
-		return &store.InvalidError{Field: field, Reason: fmt.Sprintf("%q is longer than %d bytes", name, maxIdentifierLength)}
+		return &store.OptionsError{Field: field, Reason: fmt.Sprintf("%q is longer than %d bytes", name, maxIdentifierLength)}
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
@@ -122,7 +111,7 @@ func validateIdentifier(field, name string) error {
 		case c == '_', 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
 		case '0' <= c && c <= '9' && i > 0:
 		default:
-			return &store.InvalidError{Field: field, Reason: fmt.Sprintf("%q is not an identifier: only ASCII letters, digits and underscores, not starting with a digit", name)}
+			return &store.OptionsError{Field: field, Reason: fmt.Sprintf("%q is not an identifier: only ASCII letters, digits and underscores, not starting with a digit", name)}
 		}
 	}
 	return nil

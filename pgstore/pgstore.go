@@ -55,7 +55,7 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 
 // New returns a store on a pool the caller owns: the store never opens or
-// closes a pool. It checks opts once and returns an [*store.InvalidError]
+// closes a pool. It checks opts once and returns an [*store.OptionsError]
 // naming the field it refuses; it does not touch the database, and it does
 // not create the table: the deployment calls [Store.EnsureSchema] for that.
 func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
@@ -65,7 +65,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 // newStore is New with the local clock the server clock corrects.
 func newStore(pool *pgxpool.Pool, opts Options, local store.Clock) (*Store, error) {
 	if pool == nil {
-		return nil, &store.InvalidError{Field: "pool", Reason: "must not be nil"}
+		return nil, &store.OptionsError{Field: "pgstore.New pool", Reason: "must not be nil"}
 	}
 	var server *store.ServerClock
 	if opts.Clock == nil {

@@ -3,11 +3,9 @@ package pgstore_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/tesserix/idempotency/internal/optdoc"
 	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/testenv/pgenv"
 	"github.com/tesserix/idempotency/pgstore"
 	"github.com/tesserix/idempotency/store"
 	"github.com/tesserix/idempotency/store/storetest"
@@ -43,7 +43,7 @@ func newStore(t testing.TB, pool *pgxpool.Pool, schema string, opts pgstore.Opti
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	storetest.Run(t, func(t *testing.T, cfg storetest.Config) store.Store {
 		return newStore(t, pool, schema, pgstore.Options{
 			TTL:             cfg.TTL,
@@ -56,23 +56,23 @@ func TestConformance(t *testing.T) {
 
 func TestNewRefusesOptions(t *testing.T) {
 	t.Parallel()
-	pool := testenv.PostgresPool(t, 1)
+	pool := pgenv.PostgresPool(t, 1)
 	cases := []struct {
 		name  string
 		opts  pgstore.Options
 		field string
 	}{
-		{"schema injection", pgstore.Options{Schema: `x"; DROP TABLE y; --`}, "Options.Schema"},
-		{"table injection", pgstore.Options{Table: `t"; DROP TABLE y; --`}, "Options.Table"},
-		{"table with a dot", pgstore.Options{Table: "a.b"}, "Options.Table"},
-		{"schema starting with a digit", pgstore.Options{Schema: "1abc"}, "Options.Schema"},
-		{"table of 64 letters", pgstore.Options{Table: strings.Repeat("a", 64)}, "Options.Table"},
-		{"schema with a NUL", pgstore.Options{Schema: "a\x00b"}, "Options.Schema"},
-		{"non-ASCII table", pgstore.Options{Table: "tablé"}, "Options.Table"},
-		{"channel with a space", pgstore.Options{NotifyChannel: "a b"}, "Options.NotifyChannel"},
-		{"negative TTL", pgstore.Options{TTL: -time.Second}, "Options.TTL"},
-		{"negative poll", pgstore.Options{PollInterval: -time.Second}, "Options.PollInterval"},
-		{"max poll below poll", pgstore.Options{PollInterval: time.Second, MaxPollInterval: time.Millisecond}, "Options.MaxPollInterval"},
+		{"schema injection", pgstore.Options{Schema: `x"; DROP TABLE y; --`}, "pgstore.Options.Schema"},
+		{"table injection", pgstore.Options{Table: `t"; DROP TABLE y; --`}, "pgstore.Options.Table"},
+		{"table with a dot", pgstore.Options{Table: "a.b"}, "pgstore.Options.Table"},
+		{"schema starting with a digit", pgstore.Options{Schema: "1abc"}, "pgstore.Options.Schema"},
+		{"table of 64 letters", pgstore.Options{Table: strings.Repeat("a", 64)}, "pgstore.Options.Table"},
+		{"schema with a NUL", pgstore.Options{Schema: "a\x00b"}, "pgstore.Options.Schema"},
+		{"non-ASCII table", pgstore.Options{Table: "tablé"}, "pgstore.Options.Table"},
+		{"channel with a space", pgstore.Options{NotifyChannel: "a b"}, "pgstore.Options.NotifyChannel"},
+		{"negative TTL", pgstore.Options{TTL: -time.Second}, "pgstore.Options.TTL"},
+		{"negative poll", pgstore.Options{PollInterval: -time.Second}, "pgstore.Options.PollInterval"},
+		{"max poll below poll", pgstore.Options{PollInterval: time.Second, MaxPollInterval: time.Millisecond}, "pgstore.Options.MaxPollInterval"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -94,7 +94,7 @@ func TestNewRefusesOptions(t *testing.T) {
 
 func TestNewDefaults(t *testing.T) {
 	t.Parallel()
-	pool := testenv.PostgresPool(t, 1)
+	pool := pgenv.PostgresPool(t, 1)
 	s, err := pgstore.New(pool, pgstore.Options{})
 	require.NoError(t, err)
 	defer s.Close()
@@ -115,7 +115,7 @@ func TestNewDefaults(t *testing.T) {
 
 func TestEnsureSchemaConcurrent(t *testing.T) {
 	t.Parallel()
-	pool, _ := testenv.Postgres(t)
+	pool, _ := pgenv.Postgres(t)
 	// A schema that does not exist yet, so the replicas race on creating
 	// the schema, the table and the index alike.
 	schema := testenv.UniqueName("fresh")
@@ -155,7 +155,7 @@ func TestEnsureSchemaConcurrent(t *testing.T) {
 // distinct for two tables that share a long prefix.
 func TestLongNames(t *testing.T) {
 	t.Parallel()
-	pool, _ := testenv.Postgres(t)
+	pool, _ := pgenv.Postgres(t)
 	unique := testenv.UniqueName("")
 	schema := "s" + strings.Repeat("x", 62-len(unique)) + unique
 	require.Len(t, schema, 63)
@@ -179,7 +179,7 @@ func TestLongNames(t *testing.T) {
 
 func TestMissingSchema(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	s, err := pgstore.New(pool, pgstore.Options{Schema: schema, Table: "never_created"})
 	require.NoError(t, err)
 	defer s.Close()
@@ -207,7 +207,7 @@ func TestMissingSchema(t *testing.T) {
 // outage and not as a missing table.
 func TestSchemaMismatch(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	ctx := context.Background()
 	// The right columns, but no primary key for ON CONFLICT to use.
 	_, err := pool.Exec(ctx, `CREATE TABLE "`+schema+`".misshapen (
@@ -227,7 +227,7 @@ func TestSchemaMismatch(t *testing.T) {
 
 func TestTenantStoredVerbatim(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	s := newStore(t, pool, schema, pgstore.Options{})
 	ctx := context.Background()
 	cases := []struct{ name, tenant, key string }{
@@ -258,7 +258,7 @@ func TestTenantStoredVerbatim(t *testing.T) {
 
 func TestClosedPoolIsUnavailable(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	s := newStore(t, pool, schema, pgstore.Options{})
 	ctx := context.Background()
 	res, err := s.Claim(ctx, store.ClaimParams{Tenant: "t", Key: "k", Holder: "h", Lease: time.Minute})
@@ -266,7 +266,7 @@ func TestClosedPoolIsUnavailable(t *testing.T) {
 	token := res.Record.Token
 
 	// A pool of its own, closed, over the same table.
-	closed := testenv.PostgresPool(t, 1)
+	closed := pgenv.PostgresPool(t, 1)
 	cs, err := pgstore.New(closed, s.Options())
 	require.NoError(t, err)
 	defer cs.Close()
@@ -281,7 +281,7 @@ func TestClosedPoolIsUnavailable(t *testing.T) {
 
 func TestContextErrorsAreNotUnavailable(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	s := newStore(t, pool, schema, pgstore.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -343,14 +343,14 @@ func operations(s store.Store, tenant, key string, token int64) map[string]func(
 // second replica on the same table.
 func TestNotificationsWakeWaiters(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	s, err := pgstore.New(pool, pgstore.Options{Schema: schema, Table: testenv.UniqueName("r"), PollInterval: time.Hour, MaxPollInterval: time.Hour})
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
 	blocked := make(chan store.WaitParams, 1)
 	s.SetOnBlock(func(p store.WaitParams) { blocked <- p })
 	require.NoError(t, s.EnsureSchema(context.Background()))
-	other, err := pgstore.New(testenv.PostgresPool(t, 2), s.Options())
+	other, err := pgstore.New(pgenv.PostgresPool(t, 2), s.Options())
 	require.NoError(t, err)
 	defer other.Close()
 
@@ -420,97 +420,23 @@ func TestNotificationsWakeWaiters(t *testing.T) {
 	}
 }
 
-// TestReplicasRace runs two replicas, each on its own pool, racing 10,000
-// claims over 1,000 keys. Exactly one claim per key may win; every loser
-// waits and must see the winner's outcome.
+// TestReplicasRace runs storetest's replicas race on two stores, each on
+// its own pool, over one table.
 func TestReplicasRace(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("races 10,000 claims; skipped with -short")
-	}
-	pool, schema := testenv.Postgres(t)
-	a := newStore(t, pool, schema, pgstore.Options{PollInterval: 50 * time.Millisecond})
-	b, err := pgstore.New(testenv.PostgresPool(t, testenv.PostgresMaxConns), a.Options())
-	require.NoError(t, err)
-	defer b.Close()
-
-	const (
-		keys          = 1000
-		claims        = 10000
-		perReplica    = 16
-		callsPerGorou = claims / (2 * perReplica)
-	)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-
-	var wins [keys]atomic.Int32
-	var mismatches, failures atomic.Int32
-	var firstErr atomic.Value
-	fail := func(err error) {
-		failures.Add(1)
-		firstErr.CompareAndSwap(nil, err)
-	}
-	outcome := func(k int) []byte { return []byte("outcome-" + strconv.Itoa(k)) }
-
-	var wg sync.WaitGroup
-	for r, s := range []*pgstore.Store{a, b} {
-		for g := range perReplica {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range callsPerGorou {
-					// Goroutines walk the keys in different orders
-					// so claims collide from both replicas.
-					k := (i*7 + g*31 + r*13) % keys
-					key := "k" + strconv.Itoa(k)
-					res, err := s.Claim(ctx, store.ClaimParams{Tenant: "race", Key: key, Holder: fmt.Sprintf("r%d-g%d", r, g), Lease: time.Minute})
-					if err != nil {
-						fail(err)
-						return
-					}
-					switch res.Status {
-					case store.StatusAcquired:
-						wins[k].Add(1)
-						if err := s.Complete(ctx, store.CompleteParams{Tenant: "race", Key: key, Token: res.Record.Token, Outcome: outcome(k)}); err != nil {
-							fail(err)
-							return
-						}
-					case store.StatusHeld:
-						w, err := s.Wait(ctx, store.WaitParams{Tenant: "race", Key: key, Token: res.Record.Token})
-						if err != nil {
-							fail(err)
-							return
-						}
-						if w.Status != store.StatusCompleted || string(w.Record.Outcome) != string(outcome(k)) {
-							mismatches.Add(1)
-						}
-					case store.StatusCompleted:
-						if string(res.Record.Outcome) != string(outcome(k)) {
-							mismatches.Add(1)
-						}
-					default:
-						fail(fmt.Errorf("claim %s: unexpected status %v", key, res.Status))
-						return
-					}
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	if err, _ := firstErr.Load().(error); err != nil {
-		require.NoError(t, err, "%d calls failed", failures.Load())
-	}
-	assert.Zero(t, mismatches.Load(), "losers that saw something other than the winner's outcome")
-	for k := range keys {
-		if !assert.Equal(t, int32(1), wins[k].Load(), "winners of key k%d", k) {
-			break
-		}
-	}
+	storetest.Replicas(t, func(t *testing.T) (store.Store, store.Store) {
+		pool, schema := pgenv.Postgres(t)
+		a := newStore(t, pool, schema, pgstore.Options{PollInterval: 50 * time.Millisecond})
+		b, err := pgstore.New(pgenv.PostgresPool(t, pgenv.PostgresMaxConns), a.Options())
+		require.NoError(t, err)
+		t.Cleanup(b.Close)
+		return a, b
+	})
 }
 
 func TestSweepBatches(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	clock := storetest.NewClock(time.Now())
 	s := newStore(t, pool, schema, pgstore.Options{Clock: clock, TTL: time.Hour})
 	ctx := context.Background()
@@ -537,7 +463,7 @@ func TestSweepBatches(t *testing.T) {
 
 func TestErrorsNameTheirCause(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	s := newStore(t, pool, schema, pgstore.Options{})
 	ctx := context.Background()
 	err := s.Complete(ctx, store.CompleteParams{Tenant: "t", Key: "gone", Token: 7})
@@ -555,7 +481,7 @@ func TestErrorsNameTheirCause(t *testing.T) {
 // Leases and expiries are judged by PostgreSQL's clock, not the workers'.
 func TestClockSkew(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	storetest.RunClockSkew(t, func(t *testing.T, local store.Clock, ttl time.Duration) store.Store {
 		s, err := pgstore.NewWithLocalClock(pool, pgstore.Options{Schema: schema, TTL: ttl}, local)
 		require.NoError(t, err)
@@ -563,4 +489,13 @@ func TestClockSkew(t *testing.T) {
 		t.Cleanup(s.Close)
 		return s
 	})
+}
+
+// Every default Options states is the value New applies.
+func TestOptionsDocStatesTheDefaults(t *testing.T) {
+	n := optdoc.Check(t, "options.go", map[string]any{
+		"DefaultSchema": pgstore.DefaultSchema, "DefaultTable": pgstore.DefaultTable, "store.DefaultTTL": store.DefaultTTL,
+		"DefaultPollInterval": pgstore.DefaultPollInterval, "DefaultMaxPollInterval": pgstore.DefaultMaxPollInterval,
+	})
+	assert.Equal(t, 5, n)
 }

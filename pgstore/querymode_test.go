@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/testenv/pgenv"
 	"github.com/tesserix/idempotency/pgstore"
 	"github.com/tesserix/idempotency/store"
 	"github.com/tesserix/idempotency/store/storetest"
@@ -32,10 +32,10 @@ func TestConformanceInEveryQueryMode(t *testing.T) {
 			t.Parallel()
 			// A schema per mode: one DROP SCHEMA … CASCADE of every mode's
 			// tables would need more locks than a transaction may take.
-			_, schema := testenv.Postgres(t)
-			cfg, err := pgxpool.ParseConfig(testenv.PostgresURL())
+			_, schema := pgenv.Postgres(t)
+			cfg, err := pgxpool.ParseConfig(pgenv.PostgresURL())
 			require.NoError(t, err)
-			cfg.MaxConns = testenv.PostgresMaxConns
+			cfg.MaxConns = pgenv.PostgresMaxConns
 			cfg.ConnConfig.DefaultQueryExecMode = mode
 			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 			require.NoError(t, err)

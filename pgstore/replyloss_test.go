@@ -14,6 +14,7 @@ import (
 
 	"github.com/tesserix/idempotency/internal/netfault"
 	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/testenv/pgenv"
 	"github.com/tesserix/idempotency/pgstore"
 	"github.com/tesserix/idempotency/store"
 	"github.com/tesserix/idempotency/store/storetest"
@@ -43,13 +44,13 @@ type replyLoss struct {
 
 func newReplyLoss(t *testing.T) *replyLoss {
 	t.Helper()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	r := &replyLoss{clock: storetest.NewClock(time.Now().UTC().Truncate(time.Millisecond)), ttl: time.Hour}
 	opts := pgstore.Options{Schema: schema, Table: testenv.UniqueName("r"), Clock: r.clock, TTL: r.ttl,
 		PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond}
 	r.direct = newStore(t, pool, schema, opts)
 
-	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL())
+	cfg, err := pgxpool.ParseConfig(pgenv.PostgresURL())
 	require.NoError(t, err)
 	proxy, err := netfault.Start(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
 	require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tesserix/idempotency/internal/netfault"
 	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/testenv/pgenv"
 	"github.com/tesserix/idempotency/pgstore"
 	"github.com/tesserix/idempotency/store"
 	"github.com/tesserix/idempotency/store/storetest"
@@ -53,7 +54,7 @@ func (l *ledger) effects(t *testing.T, tag string) int {
 
 func TestTransactorConformance(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	l := newLedger(t, pool, schema)
 	storetest.RunTransactor(t, func(t *testing.T, cfg storetest.Config) storetest.Transactional {
 		s := newStore(t, pool, schema, pgstore.Options{
@@ -66,10 +67,10 @@ func TestTransactorConformance(t *testing.T) {
 
 func TestCheckTransactionalRefusesAnotherPool(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	s := newStore(t, pool, schema, pgstore.Options{})
 	require.NoError(t, s.CheckTransactional(pool))
-	other := testenv.PostgresPool(t, 1) // the same database, another pool
+	other := pgenv.PostgresPool(t, 1) // the same database, another pool
 	err := s.CheckTransactional(other)
 	require.ErrorIs(t, err, store.ErrNotTransactional)
 	assert.Contains(t, err.Error(), "another *pgxpool.Pool")
@@ -88,7 +89,7 @@ func TestTxOutsideATransactionalBody(t *testing.T) {
 // txFixture claims a key in a fresh store and begins its transaction.
 func txFixture(t *testing.T) (*pgstore.Store, *ledger, store.Record, store.Transaction) {
 	t.Helper()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	s := newStore(t, pool, schema, pgstore.Options{})
 	l := newLedger(t, pool, schema)
 	ctx := context.Background()
@@ -166,13 +167,13 @@ func TestFailedTransactionDoesNotCommit(t *testing.T) {
 // and a direct pool on the same database to read what landed.
 func proxied(t *testing.T) (*netfault.Proxy, *pgstore.Store, *pgstore.Store, *ledger) {
 	t.Helper()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	opts := pgstore.Options{Schema: schema, Table: testenv.UniqueName("r"),
 		PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond}
 	direct := newStore(t, pool, schema, opts)
 	l := newLedger(t, pool, schema)
 
-	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL())
+	cfg, err := pgxpool.ParseConfig(pgenv.PostgresURL())
 	require.NoError(t, err)
 	proxy, err := netfault.Start(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
 	require.NoError(t, err)
@@ -211,7 +212,7 @@ func commitTest(t *testing.T, fault func(*netfault.Proxy), budget time.Duration)
 	cctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	err = pgstore.CommitWithHook(cctx, txn, []byte("outcome"), func() { fault(proxy) })
-	read := &ledger{pool: testenv.PostgresPool(t, 1), table: l.table}
+	read := &ledger{pool: pgenv.PostgresPool(t, 1), table: l.table}
 	return proxy, direct, res.Record.Token, func() int { return read.effects(t, "effect") }, err
 }
 

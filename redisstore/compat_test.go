@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tesserix/idempotency/internal/compat"
-	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/testenv/redisenv"
 	"github.com/tesserix/idempotency/redisstore"
 	"github.com/tesserix/idempotency/store/storetest"
 )
@@ -168,7 +168,7 @@ func toAny(s []string) []any {
 // compatStore opens a store under a fresh prefix whose clock is clock.
 func compatStore(t testing.TB, clock *storetest.Clock) (*redisstore.Store, redis.UniversalClient, string) {
 	t.Helper()
-	client, prefix := testenv.Redis(t)
+	client, prefix := redisenv.Redis(t)
 	st, err := redisstore.New(client, redisstore.Options{Prefix: prefix, Clock: clock})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, st.Close()) })

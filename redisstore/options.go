@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -35,12 +36,12 @@ type Options struct {
 	// so that several stores (or an application's own data) can share one
 	// Redis. It must not contain '{' or '}', which would change the Cluster
 	// hash tag, nor glob characters ('*', '?', '[', ']', '\'), and must be
-	// valid UTF-8. Defaults to DefaultPrefix.
+	// valid UTF-8. Defaults to "idempotency" ([DefaultPrefix]).
 	Prefix string
 
 	// TTL is the retention window: a record expires this long after it was
 	// last written, and an expired key is free again. Must not be negative.
-	// Defaults to store.DefaultTTL.
+	// Defaults to 24 hours ([store.DefaultTTL]).
 	TTL time.Duration
 
 	// Clock tells the store the time. Every timestamp and every lease and
@@ -55,7 +56,7 @@ type Options struct {
 	// of a record when no change notification arrives (notifications can be
 	// lost while the subscriber reconnects, and a lease runs out by the
 	// clock without any write). Must not be negative. Defaults to
-	// DefaultPollInterval.
+	// 500 milliseconds ([DefaultPollInterval]).
 	PollInterval time.Duration
 
 	// ReplicaAcks, when positive, makes every acquired claim wait until this
@@ -72,16 +73,15 @@ type Options struct {
 	ReplicaAcks int
 
 	// ReplicaAckTimeout bounds the wait ReplicaAcks asks for. Must not be
-	// negative; at least a millisecond when set. Defaults to
-	// DefaultReplicaAckTimeout when ReplicaAcks is set.
+	// negative; at least a millisecond when set. Defaults to 1 second
+	// ([DefaultReplicaAckTimeout]) when ReplicaAcks is set.
 	ReplicaAckTimeout time.Duration
 }
 
 // withDefaults validates o and fills in the defaults. Errors name the field.
 func (o Options) withDefaults() (Options, error) {
+	o.Prefix = cmp.Or(o.Prefix, DefaultPrefix)
 	switch {
-	case o.Prefix == "":
-		o.Prefix = DefaultPrefix
 	case len(o.Prefix) > MaxPrefixLength:
 		return o, optionError("Prefix", fmt.Sprintf("longer than %d bytes", MaxPrefixLength))
 	case !utf8.ValidString(o.Prefix):
@@ -96,23 +96,17 @@ func (o Options) withDefaults() (Options, error) {
 	switch {
 	case o.TTL < 0:
 		return o, optionError("TTL", "must not be negative")
-	case o.TTL == 0:
-		o.TTL = store.DefaultTTL
-	case o.TTL < time.Millisecond:
+	case o.TTL > 0 && o.TTL < time.Millisecond:
 		return o, optionError("TTL", "must be at least a millisecond")
-	}
-	if o.Clock == nil {
-		o.Clock = store.SystemClock{}
-	}
-	switch {
 	case o.PollInterval < 0:
 		return o, optionError("PollInterval", "must not be negative")
-	case o.PollInterval == 0:
-		o.PollInterval = DefaultPollInterval
 	}
+	o.TTL = cmp.Or(o.TTL, store.DefaultTTL)
+	o.Clock = cmp.Or[store.Clock](o.Clock, store.SystemClock{})
+	o.PollInterval = cmp.Or(o.PollInterval, DefaultPollInterval)
 	return o.validateReplicas()
 }
 
 func optionError(field, reason string) error {
-	return &store.InvalidError{Field: "Options." + field, Reason: reason}
+	return &store.OptionsError{Field: "redisstore.Options." + field, Reason: reason}
 }

@@ -13,7 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/optdoc"
+	"github.com/tesserix/idempotency/internal/testenv/redisenv"
 	"github.com/tesserix/idempotency/redisstore"
 	"github.com/tesserix/idempotency/store"
 	"github.com/tesserix/idempotency/store/storetest"
@@ -33,7 +34,7 @@ func newStore(t testing.TB, opts redisstore.Options) *redisstore.Store {
 // newStoreClient is newStore that also returns the store's client.
 func newStoreClient(t testing.TB, opts redisstore.Options) (*redisstore.Store, redis.UniversalClient) {
 	t.Helper()
-	client, prefix := testenv.Redis(t)
+	client, prefix := redisenv.Redis(t)
 	if opts.Prefix == "" {
 		opts.Prefix = prefix
 	}
@@ -52,7 +53,7 @@ func TestConformance(t *testing.T) {
 
 func TestNewValidatesOptions(t *testing.T) {
 	t.Parallel()
-	client, _ := testenv.Redis(t)
+	client, _ := redisenv.Redis(t)
 	tests := []struct {
 		name  string
 		opts  redisstore.Options
@@ -79,10 +80,10 @@ func TestNewValidatesOptions(t *testing.T) {
 				return
 			}
 			require.Error(t, err)
-			assert.Contains(t, err.Error(), "Options."+tt.field)
+			assert.Contains(t, err.Error(), "redisstore.Options."+tt.field)
 			var ie *store.InvalidError
 			require.ErrorAs(t, err, &ie, "a typed error")
-			assert.Equal(t, "Options."+tt.field, ie.Field)
+			assert.Equal(t, "redisstore.Options."+tt.field, ie.Field)
 			assert.ErrorIs(t, err, store.ErrInvalid)
 			assert.Nil(t, s)
 		})
@@ -164,8 +165,8 @@ func TestRandomTenantsNeverCollide(t *testing.T) {
 
 func TestClosedClientIsUnavailable(t *testing.T) {
 	t.Parallel()
-	_, prefix := testenv.Redis(t) // Its client cleans up after the one closed here.
-	client := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
+	_, prefix := redisenv.Redis(t) // Its client cleans up after the one closed here.
+	client := redis.NewClient(&redis.Options{Addr: redisenv.RedisAddr()})
 	s, err := redisstore.New(client, redisstore.Options{Prefix: prefix})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, s.Close()) })
@@ -204,7 +205,7 @@ func TestCancelledContextReturnsContextError(t *testing.T) {
 // carries must be the watched key's.
 func TestScriptsPublishOnlyWhenWaited(t *testing.T) {
 	t.Parallel()
-	client, prefix := testenv.Redis(t)
+	client, prefix := redisenv.Redis(t)
 	s, err := redisstore.New(client, redisstore.Options{Prefix: prefix})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, s.Close()) })
@@ -300,7 +301,7 @@ func TestWaitWakesOnNotification(t *testing.T) {
 
 func TestSweepDropsIndexEntriesOfVanishedRecords(t *testing.T) {
 	t.Parallel()
-	client, prefix := testenv.Redis(t)
+	client, prefix := redisenv.Redis(t)
 	s, err := redisstore.New(client, redisstore.Options{Prefix: prefix})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, s.Close()) })
@@ -320,7 +321,7 @@ func TestSweepDropsIndexEntriesOfVanishedRecords(t *testing.T) {
 
 func TestRecordsHavePhysicalExpiry(t *testing.T) {
 	t.Parallel()
-	client, prefix := testenv.Redis(t)
+	client, prefix := redisenv.Redis(t)
 	s, err := redisstore.New(client, redisstore.Options{Prefix: prefix, TTL: time.Hour})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, s.Close()) })
@@ -390,11 +391,20 @@ func TestForgetManyRecords(t *testing.T) {
 // Leases and expiries are judged by Redis's clock, not the workers'.
 func TestClockSkew(t *testing.T) {
 	t.Parallel()
-	client, prefix := testenv.Redis(t)
+	client, prefix := redisenv.Redis(t)
 	storetest.RunClockSkew(t, func(t *testing.T, local store.Clock, ttl time.Duration) store.Store {
 		s, err := redisstore.NewWithLocalClock(client, redisstore.Options{Prefix: prefix, TTL: ttl}, local)
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, s.Close()) })
 		return s
 	})
+}
+
+// Every default Options states is the value New applies.
+func TestOptionsDocStatesTheDefaults(t *testing.T) {
+	n := optdoc.Check(t, "options.go", map[string]any{
+		"DefaultPrefix": redisstore.DefaultPrefix, "store.DefaultTTL": store.DefaultTTL,
+		"DefaultPollInterval": redisstore.DefaultPollInterval, "DefaultReplicaAckTimeout": redisstore.DefaultReplicaAckTimeout,
+	})
+	assert.Equal(t, 4, n)
 }

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,8 +35,9 @@ func (o Options) validateReplicas() (Options, error) {
 		return o, optionError("ReplicaAckTimeout", "must not be negative")
 	case o.ReplicaAckTimeout > 0 && o.ReplicaAckTimeout < time.Millisecond:
 		return o, optionError("ReplicaAckTimeout", "must be at least a millisecond (WAIT counts milliseconds)")
-	case o.ReplicaAcks > 0 && o.ReplicaAckTimeout == 0:
-		o.ReplicaAckTimeout = DefaultReplicaAckTimeout
+	}
+	if o.ReplicaAcks > 0 {
+		o.ReplicaAckTimeout = cmp.Or(o.ReplicaAckTimeout, DefaultReplicaAckTimeout)
 	}
 	return o, nil
 }

@@ -60,7 +60,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 // newStore is New with the local clock the server clock corrects.
 func newStore(client redis.UniversalClient, opts Options, local store.Clock) (*Store, error) {
 	if client == nil {
-		return nil, &store.InvalidError{Field: "client", Reason: "must not be nil"}
+		return nil, &store.OptionsError{Field: "redisstore.New client", Reason: "must not be nil"}
 	}
 	var server *store.ServerClock
 	if opts.Clock == nil {

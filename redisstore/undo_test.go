@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tesserix/idempotency/internal/netfault"
-	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/testenv/redisenv"
 	"github.com/tesserix/idempotency/redisstore"
 	"github.com/tesserix/idempotency/store"
 	"github.com/tesserix/idempotency/store/storetest"
@@ -150,8 +150,8 @@ type proxied struct {
 
 func newProxied(t *testing.T, opts *redis.Options) *proxied {
 	t.Helper()
-	direct, prefix := testenv.Redis(t)
-	proxy, err := netfault.Start(testenv.RedisAddr())
+	direct, prefix := redisenv.Redis(t)
+	proxy, err := netfault.Start(redisenv.RedisAddr())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = proxy.Close() })
 	p := &proxied{proxy: proxy, clock: storetest.NewClock(time.Now().UTC().Truncate(time.Millisecond))}

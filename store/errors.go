@@ -45,6 +45,47 @@ func (e *InvalidError) Error() string {
 // Is reports whether target is ErrInvalid.
 func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 
+// ErrInvalidOptions matches every error a constructor of this module
+// returns for malformed options or arguments: interceptor.New, worker.New,
+// worker.NewPlugin, pgstore.New, redisstore.New and [NewMemory]. See
+// [OptionsError].
+var ErrInvalidOptions = errors.New("idempotency: invalid options")
+
+// OptionsError names the option or argument a constructor refused, as the
+// caller spelt it: "interceptor.Options.Lease",
+// "worker.Options.Idempotency.Store", "pgstore.Options.TTL",
+// "redisstore.New client". It is the one shape of every constructor's
+// refusal. It matches [ErrInvalidOptions], and also [ErrInvalid] and
+// [*InvalidError] (errors.Is and errors.As), which the stores' constructors
+// returned before.
+type OptionsError struct {
+	// Field is the option, with its package and type, or the constructor
+	// and its argument.
+	Field string
+	// Reason says what is wrong with it.
+	Reason string
+}
+
+// Error implements error.
+func (e *OptionsError) Error() string {
+	return fmt.Sprintf("idempotency: invalid option %s: %s", e.Field, e.Reason)
+}
+
+// Is reports whether target is [ErrInvalidOptions] or [ErrInvalid].
+func (e *OptionsError) Is(target error) bool {
+	return target == ErrInvalidOptions || target == ErrInvalid
+}
+
+// As sets target, a **InvalidError, to the same field and reason, so code
+// that read a store constructor's refusal as an [*InvalidError] still does.
+func (e *OptionsError) As(target any) bool {
+	if t, ok := target.(**InvalidError); ok {
+		*t = &InvalidError{Field: e.Field, Reason: e.Reason}
+		return true
+	}
+	return false
+}
+
 // Unavailable wraps a backend error so that it matches both [ErrUnavailable]
 // and the original error. Stores call it at their edge for connection
 // failures, timeouts and closed clients.

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -15,13 +16,13 @@ const DefaultPollInterval = 10 * time.Millisecond
 // MemoryOptions configure [NewMemory].
 type MemoryOptions struct {
 	// TTL is the retention window: a record expires this long after it was
-	// last written. Must not be negative. Defaults to DefaultTTL.
+	// last written. Must not be negative. Defaults to 24 hours ([DefaultTTL]).
 	TTL time.Duration
 	// Clock tells the store the time. Defaults to SystemClock{}.
 	Clock Clock
 	// PollInterval is how often Wait re-reads the clock to notice a lease
 	// running out; changes to the key itself wake waiters at once. Must not
-	// be negative. Defaults to DefaultPollInterval.
+	// be negative. Defaults to 10 milliseconds ([DefaultPollInterval]).
 	PollInterval time.Duration
 }
 
@@ -45,32 +46,22 @@ var _ Store = (*Memory)(nil)
 
 type scope struct{ tenant, key string }
 
-// NewMemory returns an empty memory store. It returns an [*InvalidError]
+// NewMemory returns an empty memory store. It returns an [*OptionsError]
 // naming the field when opts hold a negative duration.
 func NewMemory(opts MemoryOptions) (*Memory, error) {
 	if opts.TTL < 0 {
-		return nil, &InvalidError{Field: "MemoryOptions.TTL", Reason: "must not be negative"}
+		return nil, &OptionsError{Field: "store.MemoryOptions.TTL", Reason: "must not be negative"}
 	}
 	if opts.PollInterval < 0 {
-		return nil, &InvalidError{Field: "MemoryOptions.PollInterval", Reason: "must not be negative"}
+		return nil, &OptionsError{Field: "store.MemoryOptions.PollInterval", Reason: "must not be negative"}
 	}
-	m := &Memory{
-		ttl:     opts.TTL,
-		clock:   opts.Clock,
-		poll:    opts.PollInterval,
+	return &Memory{
+		ttl:     cmp.Or(opts.TTL, DefaultTTL),
+		clock:   cmp.Or[Clock](opts.Clock, SystemClock{}),
+		poll:    cmp.Or(opts.PollInterval, DefaultPollInterval),
 		records: make(map[string]map[string]*Record),
 		changed: make(map[scope]chan struct{}),
-	}
-	if m.ttl == 0 {
-		m.ttl = DefaultTTL
-	}
-	if m.clock == nil {
-		m.clock = SystemClock{}
-	}
-	if m.poll == 0 {
-		m.poll = DefaultPollInterval
-	}
-	return m, nil
+	}, nil
 }
 
 // Len returns how many records the store holds, counting expired records

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,7 +52,8 @@ type PluginOptions struct {
 	MetricsHandler client.MetricsHandler
 	// SweepInterval is how often every running worker the plugin configures
 	// deletes the store's expired records; see Options.SweepInterval.
-	// Defaults to DefaultSweepInterval; negative turns sweeping off.
+	// Defaults to 10 minutes ([DefaultSweepInterval]); negative turns
+	// sweeping off.
 	SweepInterval time.Duration
 }
 
@@ -134,12 +136,13 @@ type pluginWorker struct {
 // Resolve activity registered twice.
 var ErrInstalledTwice = errors.New("idempotency: the library is installed on this worker twice")
 
-// NewPlugin validates opts and returns the plugin. Errors name the option,
-// as [New]'s do (an *interceptor.OptionsError matching
-// interceptor.ErrInvalidOptions), or the declaration.
+// NewPlugin validates opts and returns the plugin. Errors name the option
+// as the caller spelt it ("worker.PluginOptions.Idempotency.Lease": a
+// [*store.OptionsError] matching [store.ErrInvalidOptions]), or the
+// declaration.
 func NewPlugin(opts PluginOptions) (*Plugin, error) {
 	if opts.SweepInterval > 0 && opts.SweepInterval < MinSweepInterval {
-		return nil, &interceptor.OptionsError{Field: "SweepInterval",
+		return nil, &store.OptionsError{Field: "worker.PluginOptions.SweepInterval",
 			Reason: fmt.Sprintf("%v is below the minimum of %v (zero means the default, negative turns sweeping off)", opts.SweepInterval, MinSweepInterval)}
 	}
 	logger := opts.Logger
@@ -151,16 +154,13 @@ func NewPlugin(opts PluginOptions) (*Plugin, error) {
 	// Validated once here, so a worker is never refused later for them.
 	probe, err := interceptor.New(iopts)
 	if err != nil {
-		return nil, err
+		return nil, renameOption(err, "interceptor.Options.", "worker.PluginOptions.Idempotency.")
 	}
 	defer probe.Stop()
 	if err := probe.Declare(opts.Declarations...); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRegistration, err)
 	}
-	sweepEvery := opts.SweepInterval
-	if sweepEvery == 0 {
-		sweepEvery = DefaultSweepInterval
-	}
+	sweepEvery := cmp.Or(opts.SweepInterval, DefaultSweepInterval)
 	return &Plugin{
 		cfg: &pluginConfig{
 			iopts:      iopts,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/internal/optdoc"
 	"github.com/tesserix/idempotency/worker"
 )
 
@@ -36,13 +37,13 @@ func TestNewPluginRefuses(t *testing.T) {
 		opts  func(t *testing.T) worker.PluginOptions
 		field string // the OptionsError's field; empty: a registration error
 	}{
-		{"NoStore", func(*testing.T) worker.PluginOptions { return worker.PluginOptions{} }, "Store"},
+		{"NoStore", func(*testing.T) worker.PluginOptions { return worker.PluginOptions{} }, "worker.PluginOptions.Idempotency.Store"},
 		{"TinyLease", func(t *testing.T) worker.PluginOptions {
 			return worker.PluginOptions{Idempotency: interceptor.Options{Store: memStore(t), Lease: 2}}
-		}, "Lease"},
+		}, "worker.PluginOptions.Idempotency.Lease"},
 		{"TinySweepInterval", func(t *testing.T) worker.PluginOptions {
 			return worker.PluginOptions{Idempotency: interceptor.Options{Store: memStore(t)}, SweepInterval: time.Nanosecond}
-		}, "SweepInterval"},
+		}, "worker.PluginOptions.SweepInterval"},
 		{"DeclaredTwice", func(t *testing.T) worker.PluginOptions {
 			return worker.PluginOptions{Idempotency: interceptor.Options{Store: memStore(t)}, Declarations: []*activity.Declaration{book, book}}
 		}, ""},
@@ -179,4 +180,10 @@ func TestPluginConfiguresAReplayer(t *testing.T) {
 	assert.Equal(t, interceptor.TenantPropagator(), opts.ContextPropagators[0])
 	require.Len(t, opts.Interceptors, 1)
 	assert.IsType(t, &interceptor.Interceptor{}, opts.Interceptors[0])
+}
+
+// Every default the options state is the value applied.
+func TestOptionsDocStatesTheDefaults(t *testing.T) {
+	values := map[string]any{"DefaultSweepInterval": worker.DefaultSweepInterval}
+	assert.Equal(t, 2, optdoc.Check(t, "worker.go", values)+optdoc.Check(t, "plugin.go", values))
 }

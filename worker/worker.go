@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"reflect"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/store"
 )
 
 // Options configure [New].
@@ -24,6 +26,7 @@ type Options struct {
 	// interceptor is appended to Worker.Interceptors.
 	Worker sdkworker.Options
 	// Idempotency configure the dispatcher; Idempotency.Store is required.
+	// Its defaults are interceptor.Options'.
 	// Leave Idempotency.DataConverter nil on a client built with [Dial] or
 	// [ClientOptions] (or with [ClientPlugin] in its options): recorded
 	// outcomes then go through the client's own converter and codecs. On a client built otherwise, set it to the
@@ -43,8 +46,20 @@ type Options struct {
 	// SweepInterval is how often the running worker deletes the store's
 	// expired records (store.Sweep), so they do not pile up; every replica
 	// may sweep, in bounded batches. Negative turns sweeping off, for a
-	// deployment that sweeps elsewhere. Defaults to DefaultSweepInterval.
+	// deployment that sweeps elsewhere. Defaults to 10 minutes
+	// ([DefaultSweepInterval]).
 	SweepInterval time.Duration
+}
+
+// renameOption returns err with the field of its *store.OptionsError
+// renamed from the prefix from to the prefix to, so that a refusal names
+// the option as the caller spelt it; any other error unchanged.
+func renameOption(err error, from, to string) error {
+	var oe *store.OptionsError
+	if errors.As(err, &oe) && strings.HasPrefix(oe.Field, from) {
+		return &store.OptionsError{Field: to + strings.TrimPrefix(oe.Field, from), Reason: oe.Reason}
+	}
+	return err
 }
 
 // DefaultSweepInterval is Options.SweepInterval's default.
@@ -74,12 +89,10 @@ type Worker struct {
 // them with [ErrInstalledTwice].
 func New(c client.Client, taskQueue string, opts Options) (*Worker, error) {
 	if c == nil {
-		return nil, &interceptor.OptionsError{Field: "client", Reason: "is required"}
+		return nil, &store.OptionsError{Field: "worker.New client", Reason: "is required"}
 	}
 	iopts := opts.Idempotency
-	if iopts.Identity == "" {
-		iopts.Identity = opts.Worker.Identity
-	}
+	iopts.Identity = cmp.Or(iopts.Identity, opts.Worker.Identity)
 	p, err := NewPlugin(PluginOptions{
 		Idempotency:    iopts,
 		Logger:         opts.Logger,
@@ -87,7 +100,7 @@ func New(c client.Client, taskQueue string, opts Options) (*Worker, error) {
 		SweepInterval:  opts.SweepInterval,
 	})
 	if err != nil {
-		return nil, err
+		return nil, renameOption(err, "worker.PluginOptions.", "worker.Options.")
 	}
 	wopts := opts.Worker
 	wopts.Plugins = append(slices.Clone(wopts.Plugins), p)

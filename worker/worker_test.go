@@ -88,17 +88,17 @@ func TestNewRefuses(t *testing.T) {
 		{"NilClient", func(*testing.T) client.Client { return nil },
 			func(t *testing.T) worker.Options {
 				return worker.Options{Idempotency: interceptor.Options{Store: memStore(t)}}
-			}, "client"},
-		{"NoStore", lazyClient, func(*testing.T) worker.Options { return worker.Options{} }, "Store"},
+			}, "worker.New client"},
+		{"NoStore", lazyClient, func(*testing.T) worker.Options { return worker.Options{} }, "worker.Options.Idempotency.Store"},
 		{"NegativeLease", lazyClient, func(t *testing.T) worker.Options {
 			return worker.Options{Idempotency: interceptor.Options{Store: memStore(t), Lease: -1}}
-		}, "Lease"},
+		}, "worker.Options.Idempotency.Lease"},
 		{"TinyLease", lazyClient, func(t *testing.T) worker.Options {
 			return worker.Options{Idempotency: interceptor.Options{Store: memStore(t), Lease: 2}}
-		}, "Lease"},
+		}, "worker.Options.Idempotency.Lease"},
 		{"TinySweepInterval", lazyClient, func(t *testing.T) worker.Options {
 			return worker.Options{Idempotency: interceptor.Options{Store: memStore(t)}, SweepInterval: time.Nanosecond}
-		}, "SweepInterval"},
+		}, "worker.Options.SweepInterval"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -23,6 +23,8 @@ import (
 
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/testenv/pgenv"
+	"github.com/tesserix/idempotency/internal/testenv/redisenv"
 	"github.com/tesserix/idempotency/pgstore"
 	"github.com/tesserix/idempotency/redisstore"
 	"github.com/tesserix/idempotency/store"
@@ -313,7 +315,7 @@ func (f fixture) run(t *testing.T, args ...string) result {
 }
 
 func postgresFixture(t *testing.T) fixture {
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgenv.Postgres(t)
 	newStore := func(t *testing.T, clock store.Clock) *pgstore.Store {
 		st, err := pgstore.New(pool, pgstore.Options{Schema: schema, Clock: clock})
 		require.NoError(t, err)
@@ -331,7 +333,7 @@ func postgresFixture(t *testing.T) fixture {
 }
 
 func redisFixture(t *testing.T) fixture {
-	client, prefix := testenv.Redis(t)
+	client, prefix := redisenv.Redis(t)
 	newStore := func(t *testing.T, clock store.Clock) *redisstore.Store {
 		st, err := redisstore.New(client, redisstore.Options{Prefix: prefix, Clock: clock})
 		require.NoError(t, err)
@@ -968,8 +970,8 @@ func TestSweep(t *testing.T) {
 // its own pool from -postgres-url and -schema.
 func TestPostgresThroughFlags(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
-	global := []string{"-store", "postgres", "-postgres-url", testenv.PostgresURL(), "-schema", schema}
+	pool, schema := pgenv.Postgres(t)
+	global := []string{"-store", "postgres", "-postgres-url", pgenv.PostgresURL(), "-schema", schema}
 	with := func(args ...string) []string { return append(append([]string{}, global...), args...) }
 
 	r := invokeReal(t, with("show", "-tenant", "acme", "-key", testKey)...)
@@ -1021,8 +1023,8 @@ func TestPostgresThroughFlags(t *testing.T) {
 // own client from -redis-addr and -prefix.
 func TestRedisThroughFlags(t *testing.T) {
 	t.Parallel()
-	client, prefix := testenv.Redis(t)
-	global := []string{"-store", "redis", "-redis-addr", testenv.RedisAddr(), "-prefix", prefix}
+	client, prefix := redisenv.Redis(t)
+	global := []string{"-store", "redis", "-redis-addr", redisenv.RedisAddr(), "-prefix", prefix}
 	with := func(args ...string) []string { return append(append([]string{}, global...), args...) }
 
 	st, err := redisstore.New(client, redisstore.Options{Prefix: prefix})
@@ -1048,11 +1050,11 @@ func TestRedisThroughFlags(t *testing.T) {
 
 	r = invokeReal(t, with("sweep")...)
 	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
-	assert.Equal(t, "swept 0 expired records from Redis prefix \""+prefix+"\" at "+testenv.RedisAddr()+"\n", r.stdout)
+	assert.Equal(t, "swept 0 expired records from Redis prefix \""+prefix+"\" at "+redisenv.RedisAddr()+"\n", r.stdout)
 
 	r = invokeReal(t, with("schema")...)
 	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
-	assert.Equal(t, "list index ready under Redis prefix \""+prefix+"\" at "+testenv.RedisAddr()+": indexed 0 records written before it\n", r.stdout)
+	assert.Equal(t, "list index ready under Redis prefix \""+prefix+"\" at "+redisenv.RedisAddr()+": indexed 0 records written before it\n", r.stdout)
 }
 
 // list -all-tenants reads every tenant of the store (a namespace of its
@@ -1096,7 +1098,7 @@ func TestListAcrossTenants(t *testing.T) {
 // testPostgresPlace is the server and database of the tests' PostgreSQL, as
 // the command names them.
 func testPostgresPlace(t *testing.T) string {
-	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL())
+	cfg, err := pgxpool.ParseConfig(pgenv.PostgresURL())
 	require.NoError(t, err)
 	return postgresPlace(cfg)
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/testenv/pgenv"
+	"github.com/tesserix/idempotency/internal/testenv/redisenv"
 )
 
 // The main job books one seat per flight whatever the store: the repeated
@@ -18,19 +20,19 @@ import (
 func TestRun(t *testing.T) {
 	for _, cfg := range []Config{
 		{Store: "memory"},
-		{Store: "postgres", PostgresURL: testenv.PostgresURL(), Table: testenv.UniqueName("booking_records")},
-		{Store: "redis", RedisAddr: testenv.RedisAddr(), Prefix: testenv.UniqueName("booking")},
+		{Store: "postgres", PostgresURL: pgenv.PostgresURL(), Table: testenv.UniqueName("booking_records")},
+		{Store: "redis", RedisAddr: redisenv.RedisAddr(), Prefix: testenv.UniqueName("booking")},
 	} {
 		t.Run(cfg.Store, func(t *testing.T) {
 			if cfg.Store == "postgres" {
-				pool, _ := testenv.Postgres(t) // skips, or fails under CI, when the server does not answer
+				pool, _ := pgenv.Postgres(t) // skips, or fails under CI, when the server does not answer
 				t.Cleanup(func() {
 					_, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+cfg.Table+", "+seatsTable(cfg))
 				})
 			}
 			if cfg.Store == "redis" {
-				rdb, _ := testenv.Redis(t)
-				t.Cleanup(func() { _ = testenv.DeleteRedisPrefix(context.Background(), rdb, cfg.Prefix) })
+				rdb, _ := redisenv.Redis(t)
+				t.Cleanup(func() { _ = redisenv.DeleteRedisPrefix(context.Background(), rdb, cfg.Prefix) })
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()

@@ -25,7 +25,7 @@ import (
 	"go.temporal.io/server/temporaltest"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/testenv/pgenv"
 )
 
 // decidingDoc is the page whose blocks TestDecidingAsDocumented runs.
@@ -45,7 +45,7 @@ func TestDecidingAsDocumented(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds two commands and runs three processes")
 	}
-	pool, _ := testenv.Postgres(t) // skips, or fails under CI, when the server does not answer
+	pool, _ := pgenv.Postgres(t) // skips, or fails under CI, when the server does not answer
 	blocks := documentedBlocks(t)
 
 	ts := temporaltest.NewServer(temporaltest.WithT(t),
@@ -69,7 +69,7 @@ func TestDecidingAsDocumented(t *testing.T) {
 
 	// The page's environment block, then where this test's servers are.
 	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"IDEMPOTENCY_POSTGRES_URL="+testenv.PostgresURL(), "TEMPORAL_ADDRESS="+frontend)
+		"IDEMPOTENCY_POSTGRES_URL="+pgenv.PostgresURL(), "TEMPORAL_ADDRESS="+frontend)
 	for _, line := range blocks["env"] {
 		for _, kv := range strings.Fields(strings.TrimPrefix(line, "export ")) {
 			env = append(env, kv)

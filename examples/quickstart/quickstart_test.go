@@ -23,7 +23,8 @@ import (
 	"go.temporal.io/server/temporaltest"
 
 	"github.com/tesserix/idempotency/examples/quickstart"
-	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/testenv/pgenv"
+	"github.com/tesserix/idempotency/internal/testenv/redisenv"
 )
 
 // The quick start's worker and starter run as processes against a Temporal
@@ -39,15 +40,15 @@ func TestWorkerAndStarter(t *testing.T) {
 
 	for _, st := range []struct{ name, flag string }{
 		{"memory", ""},
-		{"postgres", "-postgres-url=" + testenv.PostgresURL()},
-		{"redis", "-redis-addr=" + testenv.RedisAddr()},
+		{"postgres", "-postgres-url=" + pgenv.PostgresURL()},
+		{"redis", "-redis-addr=" + redisenv.RedisAddr()},
 	} {
 		t.Run(st.name, func(t *testing.T) {
 			switch st.name {
 			case "postgres":
-				testenv.Postgres(t) // skips, or fails under CI, when the server does not answer
+				pgenv.Postgres(t) // skips, or fails under CI, when the server does not answer
 			case "redis":
-				testenv.Redis(t)
+				redisenv.Redis(t)
 			}
 			ledger := filepath.Join(t.TempDir(), "airline.ledger")
 			metrics := freeAddr(t)

@@ -1,6 +1,10 @@
-// Package testenv gives tests the real services they talk to: a PostgreSQL
-// pool in a schema of its own and a Redis client under a key prefix of its
-// own, so packages run in parallel without seeing each other's data.
+// Package testenv is what every test that talks to a real service shares:
+// the rule for a service that does not answer, unique names, and the
+// environment. The services themselves are in its subpackages, one per
+// client, so a test binary links only the client it uses: pgenv (a
+// PostgreSQL pool in a schema of its own) and redisenv (a Redis client under
+// a key prefix of its own). Packages run in parallel without seeing each
+// other's data.
 //
 // Addresses come from the environment, with defaults for this machine:
 //
@@ -44,7 +48,9 @@ func UniqueName(prefix string) string {
 	return fmt.Sprintf("%s_%d_%d_%d", strings.ToLower(prefix), os.Getpid(), time.Now().UnixNano()%1_000_000_000, seq.Add(1))
 }
 
-func getenv(name, def string) string {
+// Getenv returns the environment variable name, or def when it is unset or
+// empty.
+func Getenv(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
 	}

@@ -60,4 +60,14 @@
 // and a waiting duplicate is woken with the committed outcome. A store
 // without the capability does not run it; the dispatcher refuses
 // transactional declarations on it.
+//
+// # Every store also runs
+//
+// [Replicas], two replicas of the store (their own clients, one backend)
+// racing 10,000 claims over 1,000 keys: one winner per key, every loser
+// with the winner's outcome. And [Benchmark], the store's Claim and
+// Complete against its [Floor] (the same job written by hand on the same
+// client), reported as one metric, lib/floor, so the stores' figures
+// compare (go test -run '^$' -bench BenchmarkStore ./store/ ./pgstore/
+// ./redisstore/).
 package storetest

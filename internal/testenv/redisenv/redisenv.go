@@ -1,4 +1,7 @@
-package testenv
+// Package redisenv gives tests a Redis client under a key prefix of its own
+// (see package testenv for the environment). Only tests that talk to Redis
+// import it, so a test binary of redisstore never links pgx.
+package redisenv
 
 import (
 	"context"
@@ -6,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tesserix/idempotency/internal/testenv"
 )
 
 // RedisAddrEnv names the variable holding the test Redis's address.
@@ -16,10 +21,10 @@ const DefaultRedisAddr = "127.0.0.1:6379"
 
 // RedisAddr returns the test Redis's address: RedisAddrEnv, or
 // DefaultRedisAddr when it is unset.
-func RedisAddr() string { return getenv(RedisAddrEnv, DefaultRedisAddr) }
+func RedisAddr() string { return testenv.Getenv(RedisAddrEnv, DefaultRedisAddr) }
 
 // Redis returns a client of the test Redis and a key prefix no other test
-// uses. It calls [Unreachable] when Redis does not answer a PING. When the
+// uses. It calls [testenv.Unreachable] when Redis does not answer a PING. When the
 // test ends it deletes every key starting with the prefix (found with SCAN,
 // never KEYS) and closes the client; cleanups the test registers after
 // calling Redis run before that.
@@ -31,11 +36,11 @@ func Redis(t testing.TB) (redis.UniversalClient, string) {
 	defer cancel()
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
-		Unreachable(t, "Redis at "+addr, err)
+		testenv.Unreachable(t, "Redis at "+addr, err)
 	}
 	// The trailing '_' keeps one test's prefix from being the start of
 	// another's (t_1_2_7 of t_1_2_70), so the SCAN below stays in its lane.
-	prefix := UniqueName("t") + "_"
+	prefix := testenv.UniqueName("t") + "_"
 	t.Cleanup(func() {
 		defer func() { _ = client.Close() }()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

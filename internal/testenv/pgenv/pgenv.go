@@ -1,4 +1,7 @@
-package testenv
+// Package pgenv gives tests a PostgreSQL pool in a schema of its own (see
+// package testenv for the environment). Only tests that talk to PostgreSQL
+// import it, so a test binary of pgstore never links go-redis.
+package pgenv
 
 import (
 	"context"
@@ -7,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tesserix/idempotency/internal/testenv"
 )
 
 // PostgresURLEnv names the variable holding the test PostgreSQL's URL.
@@ -21,18 +26,18 @@ const PostgresMaxConns = 4
 
 // PostgresURL returns the test server's URL: PostgresURLEnv, or
 // DefaultPostgresURL.
-func PostgresURL() string { return getenv(PostgresURLEnv, DefaultPostgresURL) }
+func PostgresURL() string { return testenv.Getenv(PostgresURLEnv, DefaultPostgresURL) }
 
 // Postgres returns a pool on the test server and the name of a schema
 // created for this test alone (lower-case, unquoted-safe). The schema is
 // dropped, with everything in it, and the pool closed when the test ends.
 // The pool's search_path is not changed: qualify names with the schema.
 // When the server does not answer, the test is skipped, or failed under
-// IDEMPOTENCY_REQUIRE_SERVICES=1 (see [Unreachable]).
+// IDEMPOTENCY_REQUIRE_SERVICES=1 (see [testenv.Unreachable]).
 func Postgres(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
 	pool := PostgresPool(t, PostgresMaxConns)
-	schema := UniqueName("t")
+	schema := testenv.UniqueName("t")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
@@ -64,11 +69,11 @@ func PostgresPool(t testing.TB, maxConns int32) *pgxpool.Pool {
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		Unreachable(t, "PostgreSQL", err)
+		testenv.Unreachable(t, "PostgreSQL", err)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		Unreachable(t, "PostgreSQL", err)
+		testenv.Unreachable(t, "PostgreSQL", err)
 	}
 	// Registered before the caller's own cleanups, so it runs after them.
 	t.Cleanup(pool.Close)
