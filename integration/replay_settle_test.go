@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/store"
 )
@@ -74,13 +75,13 @@ func TestRecordSettleHistories(t *testing.T) {
 			}
 			return a
 		}, decide: func(ctx context.Context, t *testing.T, e *env, run client.WorkflowRun, o activity.IndeterminateOutcome, _ store.Store) {
-			_, err := decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete,
+			_, err := decide(ctx, e.client, run, decision.Decision{Key: o.Key, Action: decision.ActionComplete,
 				Result: json.RawMessage(`"seat 1 on BA117"`), By: "ops@acme"})
 			require.NoError(t, err)
 		}},
 		{name: "on-update-complete", opts: on, airline: func() *airline { return &airline{failures: 1} },
 			decide: func(ctx context.Context, t *testing.T, e *env, run client.WorkflowRun, o activity.IndeterminateOutcome, _ store.Store) {
-				_, err := decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete,
+				_, err := decide(ctx, e.client, run, decision.Decision{Key: o.Key, Action: decision.ActionComplete,
 					Result: json.RawMessage(`"seat 9 on BA117"`), By: "ops@acme"})
 				require.NoError(t, err)
 			}},
@@ -91,7 +92,7 @@ func TestRecordSettleHistories(t *testing.T) {
 					rec, err := st.Lookup(ctx, store.LookupParams{Tenant: "acme", Key: o.Key})
 					return err == nil && rec.State == store.StateCompleted
 				}, 20*time.Second, 50*time.Millisecond)
-				_, err := decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionRetry, By: "ops@acme"})
+				_, err := decide(ctx, e.client, run, decision.Decision{Key: o.Key, Action: decision.ActionRetry, By: "ops@acme"})
 				require.NoError(t, err)
 			}},
 	} {

@@ -183,8 +183,8 @@ func TestProbeAnsweringLaterWinsOverAWaitingPerson(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 
-		var pending []interceptor.PendingDecision
-		v, err := e.client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.PendingQuery)
+		var pending []decision.PendingDecision
+		v, err := e.client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), decision.QueryName)
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&pending))
 		require.Len(t, pending, 1)
@@ -193,12 +193,14 @@ func TestProbeAnsweringLaterWinsOverAWaitingPerson(t *testing.T) {
 
 		// The probe's answer settles it with nobody asked.
 		require.Eventually(t, func() bool {
-			v, err := e.client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.PendingQuery)
+			v, err := e.client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), decision.QueryName)
 			return err == nil && v.Get(&pending) == nil && len(pending) == 0
 		}, 30*time.Second, 100*time.Millisecond)
-		_, err = decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree, By: "ops@acme"})
+		_, err = decide(ctx, e.client, run, decision.Decision{Key: o.Key, Action: decision.ActionFree, By: "ops@acme"})
 		require.Error(t, err, "the person comes second")
-		assert.Contains(t, err.Error(), "no call is waiting")
+		// Rejected with the reason: the probe decided (while its
+		// decision is applied), or no call waits any more (after).
+		assert.Regexp(t, `already decided \(complete by idempotency\.Probe\)|no call is waiting`, err.Error())
 
 		require.NoError(t, e.client.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), "finish", nil))
 		var seat string
@@ -249,15 +251,15 @@ func TestPersonAnsweringFirstWinsOverTheProbe(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("the probe was not asked again")
 		}
-		res, err := decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionComplete,
+		res, err := decide(ctx, e.client, run, decision.Decision{Key: o.Key, Action: decision.ActionComplete,
 			Result: json.RawMessage(`"seat 1 on BA117, per the airline's desk"`), By: "ops@acme"})
 		close(release)
 		require.NoError(t, err)
-		assert.Equal(t, interceptor.AppliedRecorded, res.Applied)
+		assert.Equal(t, decision.AppliedRecorded, res.Applied)
 
-		var pending []interceptor.PendingDecision
+		var pending []decision.PendingDecision
 		require.Eventually(t, func() bool {
-			v, err := e.client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), interceptor.PendingQuery)
+			v, err := e.client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), decision.QueryName)
 			return err == nil && v.Get(&pending) == nil && len(pending) == 1 && pending[0].Rejected != nil
 		}, 30*time.Second, 100*time.Millisecond, "the probe's answer is listed as rejected")
 		assert.Equal(t, decision.ProbeDecider, pending[0].Rejected.Decision.By)
@@ -313,9 +315,9 @@ func TestTimedOutCallReachesTheWorkflowTypedAndRouted(t *testing.T) {
 				rec, err := st.Lookup(ctx, store.LookupParams{Tenant: "acme", Key: o.Key})
 				return err == nil && rec.State == store.StateCompleted
 			}, 10*time.Second, 50*time.Millisecond)
-			res, err := decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionRetry, By: "ops@acme"})
+			res, err := decide(ctx, e.client, run, decision.Decision{Key: o.Key, Action: decision.ActionRetry, By: "ops@acme"})
 			require.NoError(t, err)
-			assert.Equal(t, interceptor.AppliedRetried, res.Applied)
+			assert.Equal(t, decision.AppliedRetried, res.Applied)
 			var seat string
 			require.NoError(t, run.Get(ctx, &seat))
 			assert.True(t, strings.HasPrefix(seat, "seat 1 on BA118"), seat)
@@ -356,9 +358,9 @@ func TestDecisionAppliedWithinSecondsWhenItsWorkerDies(t *testing.T) {
 		run, o := startWaiting(t, e.client, e.queue, OneBooking, "BA117", 10*time.Second, 100*time.Millisecond)
 		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 		defer cancel()
-		res, err := decide(ctx, e.client, run, interceptor.Decision{Key: o.Key, Action: interceptor.ActionFree, By: "ops@acme"})
+		res, err := decide(ctx, e.client, run, decision.Decision{Key: o.Key, Action: decision.ActionFree, By: "ops@acme"})
 		require.NoError(t, err, "the decision is applied by the Resolve activity's next attempt")
-		assert.Equal(t, interceptor.AppliedFreed, res.Applied)
+		assert.Equal(t, decision.AppliedFreed, res.Applied)
 		var seat string
 		require.NoError(t, run.Get(ctx, &seat))
 		assert.Equal(t, 1, e.ledger.Effects("BA117"))

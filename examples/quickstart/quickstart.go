@@ -85,8 +85,7 @@ func BookTrip(ctx workflow.Context, passenger, flight string) (Itinerary, error)
 			err = workflow.ExecuteActivity(ctx, "Book", reqs[i]).Get(ctx, &confirmation)
 		}
 		if o, ok := activity.AsIndeterminate(err); ok {
-			// Nobody can say whether the seat was sold: stop, and let a
-			// person look (idempotencyctl show -tenant … -key …).
+			// Nobody can say whether the seat was sold: a person looks (idempotencyctl show).
 			return it, fmt.Errorf("booking %s needs a person: %s", o.Key, o.Message())
 		}
 		if err != nil {

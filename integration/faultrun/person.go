@@ -13,7 +13,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/decision"
 )
 
 // person plays the operator of a round with Config.AwaitDecision: it asks
@@ -95,11 +95,11 @@ func (p *person) run(ctx context.Context) {
 func (p *person) look(ctx context.Context, id string) {
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	v, err := p.c.QueryWorkflow(qctx, id, "", interceptor.PendingQuery)
+	v, err := p.c.QueryWorkflow(qctx, id, "", decision.QueryName)
 	if err != nil {
 		return // finished, or not yet on a worker: next round
 	}
-	var pending []interceptor.PendingDecision
+	var pending []decision.PendingDecision
 	if v.Get(&pending) != nil {
 		return
 	}
@@ -120,7 +120,7 @@ func (p *person) look(ctx context.Context, id string) {
 		if err != nil {
 			continue
 		}
-		d := interceptor.Decision{Key: o.Key, By: "faultrun-person", Reference: "ledger"}
+		d := decision.Decision{Key: o.Key, By: "faultrun-person", Reference: "ledger"}
 		p.mu.Lock()
 		p.times[id+"/"+o.Key]++
 		again := p.times[id+"/"+o.Key] > maxDecisionsPerKey
@@ -129,19 +129,19 @@ func (p *person) look(ctx context.Context, id string) {
 			// Decided twice, and the call fails again: an operator stops
 			// here and lets the call fail (the downstream keeps timing
 			// out; freeing the key again would go round for ever).
-			d.Action, d.Reason = interceptor.ActionFail, "decided twice; the call keeps failing"
+			d.Action, d.Reason = decision.ActionFail, "decided twice; the call keeps failing"
 		} else if found {
-			d.Action, d.Reason = interceptor.ActionComplete, "the ledger has the charge"
+			d.Action, d.Reason = decision.ActionComplete, "the ledger has the charge"
 			d.Result, _ = json.Marshal(effect)
 		} else {
-			d.Action, d.Reason = interceptor.ActionFree, "the ledger has no charge under the key"
+			d.Action, d.Reason = decision.ActionFree, "the ledger has no charge under the key"
 		}
 		uctx, ucancel := context.WithTimeout(ctx, 30*time.Second)
 		h, err := p.c.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
-			WorkflowID: id, UpdateName: interceptor.DecisionUpdate, Args: []any{d},
+			WorkflowID: id, UpdateName: decision.UpdateName, Args: []any{d},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		})
-		var res interceptor.DecisionResult
+		var res decision.Result
 		if err == nil {
 			err = h.Get(uctx, &res)
 		}
@@ -150,7 +150,7 @@ func (p *person) look(ctx context.Context, id string) {
 		if err != nil {
 			p.rejected[why(err)]++
 		} else {
-			if d.Action == interceptor.ActionFail {
+			if d.Action == decision.ActionFail {
 				p.failed++
 			}
 			p.decided[string(o.Reason)]++
