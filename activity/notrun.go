@@ -33,7 +33,12 @@ type NotRun struct {
 	Key string `json:"key,omitempty"`
 	// Reason is ReasonStoreUnavailable.
 	Reason Reason `json:"reason"`
-	// BodyEntered is false: this attempt did not run the body.
+	// BodyEntered is false: this attempt did not run the body. The one
+	// exception is a Transactional activity whose body ran but whose
+	// commit the store could not be asked about: BodyEntered and
+	// EffectMayHaveLanded are then true, and running again is still safe,
+	// because the next attempt's claim finds the record the commit did or
+	// did not complete.
 	BodyEntered bool `json:"body_entered"`
 	// EffectMayHaveLanded is false: this attempt applied no effect. (An
 	// earlier holder of the key may have; the claim of the next attempt

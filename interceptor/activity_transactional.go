@@ -237,11 +237,18 @@ func (x *execution) settleCommit(ctx, sctx context.Context, cerr error, result a
 }
 
 // commitUnsettled is the retryable error of a commit whose fate the store
-// could not be asked about: the retry asks again, through its claim.
+// could not be asked about: the retry asks again, through its claim. It is
+// of the store-unavailable type, which a workflow runs again (safe: the
+// record decides), but its details say what happened — the body ran and
+// its commit may have landed — not that nothing ran.
 func (x *execution) commitUnsettled(cause error) error {
+	n := activity.NotRun{
+		Activity: x.decl.Name(), Tenant: x.tenant, Key: x.key, Reason: activity.ReasonStoreUnavailable,
+		BodyEntered: true, EffectMayHaveLanded: true, MayRetry: true, Cause: cause.Error(),
+	}
 	return temporal.NewApplicationErrorWithCause(
 		fmt.Sprintf("idempotency: activity %q ran, but the store could not say whether its transaction committed; "+
-			"the retry finds out from the record: %v", x.decl.Name(), cause), ErrorTypeStoreUnavailable, cause)
+			"running it again is safe, the retry finds out from the record: %v", x.decl.Name(), cause), ErrorTypeStoreUnavailable, cause, n)
 }
 
 // supersededError is the retryable error of a body whose claim was taken

@@ -128,6 +128,17 @@ func TestTransactionalCommitRecovery(t *testing.T) {
 			} else {
 				requireErrorType(t, err, c.errType)
 			}
+			if c.releaseDown {
+				// The body ran and its commit's fate is unknown: the
+				// retry is safe (its claim finds the record), but the
+				// details must not say that nothing ran.
+				n, ok := activity.AsNotRun(err)
+				require.True(t, ok)
+				assert.True(t, n.BodyEntered, "the body ran")
+				assert.True(t, n.EffectMayHaveLanded, "its commit may have landed")
+				assert.True(t, n.MayRetry)
+				assert.NotContains(t, err.Error(), "ran nothing")
+			}
 			assert.Equal(t, 1, h.acts.ledger.count("Plain"))
 			assert.Positive(t, h.rec.count(c.kind), "events: %v", h.rec.kinds())
 			assert.Zero(t, h.rec.count(interceptor.EventIndeterminate))
