@@ -88,6 +88,11 @@ type IndeterminateOutcome struct {
 	// keeps both, as the call's claim would have.
 	Check     string        `json:"check,omitempty"`
 	Retention time.Duration `json:"retention,omitempty"`
+	// Probe reports that the activity's declaration has a probe: a
+	// workflow waiting for a person on this outcome asks it again on a
+	// schedule (interceptor.SettleChangeID), and the first definite answer
+	// settles the key unless a person decided first.
+	Probe bool `json:"probe,omitempty"`
 }
 
 // Message returns the one-line description of the outcome, its cause
@@ -139,11 +144,20 @@ func NewIndeterminateError(o IndeterminateOutcome, cause error) error {
 // either side: as the activity returned it, or as a workflow receives it from
 // workflow.ExecuteActivity (wrapped in a *temporal.ActivityError), also when
 // a workflow made it the cause of an application error of its own.
+//
+// It also reads a call of an EFFECTFUL activity whose attempts Temporal
+// ended with a timeout (the retry policy run out): the
+// *temporal.TimeoutError carries the dispatcher's [TimeoutMarker] in its
+// last heartbeat details, and the outcome has Reason [ReasonTimedOut], the
+// key, and EffectMayHaveLanded set; its Token is zero (no record was
+// read). A timeout without the marker (an undeclared activity, or a
+// dispatcher of an earlier release) is not indeterminate.
 func AsIndeterminate(err error) (IndeterminateOutcome, bool) {
 	var appErr *temporal.ApplicationError
+	orig := err
 	for {
 		if !errors.As(err, &appErr) {
-			return IndeterminateOutcome{}, false
+			return timedOut(orig)
 		}
 		if appErr.Type() == IndeterminateOutcomeErrorType {
 			break

@@ -113,8 +113,12 @@ type PendingDecision struct {
 	// Since is the workflow time at which the wait began.
 	Since time.Time `json:"since"`
 	// Rejected is set on an entry that lists a rejected decision signal
-	// rather than a wait.
+	// (or a probe's answer that came after a decision) rather than a wait.
 	Rejected *RejectedDecision `json:"rejected,omitempty"`
+	// Probe says where asking the activity's probe again stands, while a
+	// wait on a key whose activity declares one is open
+	// (interceptor.SettleChangeID).
+	Probe *ProbeSchedule `json:"probe,omitempty"`
 }
 
 // RejectedDecision is a decision signal the workflow refused.
@@ -142,4 +146,8 @@ type ResolveRequest struct {
 	// a complete decision makes when the key's record is gone.
 	Check     string        `json:"check,omitempty"`
 	Retention time.Duration `json:"retention,omitempty"`
+	// Outcome, when set with ActionComplete, is the result already encoded
+	// as the dispatcher records one (a probe's answer, see ProbeReply); it
+	// is recorded as it is, and Result is only for reading.
+	Outcome []byte `json:"outcome,omitempty"`
 }

@@ -28,9 +28,12 @@ const (
 	// argument is absent, a value with no canonical form, no workflow run)
 	// for an IDEMPOTENT activity. Retryable.
 	ErrorTypeKeyNotDerivable = "IdempotencyKeyNotDerivable"
-	// ErrorTypeStoreUnavailable: the store could not be reached before an
-	// IDEMPOTENT activity's body ran. Retryable.
-	ErrorTypeStoreUnavailable = "IdempotencyStoreUnavailable"
+	// ErrorTypeStoreUnavailable: the store could not be reached before a
+	// declared activity's body ran, so the attempt ran nothing; for every
+	// kind. Retryable: running the call again is safe, its claim decides
+	// then. [activity.AsNotRun] reads its details; a workflow that waits
+	// for decisions runs the call again after a timer, nobody asked.
+	ErrorTypeStoreUnavailable = activity.ErrorTypeStoreUnavailable
 	// ErrorTypeOutcomeUnreadable: a recorded outcome could not be decoded
 	// (the data converter changed incompatibly). Non-retryable.
 	ErrorTypeOutcomeUnreadable = "IdempotencyOutcomeUnreadable"

@@ -25,8 +25,10 @@
 // [Indeterminate] ends it indeterminate for a reason: ReasonRecorded (an
 // earlier call left the key indeterminate), ReasonHolderLost (its holder
 // stopped answering), ReasonBodyFailed (the body ran and its answer was
-// lost), ReasonStoreUnavailable and ReasonKeyNotDerivable (the store could
-// not be asked, or refused the key). [Outcome.ProbeAnswers] makes the
+// lost), ReasonKeyNotDerivable (the store refused the key) and
+// ReasonStoreUnavailable (the store could not be asked: nothing ran, and
+// the call fails with the retryable NotRun error rather than
+// indeterminate, so its retry policy runs it again). [Outcome.ProbeAnswers] makes the
 // declaration's probe answer as given when it is asked. What follows is the
 // interceptor's own doing, exactly as on a worker: an IDEMPOTENT activity is
 // run again where an EFFECTFUL one stops, a probe's landed answer is

@@ -67,7 +67,22 @@ func newKit(t *testing.T, opts idempotencytest.Options) *kit {
 	return k
 }
 
-// Every indeterminate reason ends an EFFECTFUL call with the indeterminate
+// A store that does not answer the claim is not an indeterminate outcome:
+// the attempt ran nothing, says so with the retryable NotRun error, and the
+// retry policy runs the call again, which books once.
+func TestStoreUnavailableRunsNothingThenRetries(t *testing.T) {
+	t.Parallel()
+	k := newKit(t, idempotencytest.Options{})
+	k.env.OnNext("Book", idempotencytest.Indeterminate(activity.ReasonStoreUnavailable))
+	k.env.ExecuteWorkflow(BookTrip, "BA117")
+	require.NoError(t, k.env.GetWorkflowError())
+	assert.Equal(t, 1, k.airline.Sold, "seats sold")
+	assert.Equal(t, 1, k.env.EffectsOf("Book"))
+	assert.Zero(t, k.probed, "nothing to probe: nothing ran")
+	assert.NotContains(t, k.env.EventKinds("Book"), interceptor.EventIndeterminate)
+}
+
+// Every other indeterminate reason ends an EFFECTFUL call with the indeterminate
 // error of that reason; only a body that failed applied an effect.
 func TestIndeterminateEffectful(t *testing.T) {
 	t.Parallel()
@@ -79,7 +94,6 @@ func TestIndeterminateEffectful(t *testing.T) {
 		{activity.ReasonRecorded, 0, 0},
 		{activity.ReasonHolderLost, 0, 1},
 		{activity.ReasonBodyFailed, 1, 1},
-		{activity.ReasonStoreUnavailable, 0, 0},
 		{activity.ReasonKeyNotDerivable, 0, 0},
 	} {
 		t.Run(string(tt.reason), func(t *testing.T) {

@@ -65,7 +65,10 @@ func ArgumentsMismatch() Outcome { return Outcome{kind: kindMismatch} }
 //     and listed by [Env.Effects] — and its answer is lost
 //     ([ErrAnswerLost]); an IDEMPOTENT activity is released and retried.
 //   - activity.ReasonStoreUnavailable: the store cannot be reached when
-//     the key is claimed (once); an IDEMPOTENT activity fails retryably.
+//     the key is claimed (once). Nothing ran, so this is not an
+//     indeterminate outcome: the call fails with the retryable
+//     activity.ErrorTypeStoreUnavailable error (activity.NotRun), whatever
+//     its kind, and its retry policy runs it again.
 //   - activity.ReasonKeyNotDerivable: the store refuses the key (once).
 //
 // What follows is the interceptor's doing, as on a worker: for an

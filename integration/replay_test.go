@@ -37,6 +37,9 @@ const historiesDir = "testdata/histories"
 //	       DefaultTenant, decision signals accepted late
 //	gen3-  the tenant fixed by the history (TenantChangeID), decisions
 //	       accepted in the step that checks them (DecisionChangeID)
+//	gen4-  what the library settles without a person (SettleChangeID):
+//	       the wait for the store, the probe asked again, Temporal's
+//	       timeouts routed, the wait as a timer with a summary
 //
 // A generation's histories are never re-recorded by a later one: they are
 // what the later code must replay.
@@ -106,6 +109,7 @@ func registerRecordedWorkflows(r sdkworker.WorkflowReplayer) {
 	r.RegisterWorkflow(BookOrGiveUp)
 	r.RegisterWorkflow(TenantTaggedBooking)
 	r.RegisterWorkflow(ReserveOn)
+	r.RegisterWorkflow(BookAttempts)
 }
 
 // unreplayableUnder says why the history in file cannot replay under the

@@ -37,6 +37,7 @@ var errNoTenant = errors.New("no tenant could be resolved for the execution")
 type activityInbound struct {
 	interceptor.ActivityInboundInterceptorBase
 	root *Interceptor
+	out  *activityOutbound // set by Init
 }
 
 var _ interceptor.ActivityInboundInterceptor = (*activityInbound)(nil)
@@ -60,6 +61,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		info:  info,
 		event: baseEvent(decl, info),
 		dc:    a.root.opts.dataConverter(ctx),
+		out:   a.out,
 	}
 	x.metrics = sdkactivity.GetMetricsHandler(ctx).WithTags(map[string]string{
 		"activity_type":    decl.Name(),
@@ -92,6 +94,8 @@ type execution struct {
 	// dc records outcomes; see Options.dataConverter. What goes back to
 	// the SDK is never encoded with it: the SDK encodes results itself.
 	dc converter.DataConverter
+	// out appends the timeout marker to the execution's heartbeats.
+	out *activityOutbound
 
 	tenant string
 	key    string
@@ -137,6 +141,8 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
 	}
 	x.holder = holderName(x.info, x.opts.Identity)
+	// From here a timeout of this call carries its key (EFFECTFUL).
+	x.mark(ctx, activity.StageClaiming, true)
 
 	var (
 		supersede int64
@@ -319,6 +325,7 @@ func (x *execution) claim(ctx context.Context, supersede int64) (store.Result, e
 func (x *execution) wait(ctx context.Context, token int64) (store.Result, time.Duration, error) {
 	x.observe(ctx, EventWaiting, nil)
 	x.count(MetricWaits)
+	x.mark(ctx, activity.StageWaiting, true)
 	start := time.Now()
 	every := x.opts.WaitHeartbeat
 	if hb := x.info.HeartbeatTimeout; hb > 0 && hb/2 < every {
@@ -351,6 +358,7 @@ func (x *execution) wait(ctx context.Context, token int64) (store.Result, time.D
 func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivityInput) (result any, err error) {
 	bodyCtx, cancelBody := context.WithCancelCause(activity.WithKey(ctx, keyspace.Key(x.key)))
 	defer cancelBody(nil)
+	x.mark(ctx, activity.StageBody, false)
 	var superseded atomic.Bool
 	stop := x.renew(ctx, func(err error) {
 		superseded.Store(true)
@@ -718,6 +726,7 @@ func (x *execution) indeterminate(ctx context.Context, reason activity.Reason, e
 		Token:               x.token,
 		Check:               string(x.check),
 		Retention:           x.decl.Retention(),
+		Probe:               x.decl.Probe() != nil,
 	}, cause)
 }
 
@@ -731,12 +740,8 @@ func (x *execution) notDeduplicable(ctx context.Context, reason activity.Reason,
 	if x.kind == activity.KindEffectful && !x.decl.IsTransactional() {
 		return x.indeterminate(ctx, reason, false, cause)
 	}
-	typ := decision.ErrorTypeKeyNotDerivable
-	if reason == activity.ReasonStoreUnavailable {
-		typ = decision.ErrorTypeStoreUnavailable
-	}
 	return temporal.NewApplicationErrorWithCause(
-		fmt.Sprintf("idempotency: activity %q was not run: %s: %v", x.decl.Name(), reason, cause), typ, cause)
+		fmt.Sprintf("idempotency: activity %q was not run: %s: %v", x.decl.Name(), reason, cause), ErrorTypeKeyNotDerivable, cause)
 }
 
 // invalidTenant refuses an execution whose tenant no store accepts. The
@@ -784,7 +789,13 @@ func (x *execution) misconfigured(ctx context.Context, typ string, cause error) 
 // storeFailed handles a store error before the body runs. The caller's own
 // cancellation is returned as it is; anything else means the store could not
 // say whether the key is free, and a store that is down does not read as
-// permission.
+// permission: the body is not entered. Since it was not, this attempt ran
+// nothing, whatever the kind: the retryable [activity.NotRun] error says so,
+// and whoever runs the call again (the retry policy, the workflow's router
+// waiting for the store, the workflow's code) finds what the claim decides
+// then. Before, an EFFECTFUL call failed here with the indeterminate error,
+// and a workflow routing decisions asked a person about an outcome the
+// library knew: nothing ran.
 func (x *execution) storeFailed(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -793,7 +804,15 @@ func (x *execution) storeFailed(ctx context.Context, err error) error {
 	if errors.Is(err, store.ErrInvalid) {
 		return x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
 	}
-	return x.notDeduplicable(ctx, activity.ReasonStoreUnavailable, err)
+	return activity.NewNotRunError(activity.NotRun{
+		Activity:   x.decl.Name(),
+		Tenant:     x.tenant,
+		Key:        x.key,
+		Reason:     activity.ReasonStoreUnavailable,
+		WorkflowID: x.info.WorkflowExecution.ID,
+		RunID:      x.info.WorkflowExecution.RunID,
+		ActivityID: x.info.ActivityID,
+	}, fmt.Errorf("idempotency: activity %q was not run: the store did not answer: %w", x.decl.Name(), err))
 }
 
 func (x *execution) deduplicated(ctx context.Context, rec store.Record, waited time.Duration) (any, error) {

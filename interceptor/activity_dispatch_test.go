@@ -326,10 +326,28 @@ func TestStoreUnavailableAtClaim(t *testing.T) {
 		h.faults.setDown("Claim", true)
 		env := h.activityEnv(t, "acme")
 		_, err := book(env, h.acts.Book, BookRequest{Flight: "BA117"})
-		o := requireIndeterminate(t, err, activity.ReasonStoreUnavailable, false)
-		assert.NotEmpty(t, o.Key, "the key was derived")
-		assert.Contains(t, o.Cause, "down")
+		// Nothing ran in this attempt: no indeterminate outcome for a
+		// person, but the retryable error that says so.
+		_, indeterminate := activity.AsIndeterminate(err)
+		assert.False(t, indeterminate, "the store being down before the body is no unknown outcome")
+		appErr := requireApplicationError(t, err, interceptor.ErrorTypeStoreUnavailable)
+		assert.False(t, appErr.NonRetryable(), "nothing ran: running it again is safe")
+		n, ok := activity.AsNotRun(err)
+		require.True(t, ok)
+		assert.NotEmpty(t, n.Key, "the key was derived")
+		assert.Equal(t, activity.ReasonStoreUnavailable, n.Reason)
+		assert.False(t, n.BodyEntered)
+		assert.False(t, n.EffectMayHaveLanded)
+		assert.True(t, n.MayRetry)
+		assert.Contains(t, n.Cause, "down")
 		assert.Zero(t, h.acts.ledger.total(), "a store that is down is not permission")
+		assert.Zero(t, h.rec.count(interceptor.EventIndeterminate))
+
+		h.faults.setDown("Claim", false)
+		got, err := book(env, h.acts.Book, BookRequest{Flight: "BA117"})
+		require.NoError(t, err, "the call run again once the store is back claims and runs")
+		assert.Equal(t, 1, got.Call)
+		assert.Equal(t, 1, h.acts.ledger.total(), "one effect")
 	})
 }
 

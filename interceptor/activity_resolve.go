@@ -40,7 +40,10 @@ func ResolveActivity(st store.Store, dc converter.DataConverter) func(context.Co
 			By: req.By, Reason: req.Reason, Reference: req.Reference, Check: req.Check, Retention: req.Retention}
 		switch req.Action {
 		case decision.ActionComplete:
-			outcome, err := EncodeOutcome((&Options{DataConverter: dc}).dataConverter(ctx), req.Result)
+			outcome, err := req.Outcome, error(nil)
+			if len(outcome) == 0 {
+				outcome, err = EncodeOutcome((&Options{DataConverter: dc}).dataConverter(ctx), req.Result)
+			}
 			if err != nil {
 				return temporal.NewNonRetryableApplicationError(err.Error(), decision.ErrorTypeBadDecision, err)
 			}

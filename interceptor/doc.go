@@ -155,8 +155,11 @@
 //     the step that checks it, so of two delivered in one workflow task
 //     (two signals sent while no worker polled, or a signal and an update)
 //     the second finds the key decided and is rejected with the reason.
-//   - While it waits, the workflow's current details (temporal workflow
-//     describe, the Web UI) say so in one line, and, with
+//   - While it waits, the wait is a timer whose summary names the activity,
+//     the key and the reason (the Web UI's History view, temporal workflow
+//     show), the workflow's current details (temporal workflow metadata,
+//     the Web UI's "User Metadata"; not temporal workflow describe) say so,
+//     and, with
 //     Options.PendingSearchAttribute, a KeywordList search attribute holds
 //     the keys it waits on. Create it first (temporal operator
 //     search-attribute create --name IdempotencyPendingKeys --type
@@ -178,6 +181,27 @@
 // The decision's By, Reason and Reference are logged by the workflow and by
 // the Resolve activity and reported as [EventDecided]; they are not yet kept
 // with the record.
+//
+// # What is settled without a person
+//
+// Under [SettleChangeID] (docs/SETTLING.md has the whole story):
+//
+//   - A call that ran nothing because the store did not answer fails with
+//     the retryable decision.ErrorTypeStoreUnavailable error
+//     ([activity.NotRun]); a routed workflow runs it again after a durable
+//     timer, backing off, and nobody is asked.
+//   - A call whose attempts Temporal ended with a timeout carries its key in
+//     the last heartbeat's details (an [activity.TimeoutMarker] the
+//     dispatcher appends to every heartbeat of an EFFECTFUL execution and
+//     hides from the body), so [activity.AsIndeterminate] reads it as
+//     reason timed_out and a routed workflow waits on it.
+//   - While a call waits for a person on a key whose activity declares a
+//     probe, the decision.ProbeActivityName activity
+//     ([Interceptor.ProbeActivity]) asks it again on a backoff schedule;
+//     the first definite answer or person's decision wins, fenced by the
+//     record's token, and the other is rejected with the reason.
+//   - The Resolve activity runs with a start-to-close of seconds, so a
+//     decision accepted as its worker dies is applied within seconds.
 //
 // # Replay safety
 //

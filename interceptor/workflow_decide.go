@@ -324,6 +324,11 @@ func (o *workflowOutbound) checkResult(activityType string, raw json.RawMessage)
 // decided.
 func (o *workflowOutbound) accept(ctx workflow.Context, w *wait, d *decision.Decision) {
 	w.decision = d
+	if w.cancelProbe != nil && d.By != decision.ProbeDecider {
+		// A person decided first: the probe is asked no more. (A probe's
+		// own decision ends its schedule by returning.)
+		w.cancelProbe()
+	}
 	o.publish(ctx)
 }
 
@@ -340,7 +345,16 @@ func (o *workflowOutbound) apply(ctx workflow.Context, w *wait, d decision.Decis
 		req := decision.ResolveRequest{Tenant: out.Tenant, Key: d.Key, Action: d.Action, Result: d.Result,
 			By: d.By, Reason: d.Reason, Reference: d.Reference, Token: out.Token,
 			Check: out.Check, Retention: out.Retention}
-		rctx := workflow.WithActivityOptions(ctx, resolveOptions)
+		opts := resolveOptions
+		if o.settles(ctx) {
+			opts = settledResolveOptions
+			opts.Summary = fmt.Sprintf("idempotency: recording the decision on key %s (%s by %s)", d.Key, d.Action, d.By)
+			if w.token != 0 {
+				req.Token = w.token
+			}
+			req.Outcome = w.outcome
+		}
+		rctx := workflow.WithActivityOptions(ctx, opts)
 		w.err = o.Next.ExecuteActivity(rctx, decision.ResolveActivityName, req).Get(ctx, nil)
 		res.Applied = decision.AppliedRecorded
 		if d.Action == decision.ActionFree {

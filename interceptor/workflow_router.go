@@ -44,7 +44,7 @@ type workflowInbound struct {
 }
 
 func (w *workflowInbound) Init(outbound interceptor.WorkflowOutboundInterceptor) error {
-	w.out = &workflowOutbound{root: w.root, waits: map[string]*wait{}}
+	w.out = &workflowOutbound{root: w.root, waits: map[string]*wait{}, storeWaits: map[string]*storeWait{}}
 	w.out.Next = outbound
 	return w.Next.Init(w.out)
 }
@@ -65,12 +65,15 @@ type workflowOutbound struct {
 
 	versionKnown bool
 	routed       bool
+	settleKnown  bool // SettleChangeID asked
+	settle       bool
 
 	tenantSource  tenantSource // where the workflow's tenant came from
 	tenantProblem string       // why it has none, when its memo gave none
 
-	waits    map[string]*wait           // key → the wait open on it
-	rejected []decision.PendingDecision // the latest rejected signals, oldest first
+	waits      map[string]*wait           // key → the wait open on it
+	storeWaits map[string]*storeWait      // calls waiting for the store, by key and count
+	rejected   []decision.PendingDecision // the latest rejected signals, oldest first
 
 	searchAttribute string   // set while waiting, as the history recorded it
 	published       []string // the keys it was last set to
@@ -83,6 +86,15 @@ type wait struct {
 	decision *decision.Decision // accepted; being applied, or applied
 	applied  bool
 	err      error // the decision could not be applied
+
+	// Set while the probe is asked again (SettleChangeID).
+	probe       *decision.ProbeSchedule
+	cancelProbe workflow.CancelFunc
+	// outcome and token, when set, are what a probe's decision records:
+	// the result as the dispatcher encodes it, and the token of the record
+	// the probe answered about.
+	outcome []byte
+	token   int64
 }
 
 // isRouted reports whether this workflow routes indeterminate outcomes to a
@@ -101,7 +113,7 @@ func (o *workflowOutbound) isRouted(ctx workflow.Context) bool {
 
 func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
 	o.markTenantProblem(ctx)
-	if activityType == decision.ResolveActivityName || !o.isRouted(ctx) {
+	if activityType == decision.ResolveActivityName || activityType == decision.ProbeActivityName || !o.isRouted(ctx) {
 		return o.Next.ExecuteActivity(ctx, activityType, args...)
 	}
 	return o.route(ctx, activityType, func(ctx workflow.Context) workflow.Future {
@@ -128,11 +140,37 @@ func (o *workflowOutbound) route(ctx workflow.Context, activityType string, call
 	result, settable := workflow.NewFuture(ctx)
 	o.Next.Go(ctx, "idempotency:"+activityType, func(ctx workflow.Context) {
 		f := first
+		storeWaits := 0
+		probeSettled := false // the last wait was settled by the probe
 		for {
 			// Wait without decoding anything: the caller's Get decodes
 			// the result, once, into whatever type it asks for.
 			err := f.Get(ctx, nil)
+			if n, ok := activity.AsNotRun(err); ok && n.Key != "" && storeWaits < storeWaitMax && o.settles(ctx) {
+				// Nothing ran: wait for the store, then run the call
+				// again; its claim decides. Nobody is asked.
+				if werr := o.awaitStore(ctx, n, storeWaits); werr != nil {
+					settable.Set(nil, werr)
+					return
+				}
+				storeWaits++
+				f = call(o.rerunContext(ctx, activity.IndeterminateOutcome{Tenant: n.Tenant, Key: n.Key}))
+				continue
+			}
 			out, indeterminate := activity.AsIndeterminate(err)
+			if indeterminate && out.Reason == activity.ReasonTimedOut && !o.settles(ctx) {
+				// Recorded before SettleChangeID: a timeout reached the
+				// workflow code as it was.
+				indeterminate = false
+			}
+			if indeterminate && probeSettled && o.settles(ctx) {
+				// The probe settled this call's key and the call, run
+				// again, failed again: each outcome was known when the
+				// probe answered, and the call keeps failing. It reaches
+				// the workflow with its error, as without AwaitDecision,
+				// rather than going round again.
+				indeterminate = false
+			}
 			if !indeterminate || out.Key == "" {
 				// Settled, or nothing a person could decide: with no key
 				// there is no record to settle, and a missing tenant or key
@@ -152,6 +190,7 @@ func (o *workflowOutbound) route(ctx workflow.Context, activityType string, call
 				settable.Set(nil, err)
 				return
 			}
+			probeSettled = d.By == decision.ProbeDecider
 			// The record now says what happened: run the activity again and
 			// it answers from the record, or runs afresh on a freed key.
 			f = call(o.rerunContext(ctx, out))
@@ -178,18 +217,26 @@ func (o *workflowOutbound) await(ctx workflow.Context, out activity.Indeterminat
 		w.waiters--
 		if w.waiters == 0 && o.waits[out.Key] == w {
 			delete(o.waits, out.Key)
+			if w.cancelProbe != nil {
+				w.cancelProbe()
+			}
 		}
 		o.publish(ctx)
 	}()
 	o.Next.GetLogger(ctx).Warn("idempotency: waiting for a person's decision",
 		"activity", out.Activity, "tenant", out.Tenant, "key", out.Key, "reason", string(out.Reason),
 		"query", PendingQuery, "update", DecisionUpdate)
+	settle := o.settles(ctx)
 
 	// The configuration in force when the wait began is recorded, so a
 	// worker configured otherwise replays this wait as it happened.
 	var raw json.RawMessage
 	if err := o.Next.SideEffect(ctx, func(workflow.Context) any {
-		return waitConfig{Timeout: o.root.opts.DecisionTimeout, SearchAttribute: o.root.searchAttribute()}
+		cfg := waitConfig{Timeout: o.root.opts.DecisionTimeout, SearchAttribute: o.root.searchAttribute()}
+		if settle && out.Probe {
+			cfg.Probe = &probeConfig{First: probeFirst, Cap: probeCap, Max: probeMax}
+		}
+		return cfg
 	}).Get(&raw); err != nil {
 		return nil, err
 	}
@@ -201,9 +248,21 @@ func (o *workflowOutbound) await(ctx workflow.Context, out activity.Indeterminat
 	if cfg.SearchAttribute != "" {
 		o.searchAttribute = cfg.SearchAttribute
 	}
+	if settle && cfg.Probe != nil && w.probe == nil {
+		o.startProbing(ctx, w, *cfg.Probe)
+	}
 	o.publish(ctx)
 	decided := func() bool { return w.decision != nil }
-	if timeout > 0 {
+	if settle {
+		ok, err := o.awaitPerson(ctx, timeout, personSummary(out), decided)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			o.Next.GetLogger(ctx).Warn("idempotency: no decision within the decision timeout", "key", out.Key, "timeout", timeout)
+			return nil, nil
+		}
+	} else if timeout > 0 {
 		ok, err := o.Next.AwaitWithTimeout(ctx, timeout, decided)
 		if err != nil {
 			return nil, err
@@ -225,21 +284,31 @@ func (o *workflowOutbound) await(ctx workflow.Context, out activity.Indeterminat
 }
 
 // showDetails sets the workflow's current details (shown by `temporal
-// workflow describe` and the Web UI) to a one-line summary of its waits.
+// workflow metadata` and on the Web UI's workflow page, under "User
+// Metadata"; `temporal workflow describe` does not show them) to a summary
+// of its waits: the first line for the waits for a person, then a line for
+// each probe schedule and each call waiting for the store.
 func (o *workflowOutbound) showDetails(ctx workflow.Context, open []string) {
+	var first string
 	switch len(open) {
 	case 0:
-		workflow.SetCurrentDetails(ctx, "")
 	case 1:
 		p := o.waits[open[0]].pending.Outcome
-		workflow.SetCurrentDetails(ctx, fmt.Sprintf(
+		first = fmt.Sprintf(
 			"waiting for a person's decision: activity %s, tenant %s, key %s (%s); query %s, decide with update %s",
-			p.Activity, p.Tenant, p.Key, p.Reason, decision.QueryName, decision.UpdateName))
+			p.Activity, p.Tenant, p.Key, p.Reason, decision.QueryName, decision.UpdateName)
 	default:
-		workflow.SetCurrentDetails(ctx, fmt.Sprintf(
+		first = fmt.Sprintf(
 			"waiting for a person's decision on %d keys; query %s, decide with update %s",
-			len(open), decision.QueryName, decision.UpdateName))
+			len(open), decision.QueryName, decision.UpdateName)
 	}
+	if more := o.settleDetails(open); more != "" {
+		if first != "" {
+			first += "\n"
+		}
+		first += more
+	}
+	workflow.SetCurrentDetails(ctx, first)
 }
 
 // waitConfig is the configuration a wait began under, recorded in the
@@ -247,6 +316,8 @@ func (o *workflowOutbound) showDetails(ctx workflow.Context, open []string) {
 type waitConfig struct {
 	Timeout         time.Duration `json:"timeout"`
 	SearchAttribute string        `json:"search_attribute,omitempty"`
+	// Probe is the schedule of asking the probe again (SettleChangeID).
+	Probe *probeConfig `json:"probe,omitempty"`
 }
 
 // decodeWaitConfig reads a recorded waitConfig, or the bare timeout that
@@ -267,8 +338,18 @@ func decodeWaitConfig(raw json.RawMessage) (waitConfig, error) {
 	return cfg, err
 }
 
-// resolveOptions are the activity options of the Resolve activity.
+// resolveOptions are the activity options of the Resolve activity in
+// histories recorded before SettleChangeID: a worker that died with a
+// decision accepted left it unapplied for a minute.
 var resolveOptions = workflow.ActivityOptions{
 	StartToCloseTimeout: time.Minute,
 	RetryPolicy:         &temporal.RetryPolicy{MaximumInterval: time.Minute},
+}
+
+// settledResolveOptions size the Resolve activity like the store call it
+// is (SettleChangeID): a decision accepted as its worker dies is applied by
+// the next attempt within seconds.
+var settledResolveOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: resolveTimeout,
+	RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second},
 }

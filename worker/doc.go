@@ -23,8 +23,9 @@
 // on the client (or given the plugin in sdkworker.Options.Plugins) it
 // installs a dispatcher of the worker's own — the activity and workflow
 // interceptor — with the declarations applied, registers the declared
-// activities and the decision.ResolveActivityName activity when the
-// worker starts (unless the worker registered that name itself), runs the
+// activities and the decision.ResolveActivityName and
+// decision.ProbeActivityName activities when the worker starts (each
+// unless the worker registered that name itself), runs the
 // sweeper while the worker runs, and ends the dispatcher's background work
 // once the worker has stopped. A workflow replayer given the plugin gets
 // the propagator and the workflow side. [ClientPlugin] is the client part

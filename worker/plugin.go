@@ -67,7 +67,7 @@ type PluginOptions struct {
 // client's codecs. On each worker it installs a dispatcher of its own (the
 // activity and workflow interceptor) with the declarations applied,
 // registers the declared activities and the [decision.ResolveActivityName]
-// activity when the worker starts (each unless the worker has a
+// and [decision.ProbeActivityName] activities when the worker starts (each unless the worker has a
 // registration under that name already), runs the sweeper while the worker
 // runs, and stops the dispatcher's background work once the worker has
 // stopped. On a workflow replayer it adds the propagator and the workflow
@@ -324,7 +324,12 @@ func (p *Plugin) register(pw *pluginWorker, r registry) error {
 	// Registered whether or not AwaitDecision is on: workflows routed while
 	// it was on still apply their decisions through it after it is turned
 	// off, and would wait forever without it.
-	regs := []reg{{interceptor.ResolveActivity(p.cfg.iopts.Store, p.cfg.iopts.DataConverter), decision.ResolveActivityName}}
+	// The probe activity likewise: a waiting workflow asks the probes of
+	// the activities this worker declares through it.
+	regs := []reg{
+		{interceptor.ResolveActivity(p.cfg.iopts.Store, p.cfg.iopts.DataConverter), decision.ResolveActivityName},
+		{pw.ic.ProbeActivity(), decision.ProbeActivityName},
+	}
 	for _, d := range p.cfg.decls {
 		regs = append(regs, reg{d.Func(), d.Name()})
 	}

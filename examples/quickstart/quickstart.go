@@ -72,14 +72,18 @@ func BookTrip(ctx workflow.Context, passenger, flight string) (Itinerary, error)
 	if err := workflow.ExecuteActivity(ctx, "LookupFare", flight).Get(ctx, &it.Fare); err != nil {
 		return it, err
 	}
+	var reqs []BookRequest
 	var calls []workflow.Future
 	for _, id := range []string{"click-1", "click-2"} {
-		req := BookRequest{Passenger: passenger, Flight: flight, RequestID: id}
-		calls = append(calls, workflow.ExecuteActivity(ctx, "Book", req))
+		reqs = append(reqs, BookRequest{Passenger: passenger, Flight: flight, RequestID: id})
+		calls = append(calls, workflow.ExecuteActivity(ctx, "Book", reqs[len(reqs)-1]))
 	}
-	for _, call := range calls {
+	for i, call := range calls {
 		var confirmation string
 		err := call.Get(ctx, &confirmation)
+		if _, ok := activity.AsNotRun(err); ok { // the store was down and nothing ran: run it again
+			err = workflow.ExecuteActivity(ctx, "Book", reqs[i]).Get(ctx, &confirmation)
+		}
 		if o, ok := activity.AsIndeterminate(err); ok {
 			// Nobody can say whether the seat was sold: stop, and let a
 			// person look (idempotencyctl show -tenant … -key …).

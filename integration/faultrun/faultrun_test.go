@@ -128,3 +128,72 @@ func TestFaultRun(t *testing.T) {
 	}
 	t.Logf("\n%s", faultrun.Table(sums...))
 }
+
+// TestFaultRunPerson is the short fault run with AwaitDecision on and a
+// person who decides every waiting key from the ledger, through the
+// idempotency.decide Update, ten seconds after it began to wait: against
+// PostgreSQL without a probe and against Redis with one. No key may have
+// two effects, no answer may differ from the ledger, no workflow may hang
+// or fail; with the probe declared nobody is asked at all — the probe
+// settles what the person would have. The person lets a call fail once it
+// decided its key twice (a downstream that always times out).
+func TestFaultRunPerson(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes and private stores; skipped with -short")
+	}
+	srv := temporaltest.NewServer(temporaltest.WithT(t))
+	var sums []*faultrun.Summary
+	for _, r := range []struct {
+		store string
+		probe bool
+	}{
+		{faultrun.StorePostgres, false},
+		{faultrun.StoreRedis, true},
+	} {
+		sum, err := faultrun.Run(t.Context(), faultrun.Config{
+			Frontend:      srv.GetFrontendHostPort(),
+			Namespace:     srv.GetDefaultNamespace(),
+			Store:         r.store,
+			Probe:         r.probe,
+			AwaitDecision: true,
+			WorkerCommand: []string{os.Args[0]},
+			WorkerEnv:     []string{workerEnv + "=1"},
+			Workers:       3,
+			Workflows:     30,
+			Concurrency:   15,
+			KillEvery:     3 * time.Second,
+			MaxKills:      1,
+			Restarts:      1,
+			StoreDown:     time.Second,
+			// A call whose downstream always times out goes round a
+			// decision (or a probe's answer) before it fails.
+			Bound: 180 * time.Second,
+			Seed:  1,
+			Logf:  t.Logf,
+		})
+		if errors.Is(err, faultrun.ErrMissingTool) {
+			testenv.Unreachable(t, r.store+" (private instance)", err)
+		}
+		if err != nil {
+			t.Fatalf("%s round: %v", r.store, err)
+		}
+		sums = append(sums, sum)
+		for _, s := range sum.Samples {
+			t.Logf("%s: %s", sum.Store, s)
+		}
+		for _, p := range sum.Problems() {
+			t.Errorf("%s round: %s", sum.Store, p)
+		}
+		if sum.Person == nil {
+			t.Fatalf("%s round: no person", sum.Store)
+		}
+		decided, _ := sum.Person.Total()
+		if r.probe && decided > 0 {
+			t.Errorf("%s round: a person was asked %d times with the probe declared (%v)", sum.Store, decided, sum.Person.Decided)
+		}
+		if rej := sum.Person.Rejected; len(rej) > 0 {
+			t.Errorf("%s round: decisions rejected: %v", sum.Store, rej)
+		}
+	}
+	t.Logf("\n%s", faultrun.Table(sums...))
+}

@@ -52,6 +52,13 @@ type Config struct {
 	// in the transaction that records its outcome. Such a round must also
 	// end with no indeterminate outcome.
 	Transactional bool
+	// AwaitDecision turns the workers' Options.AwaitDecision on and plays
+	// the person: every waiting key is decided from the ledger through the
+	// idempotency.decide Update (see Summary.Person).
+	AwaitDecision bool
+	// PersonDelay is how long a wait stands before the person decides it
+	// (they are paged, not instant). Defaults to 10s.
+	PersonDelay time.Duration
 	// WorkerCommand is the argv prefix that starts a worker process; the
 	// worker's flags are appended. WorkerEnv is added to its environment.
 	WorkerCommand []string
@@ -156,6 +163,9 @@ func (c *Config) defaults() error {
 	if c.StartEvery <= 0 {
 		c.StartEvery = 100 * time.Millisecond
 	}
+	if c.PersonDelay <= 0 {
+		c.PersonDelay = 10 * time.Second
+	}
 	if c.NetworkEvery <= 0 {
 		c.NetworkEvery = 2 * time.Second
 	}
@@ -228,6 +238,9 @@ type Summary struct {
 	Transactional                      bool
 	ProxyConns, ProxyRefused, ProxyCut int
 	Elapsed                            time.Duration
+	// Person is what the person did in a round with AwaitDecision; nil
+	// without.
+	Person *PersonSummary
 	// Samples keep a few messages of unexpected errors, the answers not in
 	// the ledger, and each duplicate (up to 20): its effects — worker PID,
 	// call, idempotency key — and what the workflow's calls answered.
@@ -271,6 +284,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if cfg.Network {
 		label += "+net"
 	}
+	if cfg.AwaitDecision {
+		label += "+person"
+	}
 	cfg.Logf("%s: private store at %s", label, inst.addr())
 
 	// The workers' way to the store: the store itself, or the proxy the
@@ -300,7 +316,8 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 			"-frontend", cfg.Frontend, "-namespace", cfg.Namespace, "-queue", queue,
 			"-store", kind, "-store-addr", storeAddr, "-ledger", ledgerDir,
 			"-lease", cfg.Lease.String(), "-parent", fmt.Sprint(os.Getpid()),
-			fmt.Sprintf("-probe=%t", cfg.Probe), fmt.Sprintf("-transactional=%t", cfg.Transactional))
+			fmt.Sprintf("-probe=%t", cfg.Probe), fmt.Sprintf("-transactional=%t", cfg.Transactional),
+			fmt.Sprintf("-await=%t", cfg.AwaitDecision))
 		if cfg.StoreTimeout > 0 {
 			argv = append(argv, "-store-timeout", cfg.StoreTimeout.String())
 		}
@@ -399,6 +416,16 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		}()
 	}
 
+	var who *person
+	if cfg.AwaitDecision {
+		who = newPerson(c, ledgerDir, cfg.PersonDelay)
+		faults.Add(1)
+		go func() {
+			defer faults.Done()
+			who.run(faultCtx)
+		}()
+	}
+
 	// Load.
 	behaviours := []string{BehaviourOK, BehaviourOK, BehaviourOK, BehaviourOK, BehaviourOK, BehaviourOK,
 		BehaviourSlowIgnore, BehaviourSlowIgnore, BehaviourSlowRespect, BehaviourSlowRespect, BehaviourDrop}
@@ -433,6 +460,10 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		go func() {
 			defer load.Done()
 			defer func() { <-sem }()
+			if who != nil {
+				who.started(workflowID(in, queue))
+				defer who.finished(workflowID(in, queue))
+			}
 			res, err := runWorkflow(ctx, c, queue, cfg.Bound, in)
 			mu.Lock()
 			defer mu.Unlock()
@@ -454,6 +485,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	faults.Wait()
 	pool.killAll()
 	sum.Kills, sum.Restarts = int(kills.Load()), int(restarts.Load())
+	if who != nil {
+		sum.Person = who.summary()
+	}
 	if nem != nil {
 		sum.NetFaults = nem.Counts()
 		st := proxy.Stats()
@@ -552,6 +586,8 @@ func isHung(err error) bool {
 	return errors.As(err, &te) || errors.Is(err, context.DeadlineExceeded)
 }
 
+func workflowID(in WorkflowInput, queue string) string { return "faultrun-" + in.Order + "-" + queue }
+
 func runWorkflow(ctx context.Context, c client.Client, queue string, bound time.Duration, in WorkflowInput) (*WorkflowResult, error) {
 	// The server ends the workflow at the bound; the driver waits a little
 	// longer, so a server that does not is caught too.
@@ -559,7 +595,7 @@ func runWorkflow(ctx context.Context, c client.Client, queue string, bound time.
 	defer cancel()
 	ctx = interceptor.WithTenant(ctx, "faultrun")
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       "faultrun-" + in.Order + "-" + queue,
+		ID:                       workflowID(in, queue),
 		TaskQueue:                queue,
 		WorkflowExecutionTimeout: bound,
 	}, Workflow, in)
@@ -751,7 +787,8 @@ func (s *Summary) Rows() [][2]string {
 		{"results (not in ledger)", fmt.Sprintf("%d (%d)", s.Results, s.Unbacked)},
 	}
 	reasons := []string{string(activity.ReasonStoreUnavailable), string(activity.ReasonHolderLost),
-		string(activity.ReasonBodyFailed), string(activity.ReasonRecorded), string(activity.ReasonKeyNotDerivable)}
+		string(activity.ReasonBodyFailed), string(activity.ReasonRecorded), string(activity.ReasonKeyNotDerivable),
+		string(activity.ReasonTimedOut)}
 	total, landed := 0, 0
 	for r, n := range s.Indeterminate {
 		if !slices.Contains(reasons, r) {
@@ -765,6 +802,7 @@ func (s *Summary) Rows() [][2]string {
 		rows = append(rows, [2]string{"  " + r, fmt.Sprintf("%d (%d)", s.Indeterminate[r], s.Landed[r])})
 	}
 	rows = append(rows, [2]string{"keys left indeterminate (effect landed)", fmt.Sprintf("%d (%d)", s.AskedKeys, s.AskedLanded)})
+	rows = append(rows, s.Person.rows(s.Workflows)...)
 	classes := []string{ClassTimeout, ClassOther}
 	for c := range s.Errors {
 		if !slices.Contains(classes, c) {

@@ -36,6 +36,7 @@ func WorkerMain(args []string) error {
 	ledgerDir := fs.String("ledger", "", "directory of the ledger files (required)")
 	probe := fs.Bool("probe", false, "declare Charge with a probe that asks the ledger")
 	transactional := fs.Bool("transactional", false, "declare Charge transactional: its effect is a row of the ledger table in the store's database")
+	await := fs.Bool("await", false, "Options.AwaitDecision: indeterminate outcomes wait for a decision")
 	lease := fs.Duration("lease", 3*time.Second, "claim lease")
 	storeTimeout := fs.Duration("store-timeout", 0, "the dispatcher's StoreTimeout (0: the library's default)")
 	parent := fs.Int("parent", 0, "PID of the run; the worker exits when its parent is no longer it")
@@ -88,10 +89,11 @@ func WorkerMain(args []string) error {
 			WorkerStopTimeout:                  time.Second,
 		},
 		Idempotency: interceptor.Options{
-			Store:        st,
-			Lease:        *lease,
-			StoreTimeout: *storeTimeout,
-			Identity:     fmt.Sprintf("faultrun@%d", os.Getpid()),
+			Store:         st,
+			Lease:         *lease,
+			StoreTimeout:  *storeTimeout,
+			Identity:      fmt.Sprintf("faultrun@%d", os.Getpid()),
+			AwaitDecision: *await,
 		},
 		Logger: logger,
 	})

@@ -20,6 +20,14 @@
 // transaction that records its outcome, and a round with any indeterminate
 // outcome fails.
 //
+//	cd integration && GOTOOLCHAIN=go1.27.3 go run ./cmd/faultrun -workflows 300 -workers 3 -kill-every 3s -restarts 1 -stores postgres,redis -probe both -await
+//
+// With -await the workers run with AwaitDecision and the driver plays the
+// person: it decides every waiting key from the ledger through the
+// idempotency.decide Update, and the table counts its decisions per 100
+// workflows by reason, the decisions refused and why, and the time from
+// the outcome turning indeterminate to the decision applied.
+//
 // With -network on the workers reach the store through a loopback TCP proxy
 // on which a nemesis injects network faults (replies held, cut mid-reply,
 // one direction stalled, connections cut or refused); -seed fixes their
@@ -84,6 +92,7 @@ func drive(args []string) int {
 	keep := fs.String("dir", "", "keep ledgers and worker logs under this directory (default: a temporary one, removed)")
 	transactional := fs.Bool("transactional", false, "declare the EFFECTFUL activity transactional: its effect is a row in the store's database, committed with its outcome (postgres rounds only, without -probe)")
 	probe := fs.String("probe", "off", "declare the EFFECTFUL activity with a probe that asks the ledger: off, on, or both (each round twice)")
+	await := fs.Bool("await", false, "AwaitDecision on, and a person who decides every waiting key from the ledger (the idempotency.decide Update)")
 	verbose := fs.Bool("v", false, "log progress")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -150,6 +159,7 @@ func drive(args []string) int {
 			Store:         r.store,
 			Probe:         r.probe,
 			Transactional: *transactional,
+			AwaitDecision: *await,
 			WorkerCommand: []string{exe, "worker"},
 			Workers:       *workers,
 			Workflows:     *workflows,
@@ -172,7 +182,7 @@ func drive(args []string) int {
 			Logf:          logf,
 		}
 		if *keep != "" {
-			cfg.Dir = fmt.Sprintf("%s/%s-probe-%t-network-%t-tx-%t", *keep, cfg.Store, cfg.Probe, cfg.Network, cfg.Transactional)
+			cfg.Dir = fmt.Sprintf("%s/%s-probe-%t-network-%t-tx-%t-await-%t", *keep, cfg.Store, cfg.Probe, cfg.Network, cfg.Transactional, cfg.AwaitDecision)
 			if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 				fmt.Fprintln(os.Stderr, "faultrun:", err)
 				return 2

@@ -1,0 +1,91 @@
+package interceptor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	sdkactivity "go.temporal.io/sdk/activity"
+
+	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
+	"github.com/tesserix/idempotency/keyspace"
+	"github.com/tesserix/idempotency/store"
+)
+
+// ProbeActivity returns the activity a waiting workflow asks a declared
+// probe again through ([decision.ProbeActivityName]; see [SettleChangeID]). It reads
+// the key's record: unless it is the indeterminate record the wait is
+// about, it answers Settled without asking. Otherwise it asks the probe of
+// the activity's declaration on this worker, within the activity's time,
+// and answers what it said; a landed result that is not a value of the
+// activity's return type, an error, a panic, or no declaration with a
+// probe read as cannot tell. It writes nothing to the store.
+func (i *Interceptor) ProbeActivity() func(context.Context, decision.ProbeRequest) (decision.ProbeReply, error) {
+	return func(ctx context.Context, req decision.ProbeRequest) (decision.ProbeReply, error) {
+		cannot := func(format string, args ...any) (decision.ProbeReply, error) {
+			return decision.ProbeReply{Landing: activity.CannotTell.String(), Token: req.Token, Detail: fmt.Sprintf(format, args...)}, nil
+		}
+		decl, ok := i.Declaration(req.Activity)
+		if !ok || decl.Probe() == nil {
+			return cannot("this worker declares no probe for activity %q", req.Activity)
+		}
+		rec, err := i.opts.Store.Lookup(ctx, store.LookupParams{Tenant: req.Tenant, Key: req.Key})
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return decision.ProbeReply{Settled: true, Detail: "no record stands under the key"}, nil
+		case err != nil:
+			return cannot("reading the record: %v", err)
+		case rec.State == store.StatePending && !time.Now().Before(rec.LeaseUntil):
+			// Its holder is gone: the call run again takes the key over
+			// and settles it (its probe, or an indeterminate mark).
+			return decision.ProbeReply{Settled: true, Token: rec.Token,
+				Detail: fmt.Sprintf("the holder of the key (token %d) is gone: its lease ran out", rec.Token)}, nil
+		case rec.State == store.StatePending:
+			return cannot("the key is held (token %d): its holder may still record", rec.Token)
+		case rec.State != store.StateIndeterminate:
+			return decision.ProbeReply{Settled: true, Token: rec.Token, Detail: "the record is " + rec.State.String()}, nil
+		case req.Token != 0 && rec.Token != req.Token:
+			return decision.ProbeReply{Settled: true, Token: rec.Token,
+				Detail: fmt.Sprintf("a newer indeterminate record (token %d) stands", rec.Token)}, nil
+		}
+		ans, err := callProbe(activity.WithKey(ctx, keyspace.Key(req.Key)), decl.Probe(), activity.ProbeRequest{
+			Activity: req.Activity, Tenant: req.Tenant, Key: keyspace.Key(req.Key), Reason: req.Reason,
+		})
+		reply := decision.ProbeReply{Landing: ans.Landing.String(), Token: rec.Token}
+		switch {
+		case err != nil:
+			return cannot("the probe failed: %v", err)
+		case ans.Landing == activity.NotLanded:
+			return reply, nil
+		case ans.Landing != activity.Landed:
+			return cannot("the probe cannot tell")
+		}
+		if err := checkProbeResult(decl.Func(), ans.Result); err != nil {
+			return cannot("%v", err)
+		}
+		if reply.Outcome, err = EncodeOutcome(i.opts.dataConverter(ctx), ans.Result); err != nil {
+			return cannot("%v", err)
+		}
+		if reply.Result, err = json.Marshal(ans.Result); err != nil {
+			reply.Result = nil // the outcome is what is recorded; the JSON is for reading
+		}
+		if sdkactivity.IsActivity(ctx) {
+			sdkactivity.GetLogger(ctx).Info("idempotency: the probe answered a waiting key",
+				"activity", req.Activity, "tenant", req.Tenant, "key", req.Key, "landing", reply.Landing)
+		}
+		return reply, nil
+	}
+}
+
+// callProbe runs probe, a panic read as its error.
+func callProbe(ctx context.Context, probe activity.Probe, req activity.ProbeRequest) (ans activity.ProbeAnswer, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("idempotency: the probe panicked: %v", p)
+		}
+	}()
+	return probe(ctx, req)
+}

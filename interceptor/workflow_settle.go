@@ -1,0 +1,293 @@
+package interceptor
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
+)
+
+// SettleChangeID is the workflow.GetVersion change ID under which a routed
+// workflow (see [RouterChangeID]) records that it settles by the rules of
+// version 1 what the library can settle without a person:
+//
+//   - A call that ran nothing because the store did not answer
+//     ([activity.NotRun]) is run again after a durable timer, backing off
+//     (storeWaitFirst doubling to storeWaitCap, at most storeWaitMax
+//     times), instead of failing the workflow; nobody is asked.
+//   - A call whose attempts Temporal ended with a timeout that carries the
+//     dispatcher's [activity.TimeoutMarker] is routed like an indeterminate
+//     outcome (reason [activity.ReasonTimedOut]).
+//   - While a call waits for a person on a key whose activity declares a
+//     probe ([activity.IndeterminateOutcome].Probe), the [decision.ProbeActivityName]
+//     activity asks the probe again on a backoff schedule recorded with the
+//     wait; the first of a definite probe answer and a person's decision
+//     settles the key, fenced by the record's token, and the other is
+//     rejected with the reason. A call the probe settled that, run
+//     again, fails indeterminate again reaches the workflow with its error
+//     instead of waiting once more: the probe knew each outcome, and the
+//     call keeps failing (a downstream that always times out).
+//   - The wait for a person is a timer with a summary, so the Web UI's
+//     default History view and the history show it, and the decision is
+//     recorded by [ResolveActivityName] with a start-to-close of seconds
+//     (resolveTimeout), so a decision accepted as its worker dies is applied
+//     within seconds.
+//
+// It is asked where the first of these begins (never at a workflow's
+// start), so histories recorded before it replay as they ran.
+const SettleChangeID = "idempotency.settle"
+
+// The schedules of the waits the library settles itself. The probe's is
+// recorded with each wait (waitConfig), so changing it applies to new waits
+// only.
+const (
+	storeWaitFirst = 2 * time.Second
+	storeWaitCap   = time.Minute
+	storeWaitMax   = 60
+	probeFirst     = 5 * time.Second
+	probeCap       = 5 * time.Minute
+	probeMax       = 24
+	// probeTimeout is the start-to-close of one ask of the probe.
+	probeTimeout = 30 * time.Second
+	// resolveTimeout is the start-to-close of the Resolve activity: one
+	// store call (Options.StoreTimeout defaults to 10 s).
+	resolveTimeout = 15 * time.Second
+	// personTimer is the length of each timer a wait for a person with no
+	// DecisionTimeout runs, one after the other, to show in the history.
+	personTimer = 24 * time.Hour
+)
+
+// probeConfig is the probe schedule a wait began under, recorded with it.
+type probeConfig struct {
+	First time.Duration `json:"first"`
+	Cap   time.Duration `json:"cap"`
+	Max   int           `json:"max"`
+}
+
+// storeWait is a call waiting for the store to answer.
+type storeWait struct {
+	n     activity.NotRun
+	until time.Time
+	count int
+}
+
+// settles reports whether this workflow settles by the rules of
+// SettleChangeID, asking the history once.
+func (o *workflowOutbound) settles(ctx workflow.Context) bool {
+	if !o.settleKnown {
+		o.settleKnown = true
+		o.settle = o.Next.GetVersion(ctx, SettleChangeID, workflow.DefaultVersion, 1) >= 1
+	}
+	return o.settle
+}
+
+// awaitStore waits on a durable timer before a call that ran nothing,
+// because the store did not answer, runs again: the count-th time, for
+// storeWaitFirst doubled count times, at most storeWaitCap.
+func (o *workflowOutbound) awaitStore(ctx workflow.Context, n activity.NotRun, count int) error {
+	d := storeWaitFirst
+	for i := 0; i < count && d < storeWaitCap; i++ {
+		d *= 2
+	}
+	d = min(d, storeWaitCap)
+	id := fmt.Sprintf("%s:%d", n.Key, count)
+	o.storeWaits[id] = &storeWait{n: n, until: o.Next.Now(ctx).Add(d), count: count + 1}
+	o.publish(ctx)
+	defer func() {
+		delete(o.storeWaits, id)
+		o.publish(ctx)
+	}()
+	o.Next.GetLogger(ctx).Warn("idempotency: the store did not answer and the call ran nothing; running it again after a timer",
+		"activity", n.Activity, "tenant", n.Tenant, "key", n.Key, "wait", d, "count", count+1, "cause", n.Cause)
+	return o.Next.NewTimerWithOptions(ctx, d, workflow.TimerOptions{
+		Summary: fmt.Sprintf("idempotency: store did not answer, %s ran nothing; runs again (key %s, wait %d of %d)",
+			n.Activity, n.Key, count+1, storeWaitMax),
+	}).Get(ctx, nil)
+}
+
+// awaitPerson blocks until decided, timeout (if positive) passes, or ctx is
+// cancelled, on timers that carry summary, so the wait shows in the
+// history and on the Web UI's History view.
+func (o *workflowOutbound) awaitPerson(ctx workflow.Context, timeout time.Duration, summary string, decided func() bool) (bool, error) {
+	if timeout > 0 {
+		return o.Next.AwaitWithOptions(ctx, workflow.AwaitOptions{Timeout: timeout,
+			TimerOptions: workflow.TimerOptions{Summary: summary}}, decided)
+	}
+	for {
+		ok, err := o.Next.AwaitWithOptions(ctx, workflow.AwaitOptions{Timeout: personTimer,
+			TimerOptions: workflow.TimerOptions{Summary: summary}}, decided)
+		if ok || err != nil {
+			return ok, err
+		}
+	}
+}
+
+// personSummary is the summary of the timer of a wait for a person.
+func personSummary(out activity.IndeterminateOutcome) string {
+	return fmt.Sprintf("idempotency: waiting for a person's decision on %s (key %s, %s); decide with update %s",
+		out.Activity, out.Key, out.Reason, DecisionUpdate)
+}
+
+// startProbing asks the probe of w's activity again on the schedule cfg,
+// in a goroutine of its own under ctx, until w is decided, the schedule
+// runs out, or the wait ends (its cancel). Definite answers become
+// decisions by decision.ProbeDecider, taken as a person's are: the first accepted
+// wins.
+func (o *workflowOutbound) startProbing(ctx workflow.Context, w *wait, cfg probeConfig) {
+	w.probe = &decision.ProbeSchedule{Max: cfg.Max}
+	w.pending.Probe = w.probe
+	out := w.pending.Outcome
+	ao := workflow.GetActivityOptions(ctx)
+	// Stopping the schedule (a person's decision, the wait's end) cancels
+	// the timer of the next ask only: an ask under way still answers, and
+	// its answer is rejected with the reason.
+	stopped := false
+	var cancelTimer workflow.CancelFunc
+	w.cancelProbe = func() {
+		stopped = true
+		if cancelTimer != nil {
+			cancelTimer()
+		}
+	}
+	o.Next.Go(ctx, "idempotency:probe", func(gctx workflow.Context) {
+		defer func() {
+			w.probe.Next = time.Time{}
+			o.publish(gctx)
+		}()
+		actx := workflow.WithActivityOptions(gctx, workflow.ActivityOptions{
+			TaskQueue:           ao.TaskQueue,
+			StartToCloseTimeout: probeTimeout,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+			Summary:             fmt.Sprintf("idempotency: asking the probe of %s again (key %s)", out.Activity, out.Key),
+		})
+		delay := cfg.First
+		for !stopped && w.decision == nil && w.probe.Asked < cfg.Max {
+			w.probe.Next = o.Next.Now(gctx).Add(delay)
+			o.publish(gctx)
+			tctx, cancel := workflow.WithCancel(gctx)
+			cancelTimer = cancel
+			err := o.Next.NewTimerWithOptions(tctx, delay, workflow.TimerOptions{
+				Summary: fmt.Sprintf("idempotency: the probe of %s asks again (key %s, ask %d of %d)",
+					out.Activity, out.Key, w.probe.Asked+1, cfg.Max),
+			}).Get(gctx, nil)
+			cancelTimer = nil
+			cancel()
+			if err != nil || stopped || w.decision != nil {
+				return // cancelled: the wait ended or was decided
+			}
+			w.probe.Asked++
+			w.probe.Next = time.Time{}
+			o.publish(gctx)
+			var reply decision.ProbeReply
+			err = o.Next.ExecuteActivity(actx, decision.ProbeActivityName, decision.ProbeRequest{
+				Activity: out.Activity, Tenant: out.Tenant, Key: out.Key, Token: out.Token, Reason: out.Reason,
+			}).Get(gctx, &reply)
+			switch {
+			case err != nil && (stopped || w.decision != nil):
+				return
+			case err != nil:
+				w.probe.Last = "the probe activity failed: " + err.Error()
+			default:
+				o.takeProbeAnswer(gctx, w, reply)
+			}
+			delay = min(2*delay, cfg.Cap)
+		}
+	})
+}
+
+// takeProbeAnswer makes a definite answer of the probe the decision on w,
+// unless another decision was accepted first, which rejects it with the
+// reason.
+func (o *workflowOutbound) takeProbeAnswer(ctx workflow.Context, w *wait, r decision.ProbeReply) {
+	out := w.pending.Outcome
+	d := Decision{Key: out.Key, Tenant: out.Tenant, By: decision.ProbeDecider}
+	switch {
+	case r.Settled:
+		d.Action, d.Reason = ActionRetry, "the record is no longer the indeterminate one asked about: "+r.Detail
+	case r.Landing == activity.Landed.String():
+		d.Action, d.Result, d.Reason = ActionComplete, r.Result, "the probe answered: landed"
+	case r.Landing == activity.NotLanded.String():
+		d.Action, d.Reason = ActionFree, "the probe answered: not landed"
+	default:
+		w.probe.Last = activity.CannotTell.String()
+		if r.Detail != "" {
+			w.probe.Last += ": " + r.Detail
+		}
+		return
+	}
+	if problem := o.probeAnswerProblem(w, r); problem != "" {
+		w.probe.Last = "answer not taken: " + problem
+		return
+	}
+	if w.decision == nil && o.waits[out.Key] != w {
+		// The wait ended undecided (its DecisionTimeout): nothing calls
+		// for the answer.
+		w.probe.Last = r.Landing + " (after the wait ended)"
+		return
+	}
+	if w.decision != nil {
+		by := ""
+		if w.decision.By != "" {
+			by = " by " + w.decision.By
+		}
+		o.reject(ctx, d, fmt.Sprintf("idempotency: key %s is already decided (%s%s); the probe's answer came later",
+			out.Key, w.decision.Action, by))
+		return
+	}
+	w.probe.Last = r.Landing
+	if r.Settled {
+		w.probe.Last = "settled elsewhere"
+	}
+	w.outcome, w.token = r.Outcome, r.Token
+	o.accept(ctx, w, &d)
+	o.Next.Go(ctx, "idempotency:decide", func(ctx workflow.Context) { _, _ = o.apply(ctx, w, d) })
+}
+
+// probeAnswerProblem is the hook for checks of a probe's answer before it
+// becomes a decision (the Probe activity already checked a landed result
+// against the declared return type): a non-empty reason leaves the wait to
+// the next ask or a person. It reads only the history's values.
+func (o *workflowOutbound) probeAnswerProblem(_ *wait, r decision.ProbeReply) string {
+	if r.Landing == activity.Landed.String() && len(r.Outcome) == 0 && len(r.Result) == 0 {
+		return "landed with neither a result nor an outcome"
+	}
+	return ""
+}
+
+// settleDetails describes, for the current details, the waits the library
+// settles itself: calls waiting for the store, and probe schedules.
+func (o *workflowOutbound) settleDetails(open []string) string {
+	var lines []string
+	for _, k := range open {
+		w := o.waits[k]
+		if w.probe == nil {
+			continue
+		}
+		line := fmt.Sprintf("key %s: the probe was asked %d of %d times", k, w.probe.Asked, w.probe.Max)
+		if !w.probe.Next.IsZero() {
+			line += ", next at " + w.probe.Next.UTC().Format(time.RFC3339)
+		}
+		if w.probe.Last != "" {
+			line += ", last answer: " + w.probe.Last
+		}
+		lines = append(lines, line)
+	}
+	ids := make([]string, 0, len(o.storeWaits))
+	for id := range o.storeWaits {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		s := o.storeWaits[id]
+		lines = append(lines, fmt.Sprintf(
+			"waiting for the store: activity %s, tenant %s, key %s ran nothing (%s); runs again at %s (wait %d of %d)",
+			s.n.Activity, s.n.Tenant, s.n.Key, s.n.Reason, s.until.UTC().Format(time.RFC3339), s.count, storeWaitMax))
+	}
+	return strings.Join(lines, "\n")
+}
