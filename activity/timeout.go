@@ -80,6 +80,9 @@ func LastDetailMarker(get func(...any) error) (marker TimeoutMarker, n int, ok b
 	if string(p.GetMetadata()[converter.MetadataEncoding]) != converter.MetadataEncodingJSON {
 		return TimeoutMarker{}, n, false
 	}
+	// workflowcheck flags encoding/json's reflection; the same payload decodes
+	// the same on every replay (the workflow side reads it through AsIndeterminate).
+	//workflowcheck:ignore
 	if err := json.Unmarshal(p.GetData(), &marker); err != nil || marker.Version != TimeoutMarkerVersion || marker.Key == "" {
 		return TimeoutMarker{}, n, false
 	}
