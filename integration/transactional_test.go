@@ -137,7 +137,6 @@ type txEnv struct {
 	*env
 	seats  *seats
 	ledger *seatLedger
-	store  *pgstore.Store
 }
 
 func newTxEnv(t *testing.T, pool *pgxpool.Pool, schema string, st store.Store, opts interceptor.Options) *txEnv {
