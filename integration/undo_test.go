@@ -6,6 +6,7 @@ import (
 	"net"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,6 +102,14 @@ func BookAgainIfIndeterminate(ctx workflow.Context, flight string) (string, erro
 	ctx = activityOptions(ctx, 3*time.Second, 200*time.Millisecond)
 	var seat string
 	err := workflow.ExecuteActivity(ctx, "Book", BookRequest{Flight: flight, RequestID: "req-1"}).Get(ctx, &seat)
+	for n := 0; n < 20; n++ {
+		if _, ok := activity.AsNotRun(err); !ok {
+			break
+		}
+		// The store did not answer and nothing ran: run it again, as the
+		// quick start does (issue 19).
+		err = workflow.ExecuteActivity(ctx, "Book", BookRequest{Flight: flight, RequestID: "req-1"}).Get(ctx, &seat)
+	}
 	if _, ok := activity.AsIndeterminate(err); !ok {
 		return seat, err
 	}
@@ -190,8 +199,16 @@ func TestUndoneTakeoverNeverBooksTwice(t *testing.T) {
 			func() { link.Stall(netfault.Down) },
 			func(e *env) {
 				go func() {
+					// A takeover the replicas did not acknowledge, taken
+					// back: since issue 19 the attempt fails as "ran
+					// nothing" (retryable) rather than indeterminate.
+					undone := func(ev interceptor.Event) bool {
+						return ev.Kind == interceptor.EventIndeterminate ||
+							ev.Kind == interceptor.EventStoreError && ev.Attempt >= 2 && ev.Err != nil &&
+								strings.Contains(ev.Err.Error(), "not acknowledged by enough replicas")
+					}
 					for range time.Tick(10 * time.Millisecond) {
-						if e.events.count(interceptor.EventIndeterminate) > 0 {
+						if slices.ContainsFunc(e.events.all(), undone) {
 							link.Resume(netfault.Down)
 							return
 						}

@@ -71,9 +71,7 @@ func TestDecidingAsDocumented(t *testing.T) {
 	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"IDEMPOTENCY_POSTGRES_URL="+pgenv.PostgresURL(), "TEMPORAL_ADDRESS="+frontend)
 	for _, line := range blocks["env"] {
-		for _, kv := range strings.Fields(strings.TrimPrefix(line, "export ")) {
-			env = append(env, kv)
-		}
+		env = append(env, strings.Fields(strings.TrimPrefix(line, "export "))...)
 	}
 	table := envValue(env, "IDEMPOTENCY_TABLE")
 	require.NotEmpty(t, table, "the page sets IDEMPOTENCY_TABLE")
