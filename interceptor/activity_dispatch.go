@@ -355,10 +355,21 @@ func (x *execution) wait(ctx context.Context, token int64) (store.Result, time.D
 
 // runBody runs the activity's body under the claim, renewing the lease
 // while it runs, and records what it returned.
-func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivityInput) (result any, err error) {
-	bodyCtx, cancelBody := context.WithCancelCause(activity.WithKey(ctx, keyspace.Key(x.key)))
+// bodyRun is what a body run under its lease returned.
+type bodyRun struct {
+	result     any
+	err        error
+	panicked   any  // what the body panicked with, if it did
+	superseded bool // its claim was taken over while it ran
+}
+
+// runUnderLease runs the body with a context derived from base, renewing
+// the claim while it runs: a renewal that finds the claim taken over
+// cancels the body with ErrSuperseded. A panic is recovered into the
+// result, for the caller to settle the claim before it panics again.
+func (x *execution) runUnderLease(ctx, base context.Context, in *interceptor.ExecuteActivityInput) bodyRun {
+	bodyCtx, cancelBody := context.WithCancelCause(base)
 	defer cancelBody(nil)
-	x.mark(ctx, activity.StageBody, false)
 	var superseded atomic.Bool
 	stop := x.renew(ctx, func(err error) {
 		superseded.Store(true)
@@ -366,16 +377,24 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 		x.count(MetricSuperseded)
 		x.observe(ctx, EventSuperseded, err)
 	})
-	var panicked any
+	var run bodyRun
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
-				panicked = p
+				run.panicked = p
 			}
 		}()
-		result, err = x.next.ExecuteActivity(bodyCtx, in)
+		run.result, run.err = x.next.ExecuteActivity(bodyCtx, in)
 	}()
 	stop()
+	run.superseded = superseded.Load()
+	return run
+}
+
+func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivityInput) (result any, err error) {
+	x.mark(ctx, activity.StageBody, false)
+	run := x.runUnderLease(ctx, activity.WithKey(ctx, keyspace.Key(x.key)), in)
+	result, err, panicked := run.result, run.err, run.panicked
 
 	// The body has returned: what follows must happen even if the
 	// activity's context has ended. An outcome left to the probe gets a
@@ -383,7 +402,7 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 	sctx, cancel := x.storeContext(ctx)
 	defer cancel()
 
-	if superseded.Load() {
+	if run.superseded {
 		// The key is another caller's now: nothing this body returns may be
 		// recorded under it, and there is no claim left to free or mark.
 		if panicked != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
@@ -108,25 +107,8 @@ func (x *execution) runTransactional(ctx context.Context, in *interceptor.Execut
 			decision.ErrorTypeStoreUnavailable, err)
 	}
 
-	bodyCtx, cancelBody := context.WithCancelCause(txn.Context(activity.WithKey(ctx, keyspace.Key(x.key))))
-	defer cancelBody(nil)
-	var superseded atomic.Bool
-	stop := x.renew(ctx, func(err error) {
-		superseded.Store(true)
-		cancelBody(ErrSuperseded)
-		x.count(MetricSuperseded)
-		x.observe(ctx, EventSuperseded, err)
-	})
-	var panicked any
-	func() {
-		defer func() {
-			if p := recover(); p != nil {
-				panicked = p
-			}
-		}()
-		result, err = x.next.ExecuteActivity(bodyCtx, in)
-	}()
-	stop()
+	run := x.runUnderLease(ctx, txn.Context(activity.WithKey(ctx, keyspace.Key(x.key))), in)
+	result, err, panicked := run.result, run.err, run.panicked
 
 	sctx, cancel := x.storeContext(ctx)
 	defer cancel()
@@ -138,7 +120,7 @@ func (x *execution) runTransactional(ctx context.Context, in *interceptor.Execut
 		}
 	}
 
-	if superseded.Load() {
+	if run.superseded {
 		// The key is another caller's: this transaction must not land.
 		rollback()
 		if panicked != nil {
