@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -50,6 +51,13 @@ type TimeoutMarker struct {
 	Stage string `json:"stage,omitempty"`
 	// Probe: the activity's declaration has a probe.
 	Probe bool `json:"probe,omitempty"`
+	// Check is the digest of the call's checked arguments (never their
+	// values) and Retention its declared retention window, as
+	// [IndeterminateOutcome] carries them: a decision on the timed-out call
+	// that finds the key's record gone makes a record keeping both. Absent
+	// from the markers of earlier releases, which read as none.
+	Check     string        `json:"check,omitempty"`
+	Retention time.Duration `json:"retention,omitempty"`
 }
 
 // maxHeartbeatDetails bounds how many heartbeat details are looked through
@@ -108,6 +116,8 @@ func timedOut(err error) (IndeterminateOutcome, bool) {
 		BodyEntered:         m.Stage == StageBody,
 		EffectMayHaveLanded: true,
 		Probe:               m.Probe,
+		Check:               m.Check,
+		Retention:           m.Retention,
 		Cause: fmt.Sprintf("Temporal ended the attempts (%s timeout) while the execution was at stage %q; "+
 			"its body, or an earlier holder's, may have applied the effect", te.TimeoutType(), m.Stage),
 	}

@@ -83,6 +83,10 @@ func (x *execution) mark(ctx context.Context, stage string, send bool) {
 		Key:      x.key,
 		Stage:    stage,
 		Probe:    x.decl.Probe() != nil,
+		// A decision on the timed-out call keeps them with the record
+		// it makes on a gone key, as for any indeterminate outcome.
+		Check:     string(x.check),
+		Retention: x.decl.Retention(),
 	})
 	if send {
 		sdkactivity.RecordHeartbeat(ctx)

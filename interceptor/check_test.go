@@ -9,7 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/tesserix/idempotency/activity"
@@ -325,4 +327,71 @@ func TestCheckDeclaration(t *testing.T) {
 		_, err := activity.Declare(f.BookFare, p)
 		assert.ErrorIs(t, err, activity.ErrInvalidDeclaration, name)
 	}
+}
+
+// A call Temporal timed out reaches the workflow as an indeterminate
+// outcome read from the dispatcher's timeout marker. A person's decision on
+// it that finds the key's record gone makes a record keeping the call's
+// digest and retention, as for any other indeterminate outcome: a later
+// call with other checked arguments is still refused. Before the marker
+// carried them, that record kept no digest (it answered every call) and
+// the store's window instead of the activity's.
+func TestCheckTimedOutCallDecidedOnGoneKey(t *testing.T) {
+	t.Parallel()
+	h := newCheckHarness(t)
+	kept := activity.MustDeclare(h.fares.BookFare, activity.Policy{Kind: activity.KindEffectful, Name: "BookKept",
+		KeyArguments: []string{"flight"}, CheckArguments: []string{"fare", "seat"}, Retention: 10 * time.Minute})
+	require.NoError(t, h.ic.Declare(kept))
+	env := h.env(t)
+	env.RegisterActivityWithOptions(h.fares.BookFare, sdkactivity.RegisterOptions{Name: "BookKept"})
+	var marker atomic.Pointer[activity.TimeoutMarker]
+	env.SetOnActivityHeartbeatListener(func(_ *sdkactivity.Info, d converter.EncodedValues) {
+		if m, _, ok := activity.LastDetailMarker(d.Get); ok {
+			marker.Store(&m)
+		}
+	})
+	call := func(fare int) (Booking, error) {
+		val, err := env.ExecuteActivity("BookKept", FareRequest{Flight: "BA117", Fare: fare, Seat: "12A"})
+		if err != nil {
+			return Booking{}, err
+		}
+		var b Booking
+		return b, val.Get(&b)
+	}
+	_, err := call(120)
+	require.NoError(t, err)
+	m := marker.Load()
+	require.NotNil(t, m, "the dispatcher heartbeats its marker as the claim begins")
+
+	// The workflow's view of the call had Temporal ended its attempts: a
+	// heartbeat timeout carrying the last heartbeat's details, as decoded
+	// from the server's failure.
+	fc := temporal.GetDefaultFailureConverter()
+	timeout := fc.FailureToError(fc.ErrorToFailure(temporal.NewHeartbeatTimeoutError(*m)))
+	o, ok := activity.AsIndeterminate(timeout)
+	require.True(t, ok, "%v", timeout)
+	require.Equal(t, activity.ReasonTimedOut, o.Reason)
+	runID, _ := h.runIDs(t, env)
+	want, err := kept.Check("acme", runID, []any{FareRequest{Flight: "BA117", Fare: 120, Seat: "12A"}})
+	require.NoError(t, err)
+	assert.Equal(t, string(want), o.Check, "the outcome carries the call's digest")
+	assert.Equal(t, 10*time.Minute, o.Retention, "and its retention")
+
+	// The record is gone (swept, forgotten) by the time a person decides.
+	_, err = h.mem.Forget(context.Background(), store.ForgetParams{Tenant: "acme"})
+	require.NoError(t, err)
+	resolve := interceptor.ResolveActivity(h.mem, nil)
+	require.NoError(t, resolve(context.Background(), decision.ResolveRequest{Tenant: o.Tenant, Key: o.Key,
+		Action: decision.ActionComplete, Result: []byte(`{"flight":"BA117","call":1}`), By: "ops",
+		Token: o.Token, Check: o.Check, Retention: o.Retention}))
+	rec, err := h.lookup(t, "acme", o.Key)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), rec.Check)
+	assert.Equal(t, 10*time.Minute, rec.Retention)
+
+	_, err = call(95)
+	requireMismatch(t, err, o.Key, activity.FoundCompleted, "12A")
+	b, err := call(120)
+	require.NoError(t, err)
+	assert.Equal(t, 1, b.Call, "the decided answer")
 }
