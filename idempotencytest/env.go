@@ -198,7 +198,10 @@ func (e *Env) Interceptor() *interceptor.Interceptor { return e.ic }
 func (e *Env) Stop() { e.ic.Stop() }
 
 // OnNext makes the next execution of activityType that has nothing else
-// scripted end with o; executions after it run as usual. Scripts of one
+// scripted end with o; executions after it run as usual. A lost answer
+// (Indeterminate(activity.ReasonBodyFailed)) goes to the next execution
+// that runs the body: one answered from a record or waiting for another
+// holder leaves it (and the scripts after it) to the next. Scripts of one
 // type are used in the order given. It panics on an activity type that
 // was not declared, and on a probe answer for a declaration without a
 // probe: a script that could never apply.
@@ -218,12 +221,16 @@ func (e *Env) OnNext(activityType string, o Outcome) {
 	e.scripts[activityType] = append(e.scripts[activityType], o)
 }
 
-// next takes the next outcome scripted for activityType.
-func (e *Env) next(activityType string) (Outcome, bool) {
+// next takes the next outcome scripted for activityType: before the claim
+// (body false) any but a lost answer, as the body starts (body true) only a
+// lost answer. A lost answer is the next body's: an execution answered
+// from a record, or waiting for another holder, runs none and leaves it
+// for the one that does — when two run at once, either may claim the key.
+func (e *Env) next(activityType string, body bool) (Outcome, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	q := e.scripts[activityType]
-	if len(q) == 0 {
+	if len(q) == 0 || q[0].losesAnswer() != body {
 		return Outcome{}, false
 	}
 	e.scripts[activityType] = q[1:]

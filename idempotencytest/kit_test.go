@@ -303,3 +303,45 @@ func TestScriptedArgumentsMismatch(t *testing.T) {
 	k := newKit(t, idempotencytest.Options{})
 	assert.Panics(t, func() { k.env.OnNext("Book", idempotencytest.ArgumentsMismatch()) })
 }
+
+// BookAgainLater books flight, books it again an hour later (answered from
+// the record: no body runs), then books other.
+func BookAgainLater(ctx workflow.Context, flight, other string) (string, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
+	var conf string
+	for i, f := range []string{flight, flight, other} {
+		if i == 1 {
+			if err := workflow.Sleep(ctx, time.Hour); err != nil {
+				return "", err
+			}
+		}
+		if err := workflow.ExecuteActivity(ctx, "Book", BookRequest{Flight: f}).Get(ctx, &conf); err != nil {
+			return "", err
+		}
+	}
+	return conf, nil
+}
+
+// A lost answer goes to the next execution that runs the body, not to one
+// answered from a record, which cannot lose a body's answer. Before, the
+// script went to the next execution whatever it did: a duplicate answered
+// from the record used it up and no call ended indeterminate — which made
+// the quick start's kit tests flaky, where two bookings run at once and
+// either may be the one that claims the key.
+func TestBodyFailedGoesToTheBodyThatRuns(t *testing.T) {
+	t.Parallel()
+	k := newKit(t, idempotencytest.Options{})
+	k.env.RegisterDelayedCallback(func() {
+		k.env.OnNext("Book", idempotencytest.Indeterminate(activity.ReasonBodyFailed))
+	}, 30*time.Minute)
+	k.env.ExecuteWorkflow(BookAgainLater, "BA117", "BA118")
+	o, ok := activity.AsIndeterminate(k.env.GetWorkflowError())
+	require.True(t, ok, "the third call, the next body to run, lost its answer: %v", k.env.GetWorkflowError())
+	assert.Equal(t, activity.ReasonBodyFailed, o.Reason)
+	kinds := k.env.EventKinds("Book")
+	require.GreaterOrEqual(t, len(kinds), 5)
+	assert.Equal(t, []interceptor.EventKind{interceptor.EventClaimed, interceptor.EventCompleted,
+		interceptor.EventDeduplicated, interceptor.EventClaimed}, kinds[:4], "the duplicate used nothing up")
+	assert.Equal(t, interceptor.EventIndeterminate, kinds[len(kinds)-1])
+	assert.Equal(t, 2, k.env.EffectsOf("Book"), "both bodies ran")
+}

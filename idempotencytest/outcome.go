@@ -85,6 +85,12 @@ func Indeterminate(reason activity.Reason) Outcome {
 	return Outcome{kind: kindIndeterminate, reason: reason}
 }
 
+// losesAnswer reports whether o is a lost answer, which the body that runs
+// takes (Env.next).
+func (o Outcome) losesAnswer() bool {
+	return o.kind == kindIndeterminate && o.reason == activity.ReasonBodyFailed
+}
+
 // ProbeAnswers returns o with the declaration's probe answering ans when
 // the interceptor asks it (a body that failed, a holder lost), in place of
 // the probe's own answer. The declaration must have a probe.
@@ -93,13 +99,19 @@ func (o Outcome) ProbeAnswers(ans activity.ProbeAnswer) Outcome {
 	return o
 }
 
-// scriptKey carries the scripted outcome of an execution in its context,
-// from the outer interceptor to the body's and to the probe.
+// scriptKey carries the slot of an execution's scripted outcome in its
+// context, from the outer interceptor to the body's and to the probe. The
+// outer interceptor fills it before the claim; the inner one fills it with
+// a lost answer as the body starts (see Env.next).
 type scriptKey struct{}
 
+type slot struct{ o *Outcome }
+
 func scripted(ctx context.Context) *Outcome {
-	o, _ := ctx.Value(scriptKey{}).(*Outcome)
-	return o
+	if s, _ := ctx.Value(scriptKey{}).(*slot); s != nil {
+		return s.o
+	}
+	return nil
 }
 
 // probe wraps a declaration's own probe: a scripted answer first.
@@ -136,14 +148,17 @@ func (a *outerActivity) ExecuteActivity(ctx context.Context, in *sdkinterceptor.
 	if !ok {
 		return a.Next.ExecuteActivity(ctx, in)
 	}
-	o, ok := a.e.next(d.Name())
+	s := &slot{}
+	ctx = context.WithValue(ctx, scriptKey{}, s)
+	o, ok := a.e.next(d.Name(), false)
 	if !ok {
 		return a.Next.ExecuteActivity(ctx, in)
 	}
 	if err := a.e.prepare(ctx, d, info, in.Args, o); err != nil {
 		return nil, fmt.Errorf("idempotencytest: preparing the outcome scripted for %s: %w", d.Name(), err)
 	}
-	return a.Next.ExecuteActivity(context.WithValue(ctx, scriptKey{}, &o), in)
+	s.o = &o
+	return a.Next.ExecuteActivity(ctx, in)
 }
 
 // prepare writes what the key's record must say, as another caller would
@@ -249,6 +264,12 @@ func (a *innerActivity) ExecuteActivity(ctx context.Context, in *sdkinterceptor.
 	info := sdkactivity.GetInfo(ctx)
 	if _, ok := a.e.decls[info.ActivityType.Name]; !ok {
 		return a.Next.ExecuteActivity(ctx, in)
+	}
+	if s, _ := ctx.Value(scriptKey{}).(*slot); s != nil && s.o == nil {
+		// The body runs: a lost answer scripted next is this execution's.
+		if o, ok := a.e.next(info.ActivityType.Name, true); ok {
+			s.o = &o
+		}
 	}
 	res, err := a.Next.ExecuteActivity(ctx, in)
 	if o := scripted(ctx); o != nil && o.kind == kindIndeterminate && o.reason == activity.ReasonBodyFailed && err == nil {
