@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,6 +142,9 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
 	}
 	x.holder = holderName(x.info, x.opts.Identity)
+	if x.decl.IsTransactional() {
+		x.holder = transactionalHolder + x.holder
+	}
 	// From here a timeout of this call carries its key (EFFECTFUL).
 	x.mark(ctx, activity.StageClaiming, true)
 
@@ -168,8 +172,12 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 			if lost != nil {
 				// A transactional holder that is gone left nothing behind:
 				// its transaction rolled back, or committed the record with
-				// it. Only the others may have left an unknown effect.
-				if x.kind == activity.KindEffectful && !x.decl.IsTransactional() {
+				// it. Only the others may have left an unknown effect —
+				// among them an attempt made before this activity's
+				// declaration became Transactional, which wrote its effect
+				// outside any transaction: the holder tells them apart.
+				if x.kind == activity.KindEffectful &&
+					(!x.decl.IsTransactional() || !strings.HasPrefix(lost.Holder, transactionalHolder)) {
 					return x.holderLost(ctx, lost)
 				}
 				x.observe(ctx, EventTakenOver, nil)
@@ -872,6 +880,18 @@ func (x *execution) emit(ctx context.Context, e Event) {
 // "<execution digest>:<attempt>:<worker identity>". The digest stands for
 // the workflow ID, run ID and activity ID, which may hold any character,
 // whether the activity is local, and a standalone activity's run ID.
+// transactionalHolder begins the holder of every claim a transactional
+// execution (activity.Policy.Transactional) makes. A transactional
+// execution that takes a key over from a lost holder runs the body again
+// only when the holder begins with it: such a holder's writes rolled back
+// with its transaction, or committed with its record. Any other holder —
+// an attempt made before the declaration became Transactional, by a worker
+// of an earlier rollout or release — may have landed its effect outside a
+// transaction, and its key is marked indeterminate instead. Holders of
+// other claims begin with a hexadecimal execution ID (holderName), never
+// with this.
+const transactionalHolder = "tx:"
+
 func holderName(info sdkactivity.Info, identity string) string {
 	return executionID(info) + ":" + strconv.FormatInt(int64(info.Attempt), 10) + ":" + identity
 }
