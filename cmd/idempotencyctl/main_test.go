@@ -282,7 +282,10 @@ func TestUnreachableRedisPrintsOneLine(t *testing.T) {
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 
-	cmd := exec.Command(bin, "-store", "redis", "-redis-addr", "127.0.0.1:1", "-timeout", "3s",
+	// The client gives up on the refused address after about 3 s of its
+	// own retries; -timeout must outlast them, or the command reports the
+	// deadline instead (it did, at 3s, on a loaded machine).
+	cmd := exec.Command(bin, "-store", "redis", "-redis-addr", "127.0.0.1:1", "-timeout", "60s",
 		"show", "-tenant", "acme", "-key", testKey)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
