@@ -962,10 +962,6 @@ func (x *execution) emit(ctx context.Context, e Event) {
 	}
 }
 
-// holderName identifies an execution attempt in a record:
-// "<execution digest>:<attempt>:<worker identity>". The digest stands for
-// the workflow ID, run ID and activity ID, which may hold any character,
-// whether the activity is local, and a standalone activity's run ID.
 // transactionalHolder begins the holder of every claim a transactional
 // execution (activity.Policy.Transactional) makes. A transactional
 // execution that takes a key over from a lost holder runs the body again
@@ -978,6 +974,10 @@ func (x *execution) emit(ctx context.Context, e Event) {
 // with this.
 const transactionalHolder = "tx:"
 
+// holderName identifies an execution attempt in a record:
+// "<execution digest>:<attempt>:<worker identity>". The digest stands for
+// the workflow ID, run ID and activity ID, which may hold any character,
+// whether the activity is local, and a standalone activity's run ID.
 func holderName(info sdkactivity.Info, identity string) string {
 	return executionID(info) + ":" + strconv.FormatInt(int64(info.Attempt), 10) + ":" + identity
 }
