@@ -212,10 +212,12 @@ func TestCompatWrite(t *testing.T) {
 	set.WriteJSON(t, compatKeysJSON, keys)
 	set.WriteJSON(t, compat.RecordsFile, recs)
 	set.WriteREADME(t, "redisstore", `every Redis key the store wrote for the records
-internal/compat.WriteRecords writes (keys.json: the record hashes with every field,
-the per-tenant index sets and age sorted sets, each with its time to live when it
-was read; hash values that are not UTF-8 in base64), with records.json, the same
-records as Lookup read them. "{{prefix}}" stands for the store's prefix.`)
+internal/compat.WriteRecords writes (keys.json: the records, each one string in
+the packed layout of release 3 (redisstore/record.go; values that are not UTF-8
+in base64), and the per-tenant age sorted sets, each with its time to live when
+it was read), with records.json, the same records as Lookup read them.
+"{{prefix}}" stands for the store's prefix. The sets before release 3 hold record
+hashes and index sets: the store still reads them (and Migrate converts them).`)
 }
 
 func readSet(t testing.TB, set compat.Set) (rawKeys, compat.Records) {
@@ -229,8 +231,8 @@ func readSet(t testing.TB, set compat.Set) (rawKeys, compat.Records) {
 
 // Every committed set loads under a fresh prefix, key for key, and the
 // current code reads every record exactly, settles them as the contract
-// says, and sweeps and forgets them (through the index sets). See
-// internal/compat.
+// says, and sweeps and forgets them (through the age index, and the index
+// sets of the sets before r3). See internal/compat.
 func TestCompatRead(t *testing.T) {
 	t.Parallel()
 	for _, set := range compat.Sets(t) {
