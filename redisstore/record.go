@@ -98,17 +98,6 @@ func unpack(s string) (map[string]string, error) {
 	return m, nil
 }
 
-// pairs turns a flat HGETALL reply from a script into a map.
-func pairs(flat []any) map[string]string {
-	m := make(map[string]string, len(flat)/2)
-	for i := 0; i+1 < len(flat); i += 2 {
-		k, _ := flat[i].(string)
-		v, _ := flat[i+1].(string)
-		m[k] = v
-	}
-	return m
-}
-
 // parseRecord builds a Record from the fields of a record hash.
 func parseRecord(tenant, key string, m map[string]string) (store.Record, error) {
 	state, err := store.ParseState(m["state"])
