@@ -61,11 +61,9 @@ func indexKeyOfAge(age string) string {
 	return strings.TrimSuffix(age, ageSuffix) + indexSuffix
 }
 
-// agePattern matches every age index of the store, and indexPattern every
-// tenant index set of the previous layout; the prefix holds no glob
-// characters (Options validation refuses them).
-func (s *Store) agePattern() string   { return s.prefix + ":{*}" + ageSuffix }
-func (s *Store) indexPattern() string { return s.prefix + ":{*}" + indexSuffix }
+// agePattern matches every age index of the store; the prefix holds no
+// glob characters (Options validation refuses them).
+func (s *Store) agePattern() string { return s.prefix + ":{*}" + ageSuffix }
 
 // recordKeyOfAge returns the record key of member in the tenant whose age
 // index is age.
@@ -73,8 +71,7 @@ func recordKeyOfAge(age, member string) string {
 	return strings.TrimSuffix(age, ageSuffix) + recordInfix + member
 }
 
-// isTenantKey reports whether k, found by a SCAN with agePattern or
-// indexPattern, really is the tenant key ending in suffix: the glob's '*'
+// isTenantKey reports whether k, found by a SCAN, really is the tenant key ending in suffix: the glob's '*'
 // also matches a record whose key happens to end in "}:age".
 func (s *Store) isTenantKey(k, suffix string) bool {
 	rest, ok := strings.CutPrefix(k, s.prefix+":{")
