@@ -25,6 +25,8 @@ type benchEnv struct {
 	schema string
 	redis  *redis.Client
 	prefix string
+	// cluster is the Redis Cluster of -redis-cluster; nil without it.
+	cluster *redis.ClusterClient
 }
 
 func openEnv(ctx context.Context, cfg config) (*benchEnv, error) {
@@ -46,6 +48,13 @@ func openEnv(ctx context.Context, cfg config) (*benchEnv, error) {
 	if err := e.redis.Ping(ctx).Err(); err != nil {
 		e.close()
 		return nil, &servicesError{"redis", fmt.Errorf("%s: %w", redisenv.RedisAddr(), err)}
+	}
+	if cfg.RedisCluster != "" {
+		e.cluster = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(cfg.RedisCluster, ","), PoolSize: 64})
+		if err := e.cluster.Ping(ctx).Err(); err != nil {
+			e.close()
+			return nil, &servicesError{"redis cluster", fmt.Errorf("%s: %w", cfg.RedisCluster, err)}
+		}
 	}
 	return e, nil
 }
@@ -73,6 +82,12 @@ func (e *benchEnv) close() {
 		_ = deletePrefix(e.redis, e.prefix)
 		_ = e.redis.Close()
 	}
+	if e.cluster != nil {
+		_ = e.cluster.ForEachMaster(ctx, func(_ context.Context, node *redis.Client) error {
+			return deletePrefixEach(node, e.prefix)
+		})
+		_ = e.cluster.Close()
+	}
 }
 
 // deletePrefix unlinks every Redis key under prefix, a large SCAN page and
@@ -99,6 +114,18 @@ func deletePrefix(rc *redis.Client, prefix string) error {
 		}
 		cursor = next
 	}
+}
+
+// deletePrefixEach is deletePrefix for a Cluster master, whose keys of
+// one page span slots: one UNLINK per key.
+func deletePrefixEach(rc *redis.Client, prefix string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	iter := rc.Scan(ctx, 0, prefix+":*", 10_000).Iterator()
+	for iter.Next(ctx) {
+		_ = rc.Unlink(ctx, iter.Val()).Err()
+	}
+	return iter.Err()
 }
 
 // machine describes the machine the run is on.

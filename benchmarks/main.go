@@ -58,6 +58,9 @@ type config struct {
 	ListN      int           // calls of each listing per table size and repetition
 	DeriveN    int           // Derive iterations per repetition
 	Only       string        // comma-separated sections to run; empty: all
+	// RedisCluster is the comma-separated addresses of a Redis Cluster to
+	// run the Redis throughput and wake benchmarks on as well; empty: none.
+	RedisCluster string
 }
 
 func defaultConfig() config {
@@ -142,6 +145,7 @@ func main() {
 	flag.IntVar(&cfg.Backlog, "backlog", cfg.Backlog, "indeterminate records, and as many stale claims, in each growth table")
 	flag.IntVar(&cfg.ListN, "lists", cfg.ListN, "calls of each listing per table size and repetition")
 	flag.IntVar(&cfg.DeriveN, "derive", cfg.DeriveN, "Derive iterations per repetition")
+	flag.StringVar(&cfg.RedisCluster, "redis-cluster", "", "comma-separated addresses of a Redis Cluster (scripts/redis-cluster.sh start prints them) to also measure redisstore on")
 	flag.StringVar(&cfg.Only, "only", "", "comma-separated sections: throughput,wake,activity,growth,derive,transactional")
 	flag.StringVar(&doc, "doc", "", "also write the tables into this markdown file, between its markers (see -doc-marker)")
 	flag.StringVar(&marker, "doc-marker", "bench", "the markers -doc writes between: <!-- NAME:begin --> and <!-- NAME:end -->")
@@ -149,8 +153,9 @@ func main() {
 	flag.Parse()
 	if smoke {
 		only := cfg.Only
+		cluster := cfg.RedisCluster
 		cfg = smokeConfig()
-		cfg.Only = only
+		cfg.Only, cfg.RedisCluster = only, cluster
 	} else {
 		cfg.Callers = nil
 		for _, s := range strings.Split(callers, ",") {

@@ -11,7 +11,8 @@ import (
 	"github.com/tesserix/idempotency/store"
 )
 
-// redisPartsClaim is the work of redisstore's claim script, in parts: take
+// redisPartsClaim is the work of the claim script of redisstore's previous
+// layout (release 2: a record hash, a tenant index set), in parts: take
 // a free key by writing a record hash of nine fields with its physical
 // expiry, then, as ARGV[3] and ARGV[4] say, add the key to the tenant's
 // index and publish the change. It does not judge leases, expiry or
@@ -34,10 +35,11 @@ redis.call('PEXPIRE', KEYS[1], 600000)
 if ARGV[4] == '1' then redis.call('PUBLISH', KEYS[3], KEYS[1]) end
 return 1`)
 
-// redisPartsDesign is redisstore's per-key work done by a minimal script,
-// with the tenant index and the notification switched on or off: the
-// rungs between SET NX and redisstore that say what each part costs.
-func redisPartsDesign(name string, rc *redis.Client, prefix string, index, publish bool) design {
+// redisPartsDesign is the previous layout's per-key work done by a minimal
+// script, with the tenant index and the notification switched on or off:
+// the rungs that showed what a script and a record hash cost, kept to
+// compare the current layout with.
+func redisPartsDesign(name string, rc redis.UniversalClient, prefix string, index, publish bool) design {
 	flag := func(b bool) string {
 		if b {
 			return "1"
@@ -70,15 +72,16 @@ if not cur or string.sub(cur, 1, 2 + #ARGV[1]) ~= 'p|' .. ARGV[1] then return 0 
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return 1`)
 
-// redisPackedDesign is a record layout redisstore does not have: the
-// record packed into one string, claimed without a script by SET NX GET
-// (which answers a duplicate with the record that stands, in the same
-// command) and completed by a two-command script. It judges no lease or
-// expiry on the claim, so it is what a future layout could reach at best,
-// not a design the library could ship as is. With index, the claim also
+// redisPackedDesign is redisstore's layout (since release 3) written by
+// hand with nothing around it: the record packed into one string, claimed
+// without a script by SET NX GET (which answers a duplicate with the
+// record that stands, in the same command) and completed by a
+// two-command script. It parses nothing, judges no lease or expiry and
+// keeps no retention, so it is the most the layout can give; the gap from
+// it to redisstore is the store's own work. With index, the claim also
 // adds the key to the tenant's age index (ZADD NX, in the same MULTI), as
-// the operators' listings need.
-func redisPackedDesign(rc *redis.Client, prefix string, index bool) design {
+// redisstore does.
+func redisPackedDesign(rc redis.UniversalClient, prefix string, index bool) design {
 	name := "packed string, SET NX GET"
 	if index {
 		name += " + ZADD NX"

@@ -129,6 +129,18 @@ func benchWake(ctx context.Context, e *benchEnv, cfg config, out, progress io.Wr
 		{"redisstore, pub/sub (Wait)", rs, storeWait(rs)},
 		{fmt.Sprintf("redisstore, polling only (Lookup, 10ms doubling to %s)", redisstore.DefaultPollInterval), rs, pollWait(rs, 10*time.Millisecond, redisstore.DefaultPollInterval)},
 	}
+	if e.cluster != nil {
+		cs, err := redisstore.New(e.cluster, redisstore.Options{Prefix: e.prefix + ":wake", TTL: redisTTL})
+		if err != nil {
+			return err
+		}
+		defer cs.Close()
+		designs = append(designs, struct {
+			name   string
+			holder store.Store
+			wait   waitFunc
+		}{"redisstore on a Cluster, sharded pub/sub (Wait)", cs, storeWait(cs)})
+	}
 	samples := make([][]time.Duration, len(designs))
 	settles := make([][]time.Duration, len(designs))
 	n := 0

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,21 @@ import (
 // reached to renew it, or the worker stalled) and another caller superseded
 // it. A body that sees it should stop; what it returns is not recorded.
 var ErrSuperseded = errors.New("idempotency: the claim was taken over by another caller")
+
+// ErrLeaseLapsed is the cause of a body's context ending because the store
+// acknowledged no renewal of its claim for most of a lease (four fifths of
+// Options.Lease): the lease may run out before the body returns, after which
+// another caller may take the key over — and, with a probe declared, ask
+// the downstream while this body's request is still on its way. The body
+// should stop without applying its effect. What it returns is still
+// recorded if the claim is still this execution's; an EFFECTFUL body that
+// fails is indeterminate (ReasonHolderLost).
+var ErrLeaseLapsed = errors.New("idempotency: the claim's lease may have run out: the store acknowledged no renewal")
+
+// fenceFraction is the part of a lease after the last acknowledged
+// renewal (counted from when it was sent) at which a holder stops its
+// body: the rest is the margin within which the body must notice.
+const fenceFraction = 4.0 / 5
 
 var errNoTenant = errors.New("no tenant could be resolved for the execution")
 
@@ -102,6 +118,10 @@ type execution struct {
 	check  keyspace.Check // the digest of the checked arguments; "" for none
 	holder string
 	token  int64
+	// leaseFrom is when the last claim or renewal the store acknowledged
+	// was sent: the lease holds at least until leaseFrom + Lease. Written
+	// by the renewer while it runs, read once it has stopped.
+	leaseFrom atomic.Int64 // UnixNano
 }
 
 func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
@@ -141,6 +161,9 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
 	}
 	x.holder = holderName(x.info, x.opts.Identity)
+	if x.decl.IsTransactional() {
+		x.holder = transactionalHolder + x.holder
+	}
 	// From here a timeout of this call carries its key (EFFECTFUL).
 	x.mark(ctx, activity.StageClaiming, true)
 
@@ -168,8 +191,12 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 			if lost != nil {
 				// A transactional holder that is gone left nothing behind:
 				// its transaction rolled back, or committed the record with
-				// it. Only the others may have left an unknown effect.
-				if x.kind == activity.KindEffectful && !x.decl.IsTransactional() {
+				// it. Only the others may have left an unknown effect —
+				// among them an attempt made before this activity's
+				// declaration became Transactional, which wrote its effect
+				// outside any transaction: the holder tells them apart.
+				if x.kind == activity.KindEffectful &&
+					(!x.decl.IsTransactional() || !strings.HasPrefix(lost.Holder, transactionalHolder)) {
 					return x.holderLost(ctx, lost)
 				}
 				x.observe(ctx, EventTakenOver, nil)
@@ -311,6 +338,7 @@ func (x *execution) claim(ctx context.Context, supersede int64) (store.Result, e
 	})
 	x.metrics.Timer(MetricClaimLatency).Record(time.Since(start))
 	if err == nil && res.Status == store.StatusAcquired {
+		x.leaseFrom.Store(start.UnixNano())
 		x.count(MetricClaims)
 		x.event.Duration = time.Since(start)
 		x.observe(ctx, EventClaimed, nil)
@@ -361,21 +389,29 @@ type bodyRun struct {
 	err        error
 	panicked   any  // what the body panicked with, if it did
 	superseded bool // its claim was taken over while it ran
+	lapsed     bool // its context ended with ErrLeaseLapsed
 }
 
 // runUnderLease runs the body with a context derived from base, renewing
 // the claim while it runs: a renewal that finds the claim taken over
-// cancels the body with ErrSuperseded. A panic is recovered into the
-// result, for the caller to settle the claim before it panics again.
+// cancels the body with ErrSuperseded, and a store that acknowledges no
+// renewal for most of a lease cancels it with ErrLeaseLapsed. A panic is
+// recovered into the result, for the caller to settle the claim before it
+// panics again.
 func (x *execution) runUnderLease(ctx, base context.Context, in *interceptor.ExecuteActivityInput) bodyRun {
 	bodyCtx, cancelBody := context.WithCancelCause(base)
 	defer cancelBody(nil)
-	var superseded atomic.Bool
+	var superseded, lapsed atomic.Bool
 	stop := x.renew(ctx, func(err error) {
 		superseded.Store(true)
 		cancelBody(ErrSuperseded)
 		x.count(MetricSuperseded)
 		x.observe(ctx, EventSuperseded, err)
+	}, func(err error) {
+		lapsed.Store(true)
+		cancelBody(ErrLeaseLapsed)
+		x.count(MetricLeaseLapsed)
+		x.observe(ctx, EventLeaseLapsed, err)
 	})
 	var run bodyRun
 	func() {
@@ -388,6 +424,7 @@ func (x *execution) runUnderLease(ctx, base context.Context, in *interceptor.Exe
 	}()
 	stop()
 	run.superseded = superseded.Load()
+	run.lapsed = lapsed.Load() && !run.superseded
 	return run
 }
 
@@ -417,6 +454,11 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 		return nil, temporal.NewApplicationErrorWithCause(
 			fmt.Sprintf("idempotency: activity %q stopped: %v", x.decl.Name(), ErrSuperseded),
 			decision.ErrorTypeSuperseded, activity.UnwrapNoEffect(err))
+	}
+	if run.lapsed && err != nil && x.kind == activity.KindEffectful && !activity.IsNoEffect(err) {
+		// The body was stopped because its lease may have run out: it is
+		// the lost holder a taker would find, still settling its key.
+		return x.unknownOutcome(ctx, activity.ReasonHolderLost, true, fmt.Errorf("%w: %w", ErrLeaseLapsed, err))
 	}
 	if panicked != nil {
 		perr := fmt.Errorf("activity panicked: %v", panicked)
@@ -454,13 +496,46 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 
 // renew keeps the claim's lease alive until the returned function is
 // called, that is until the body returns — also past the activity's own
-// deadline: a body that outlives its start-to-close is still running and
+// deadline: a body that outlived its start-to-close is still running and
 // may yet record, so a retry waits for it instead of presuming it dead. If
 // the store answers that the claim is no longer held it calls lost once and
-// stops.
-func (x *execution) renew(ctx context.Context, lost func(error)) (stop func()) {
+// stops. If lapsed is not nil and the store acknowledges no renewal for
+// fenceFraction of a lease, counted from when the last acknowledged claim
+// or renewal was sent, it calls lapsed once, before the lease can run out,
+// and goes on renewing: the claim may still be this execution's, to settle.
+func (x *execution) renew(ctx context.Context, lost, lapsed func(error)) (stop func()) {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		lastErr error // the last renewal's failure, for lapsed
+		stopped bool
+		fence   *time.Timer
+	)
+	fenceAt := func() time.Duration {
+		from := time.Unix(0, x.leaseFrom.Load())
+		return time.Until(from.Add(time.Duration(float64(x.opts.Lease) * fenceFraction)))
+	}
+	if lapsed != nil {
+		// A timer of its own: a renewal that hangs must not hold the fence
+		// back.
+		var fired bool
+		fence = time.AfterFunc(fenceAt(), func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if stopped || fired {
+				return
+			}
+			fired = true
+			cause := lastErr
+			if cause == nil {
+				cause = errors.New("no renewal answered")
+			}
+			lapsed(fmt.Errorf("%w: %w", ErrLeaseLapsed, cause))
+		})
+	}
+	// A renewal gets a third of a lease: the next one is due by then.
+	perCall := min(x.opts.Lease/3, x.opts.StoreTimeout)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -472,11 +547,18 @@ func (x *execution) renew(ctx context.Context, lost func(error)) (stop func()) {
 				return
 			case <-t.C:
 			}
-			_, err := x.opts.Store.Renew(rctx, store.RenewParams{
+			sent := time.Now()
+			cctx, cancelCall := context.WithTimeout(rctx, perCall)
+			_, err := x.opts.Store.Renew(cctx, store.RenewParams{
 				Tenant: x.tenant, Key: x.key, Token: x.token, Lease: x.opts.Lease,
 			})
+			cancelCall()
 			switch {
 			case err == nil:
+				x.leaseFrom.Store(sent.UnixNano())
+				if fence != nil {
+					fence.Reset(fenceAt())
+				}
 			case rctx.Err() != nil:
 				return
 			case errors.Is(err, store.ErrNotHolder):
@@ -484,11 +566,23 @@ func (x *execution) renew(ctx context.Context, lost func(error)) (stop func()) {
 				lost(fmt.Errorf("renewing the lease: %w", err))
 				return
 			default:
+				mu.Lock()
+				lastErr = err
+				mu.Unlock()
 				x.storeError(ctx, fmt.Errorf("renewing the lease: %w", err))
 			}
 		}
 	}()
-	return func() { cancel(); wg.Wait() }
+	return func() {
+		cancel()
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		if fence != nil {
+			fence.Stop()
+		}
+		wg.Wait()
+	}
 }
 
 func (x *execution) encode(result any) (*commonpb.Payloads, error) {
@@ -867,6 +961,18 @@ func (x *execution) emit(ctx context.Context, e Event) {
 		x.opts.Observer.Observe(ctx, e)
 	}
 }
+
+// transactionalHolder begins the holder of every claim a transactional
+// execution (activity.Policy.Transactional) makes. A transactional
+// execution that takes a key over from a lost holder runs the body again
+// only when the holder begins with it: such a holder's writes rolled back
+// with its transaction, or committed with its record. Any other holder —
+// an attempt made before the declaration became Transactional, by a worker
+// of an earlier rollout or release — may have landed its effect outside a
+// transaction, and its key is marked indeterminate instead. Holders of
+// other claims begin with a hexadecimal execution ID (holderName), never
+// with this.
+const transactionalHolder = "tx:"
 
 // holderName identifies an execution attempt in a record:
 // "<execution digest>:<attempt>:<worker identity>". The digest stands for

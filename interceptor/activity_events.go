@@ -90,6 +90,14 @@ const (
 	// came, its lease ran out, or the key was freed); Event.Duration is how
 	// long it lasted. EventWaiting reported its start.
 	EventWaited
+	// EventLeaseLapsed: the store acknowledged no renewal of the
+	// execution's claim for four fifths of a lease, so the lease may run
+	// out while the body runs; the body's context is cancelled with
+	// [ErrLeaseLapsed] (Event.Err says why), before another caller may
+	// take the key over. The claim is settled as usual when the body
+	// returns; an EFFECTFUL body that failed is indeterminate
+	// (ReasonHolderLost).
+	EventLeaseLapsed
 )
 
 // String returns the event's name.
@@ -131,6 +139,8 @@ func (k EventKind) String() string {
 		return "arguments_mismatch"
 	case EventWaited:
 		return "waited"
+	case EventLeaseLapsed:
+		return "lease_lapsed"
 	default:
 		return "unknown"
 	}
@@ -196,6 +206,7 @@ const (
 	MetricStoreErrors   = "idempotency_store_errors"  // counter: failed store calls
 	MetricOrphaned      = "idempotency_orphaned"      // counter: claims the store could not settle when the body returned
 	MetricSuperseded    = "idempotency_superseded"    // counter: bodies stopped because their claim was taken over
+	MetricLeaseLapsed   = "idempotency_lease_lapsed"  // counter: bodies stopped because no renewal of their claim was acknowledged
 	// The backlog gauges, reported by the worker package on the sweeper's
 	// schedule with the tag activity_type only (never a key or a tenant).
 	MetricBacklogIndeterminate = "idempotency_backlog_indeterminate" // gauge: indeterminate records waiting for a person

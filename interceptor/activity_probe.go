@@ -55,7 +55,7 @@ func (x *execution) unknownOutcome(actx context.Context, reason activity.Reason,
 		cancelProbe(ErrSuperseded)
 		x.count(MetricSuperseded)
 		x.observe(actx, EventSuperseded, err)
-	})
+	}, nil)
 	ans, perr := x.askProbe(pctx, probe, reason, entered)
 	stop()
 	// The probe's time was its own: the writes that settle what it said

@@ -178,3 +178,66 @@ func TestTransactionalBodyFailureFreesTheKey(t *testing.T) {
 	require.NoError(t, val.Get(&b))
 	assert.Equal(t, 2, b.Call)
 }
+
+// A transactional execution that takes a key over from a lost holder runs
+// the body again only when that holder was transactional too: its writes
+// rolled back with its transaction, or committed with the record. A holder
+// that was not — an attempt of the activity made before its declaration
+// became Transactional, by a worker of the earlier rollout — wrote its
+// effect outside any transaction and may have landed it, so the key is
+// marked indeterminate, as for any EFFECTFUL activity, and the body does
+// not run a second time.
+func TestTransactionalTakeoverOfALostHolder(t *testing.T) {
+	t.Parallel()
+	req := BookRequest{Flight: "BA117"}
+	decl := activity.Transactional((&acts{}).Plain, "flight")
+
+	t.Run("NotTransactional", func(t *testing.T) {
+		t.Parallel()
+		h, txs := newTxHarness(t, commitLands)
+		env := h.activityEnv(t, "acme")
+		runID, _ := h.runIDs(t, env)
+		key, err := decl.Key("acme", runID, []any{req})
+		require.NoError(t, err)
+		// The earlier release's attempt: claimed, applied its effect,
+		// died before recording it. Its lease runs out at once.
+		lost, err := txs.Memory.Claim(context.Background(), store.ClaimParams{Tenant: "acme", Key: string(key),
+			Holder: "0123456789abcdef:1:worker-of-the-earlier-release", Lease: time.Millisecond})
+		require.NoError(t, err)
+		require.Equal(t, store.StatusAcquired, lost.Status)
+		time.Sleep(time.Until(lost.Record.LeaseUntil) + time.Millisecond)
+
+		_, err = env.ExecuteActivity(h.acts.Plain, req)
+		requireIndeterminate(t, err, activity.ReasonHolderLost, false)
+		assert.Zero(t, h.acts.ledger.count("Plain"), "the body ran again over a lost holder that may have landed its effect")
+		rec, err := txs.Memory.Lookup(context.Background(), store.LookupParams{Tenant: "acme", Key: string(key)})
+		require.NoError(t, err)
+		assert.Equal(t, store.StateIndeterminate, rec.State)
+	})
+
+	t.Run("Transactional", func(t *testing.T) {
+		t.Parallel()
+		// A transactional attempt whose commit did not land, and whose
+		// key could not be freed: its claim stands, its writes rolled back.
+		h, txs := newTxHarness(t, commitDoesNotLand)
+		txs.setDown("Release", true)
+		env := h.activityEnv(t, "acme")
+		_, err := env.ExecuteActivity(h.acts.Plain, req)
+		requireErrorType(t, err, decision.ErrorTypeStoreUnavailable)
+		claimed := h.rec.first(t, interceptor.EventClaimed)
+		rec, err := txs.Memory.Lookup(context.Background(), store.LookupParams{Tenant: "acme", Key: claimed.Key})
+		require.NoError(t, err)
+		require.Equal(t, store.StatePending, rec.State)
+		time.Sleep(time.Until(rec.LeaseUntil) + time.Millisecond)
+
+		// The next attempt takes it over and runs the body again.
+		txs.setDown("Release", false)
+		txs.mode = commitLands
+		val, err := env.ExecuteActivity(h.acts.Plain, req)
+		require.NoError(t, err)
+		var b Booking
+		require.NoError(t, val.Get(&b))
+		assert.Equal(t, 2, b.Call)
+		assert.Zero(t, h.rec.count(interceptor.EventIndeterminate))
+	})
+}

@@ -335,10 +335,18 @@ type harness struct {
 func newHarness(t testing.TB, configure ...func(*interceptor.Options)) *harness {
 	t.Helper()
 	clock := storetest.NewClock(t0)
+	h := newHarnessOn(t, clock, configure...)
+	h.clock = clock
+	return h
+}
+
+// newHarnessOn is newHarness with the memory store on clock; h.clock is
+// left nil for the caller to set when clock is a *storetest.Clock.
+func newHarnessOn(t testing.TB, clock store.Clock, configure ...func(*interceptor.Options)) *harness {
+	t.Helper()
 	mem, err := store.NewMemory(store.MemoryOptions{Clock: clock, PollInterval: time.Millisecond})
 	require.NoError(t, err)
 	h := &harness{
-		clock:  clock,
 		mem:    mem,
 		faults: &faultyStore{Memory: mem},
 		acts:   &acts{},

@@ -101,8 +101,12 @@ type Options struct {
 	// its holder dead. The dispatcher renews it every third of its length
 	// while the body runs, until the body returns — also past the
 	// activity's start-to-close timeout, so a retry waits for a body that
-	// outlived its attempt. Defaults to 10 seconds ([DefaultLease]); see the
-	// package documentation for sizing it.
+	// outlived its attempt. A body whose renewals the store does not
+	// acknowledge for four fifths of a lease (counted from when the last
+	// acknowledged one was sent) has its context cancelled with
+	// [ErrLeaseLapsed], before a duplicate may take the key over. Defaults
+	// to 10 seconds ([DefaultLease]); see the package documentation for
+	// sizing it.
 	Lease time.Duration
 	// WaitHeartbeat is how often an execution waiting for another holder
 	// heartbeats; it is halved heartbeat timeout when the activity has a

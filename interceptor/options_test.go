@@ -138,7 +138,8 @@ func TestEventKindString(t *testing.T) {
 		{interceptor.EventMisconfigured, "misconfigured"},
 		{interceptor.EventArgumentsMismatch, "arguments_mismatch"},
 		{interceptor.EventWaited, "waited"},
-		{interceptor.EventWaited + 1, "unknown"},
+		{interceptor.EventLeaseLapsed, "lease_lapsed"},
+		{interceptor.EventLeaseLapsed + 1, "unknown"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

@@ -85,6 +85,7 @@ func TestClusterConformance(t *testing.T) {
 	client := c.client(nil)
 	t.Run("TenantsSpreadOverMasters", func(t *testing.T) { tenantsSpreadOverMasters(t, client) })
 	t.Run("MovedIsUnavailable", func(t *testing.T) { movedIsUnavailable(t, c) })
+	t.Run("ShardedWake", func(t *testing.T) { shardedWake(t, client) })
 	storetest.Run(t, func(t *testing.T, cfg storetest.Config) store.Store {
 		prefix := testenv.UniqueName("c")
 		s, err := redisstore.New(client, redisstore.Options{Prefix: prefix, Clock: cfg.Clock, TTL: cfg.TTL, PollInterval: 20 * time.Millisecond})
@@ -159,5 +160,43 @@ func waitFor(t *testing.T, what string, cond func(ctx context.Context) bool) {
 			t.Fatalf("gave up waiting for %s", what)
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+}
+
+// shardedWake checks that on a Cluster (Redis 7.0+) a Wait subscribes to
+// its tenant's sharded channel on the master that owns the tenant's slot,
+// nobody subscribes to the classic channel, and the settlement's SPUBLISH
+// (from inside a script) wakes the Wait with polling off.
+func shardedWake(t *testing.T, client *redis.ClusterClient) {
+	ctx := t.Context()
+	s, err := redisstore.New(client, redisstore.Options{Prefix: testenv.UniqueName("w")})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, s.Close()) })
+	redisstore.DisablePolling(s)
+	for _, tenant := range []string{"a", "b", "c", "d"} {
+		rec := claimOK(t, s, tenant, "k")
+		done := make(chan store.Result, 1)
+		waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		go func() {
+			res, err := s.Wait(waitCtx, store.WaitParams{Tenant: tenant, Key: "k", Token: rec.Token})
+			assert.NoError(t, err, "without polling, only a notification can end this Wait")
+			done <- res
+		}()
+		channel := redisstore.TenantChannel(s, tenant)
+		owner, err := client.MasterForKey(ctx, channel)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			n, err := owner.Do(ctx, "pubsub", "shardnumsub", channel).Slice()
+			return err == nil && len(n) == 2 && n[1] == int64(1)
+		}, 5*time.Second, 5*time.Millisecond, "the Wait subscribes on the slot's master")
+		require.NoError(t, client.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			n, err := node.PubSubNumSub(ctx, redisstore.Channel(s)).Result()
+			require.NoError(t, err)
+			assert.Zero(t, n[redisstore.Channel(s)], "no classic subscription on %s", node.Options().Addr)
+			return nil
+		}))
+		require.NoError(t, s.Complete(ctx, store.CompleteParams{Tenant: tenant, Key: "k", Token: rec.Token, Outcome: []byte("x")}))
+		assert.Equal(t, store.StatusCompleted, (<-done).Status)
+		cancel()
 	}
 }

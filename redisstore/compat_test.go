@@ -42,6 +42,9 @@ type rawKey struct {
 	// PTTL is the key's time to live in milliseconds when it was read;
 	// zero when it has none.
 	PTTL int64 `json:"pttl_ms"`
+	// Value of a string (a packed record): UTF-8, or else in base64.
+	Value       string `json:"value,omitempty"`
+	ValueBase64 string `json:"value_base64,omitempty"`
 	// Fields of a hash: the UTF-8 values, and the others in base64.
 	Fields       map[string]string `json:"fields,omitempty"`
 	FieldsBase64 map[string]string `json:"fields_base64,omitempty"`
@@ -84,6 +87,14 @@ func dumpKeys(t testing.TB, client redis.UniversalClient, prefix string) rawKeys
 			k.PTTL = pttl.Milliseconds()
 		}
 		switch typ {
+		case "string":
+			v, err := client.Get(ctx, n).Result()
+			require.NoError(t, err)
+			if utf8.ValidString(v) {
+				k.Value = v
+			} else {
+				k.ValueBase64 = base64.StdEncoding.EncodeToString([]byte(v))
+			}
 		case "hash":
 			m, err := client.HGetAll(ctx, n).Result()
 			require.NoError(t, err)
@@ -112,7 +123,7 @@ func dumpKeys(t testing.TB, client redis.UniversalClient, prefix string) rawKeys
 				k.Scores = append(k.Scores, rawScore{Member: z.Member.(string), Score: strconv.FormatFloat(z.Score, 'f', -1, 64)})
 			}
 		default:
-			t.Fatalf("key %s is a %s: the fixtures know hashes, sets and sorted sets", n, typ)
+			t.Fatalf("key %s is a %s: the fixtures know strings, hashes, sets and sorted sets", n, typ)
 		}
 		out.Keys = append(out.Keys, k)
 	}
@@ -127,6 +138,14 @@ func loadKeys(t testing.TB, client redis.UniversalClient, prefix string, keys ra
 		require.True(t, strings.HasPrefix(k.Key, prefixMarker), "key %s", k.Key)
 		n := prefix + strings.TrimPrefix(k.Key, prefixMarker)
 		switch k.Type {
+		case "string":
+			v := k.Value
+			if k.ValueBase64 != "" {
+				b, err := base64.StdEncoding.DecodeString(k.ValueBase64)
+				require.NoError(t, err, "%s value", k.Key)
+				v = string(b)
+			}
+			require.NoError(t, client.Set(ctx, n, v, 0).Err())
 		case "hash":
 			var args []any
 			for f, v := range k.Fields {
@@ -193,10 +212,12 @@ func TestCompatWrite(t *testing.T) {
 	set.WriteJSON(t, compatKeysJSON, keys)
 	set.WriteJSON(t, compat.RecordsFile, recs)
 	set.WriteREADME(t, "redisstore", `every Redis key the store wrote for the records
-internal/compat.WriteRecords writes (keys.json: the record hashes with every field,
-the per-tenant index sets and age sorted sets, each with its time to live when it
-was read; hash values that are not UTF-8 in base64), with records.json, the same
-records as Lookup read them. "{{prefix}}" stands for the store's prefix.`)
+internal/compat.WriteRecords writes (keys.json: the records, each one string in
+the packed layout of release 3 (redisstore/record.go; values that are not UTF-8
+in base64), and the per-tenant age sorted sets, each with its time to live when
+it was read), with records.json, the same records as Lookup read them.
+"{{prefix}}" stands for the store's prefix. The sets before release 3 hold record
+hashes and index sets: the store still reads them (and Migrate converts them).`)
 }
 
 func readSet(t testing.TB, set compat.Set) (rawKeys, compat.Records) {
@@ -210,8 +231,8 @@ func readSet(t testing.TB, set compat.Set) (rawKeys, compat.Records) {
 
 // Every committed set loads under a fresh prefix, key for key, and the
 // current code reads every record exactly, settles them as the contract
-// says, and sweeps and forgets them (through the index sets). See
-// internal/compat.
+// says, and sweeps and forgets them (through the age index, and the index
+// sets of the sets before r3). See internal/compat.
 func TestCompatRead(t *testing.T) {
 	t.Parallel()
 	for _, set := range compat.Sets(t) {
@@ -252,8 +273,8 @@ func TestCompatWritesNewest(t *testing.T) {
 	assert.Equal(t, len(recs.Records), len(gotRecs.Records))
 }
 
-// normalizeKeys replaces the tokens of recs in keys' hash fields by
-// placeholders naming their records, and every time to live by 1.
+// normalizeKeys replaces the tokens of recs in keys' hash fields and packed
+// values by placeholders naming their records, and every time to live by 1.
 func normalizeKeys(keys rawKeys, recs compat.Records) rawKeys {
 	names := map[string]string{}
 	for tok, name := range recs.Tokens() {
@@ -263,6 +284,19 @@ func normalizeKeys(keys rawKeys, recs compat.Records) rawKeys {
 	for _, k := range keys.Keys {
 		if k.PTTL > 0 {
 			k.PTTL = 1
+		}
+		if k.Value != "" {
+			for tok, name := range names {
+				k.Value = strings.ReplaceAll(k.Value, "|"+tok+"|", "|"+name+"|")
+			}
+		}
+		if k.ValueBase64 != "" {
+			b, _ := base64.StdEncoding.DecodeString(k.ValueBase64)
+			v := string(b)
+			for tok, name := range names {
+				v = strings.ReplaceAll(v, "|"+tok+"|", "|"+name+"|")
+			}
+			k.ValueBase64 = base64.StdEncoding.EncodeToString([]byte(v))
 		}
 		if k.Fields != nil {
 			f := make(map[string]string, len(k.Fields))

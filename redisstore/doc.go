@@ -21,30 +21,55 @@
 // For a prefix P and a tenant T, with E the unpadded base64url encoding of
 // T's bytes:
 //
-//	P:{E}:r:<key>   hash     one record: state, holder, token, lease, exp,
-//	                         created, updated, outcome, reason, origin and
-//	                         resolution (JSON, when set), check (the digest
-//	                         of checked arguments) and ret (the record's own
-//	                         retention window, microseconds) when set, and w
-//	                         once a Wait registered on it
-//	P:{E}:idx       set      the keys of the tenant's records
-//	P:{E}:age       zset     the same keys scored by their claim's time
-//	                         (unix microseconds), for List
+//	P:{E}:r:<key>   string   one record, packed (below)
+//	P:{E}:age       zset     the tenant's record keys scored by their
+//	                         claim's time (unix microseconds), for List,
+//	                         Forget, Sweep and CountBacklog
 //	P:events        channel  pub/sub: the Redis key of a waited-on record
 //	                         that changed
+//	P:{E}:events    channel  the same per tenant, as a sharded channel, on a
+//	                         Cluster of Redis 7.0+
 //
-// E is the Cluster hash tag, so a tenant's records and index live in one slot
-// and a script may touch them together. Tenants may be any UTF-8, braces,
+// A record is one string:
+//
+//	2|state|token|lease|exp|updated|created|ret|sup|w|<n>:holder<n>:check<n>:origin<n>:outcome<n>:reason<n>:resolution
+//
+// the version, then fixed fields in decimal text ("" when unset), each ended
+// by '|': the state (pending, completed, indeterminate), the fencing token,
+// the lease's end, the logical expiry, the last write and the claim's time
+// (unix microseconds), ret (the record's own retention window, microseconds),
+// sup (the token a takeover superseded) and w ("1" once a Wait registered);
+// then the variable fields, each its length in bytes, a colon and its bytes:
+// the holder, check (the digest of checked arguments), origin and resolution
+// (JSON), the outcome (binary-safe) and the reason.
+//
+// Releases before 3 kept each record as a hash of the same fields, and a set
+// P:{E}:idx of the tenant's keys. The store still reads them (a command that
+// meets a hash, WRONGTYPE, reads it with HGETALL; the scripts read either),
+// every write stores the packed string, and [Store.Migrate] converts the rest.
+// Code of those releases cannot read a packed record: see
+// docs/COMPATIBILITY.md before upgrading a fleet.
+//
+// E is the Cluster hash tag, so a tenant's records, index and sharded channel
+// live in one slot and a MULTI or a script may touch them together. Tenants may be any UTF-8, braces,
 // colons and emoji included: base64url never contains '{' or '}', and it is
 // injective, so two different tenants never map to the same Redis key. The
 // prefix may not contain braces or glob characters.
 //
-// # Scripts
+// # Claims, and the scripts
 //
-// Claim, Renew, Complete, Release, MarkIndeterminate and Resolve are each one
-// Lua script, run with EVALSHA (EVAL when Redis does not have it cached, as
-// after a restart): a read followed by a write inside a script is not a
-// window another replica fits through. Forget and Sweep run a script per
+// A claim of a free key runs no script: one MULTI holds SET key record NX GET
+// PX ttl, which writes the packed record when the key is free and otherwise
+// answers the record that holds it (a duplicate learns the outcome in the same
+// round trip), and ZADD NX of the key to the age index; about once a minute per
+// tenant it also holds PEXPIRE NX and PEXPIRE GT of the age index, which keep
+// it alive without ever shortening it. A takeover, a record whose logical
+// expiry has passed while Redis still keeps it, and a record hash of the
+// previous layout go to the claim script. Renew, Complete, Release,
+// MarkIndeterminate and Resolve are each one Lua script, run with EVALSHA
+// (EVAL when Redis does not have it cached, as after a restart), which parses
+// and rewrites the packed string: a read followed by a write inside a script is
+// not a window another replica fits through. Forget and Sweep run a script per
 // bounded batch.
 //
 // Leases and expiries are judged by Redis's clock, so replicas whose own
@@ -62,17 +87,17 @@
 // # Forget and Sweep
 //
 // [Store.Forget] never scans the keyspace: it takes the tenant's keys from
-// its index in batches and deletes each batch, with its index entries, in one
-// script. The scripts keep the index: a claim adds its key, a release or a
-// free resolution removes it. A claim or renewal keeps the index alive one
-// record lifetime (the retention window, the record's own when it keeps
-// one, plus a minute) past the record it
-// wrote, so that the Complete ending the claim, which restarts the record's
-// window, never needs to touch the index; an idle tenant's index thus
-// outlives its last record by up to one window. [Store.Sweep] finds tenant indexes with SCAN
-// (on every master of a Cluster), walks them with SSCAN, deletes records
-// expired by the store's clock up to the limit, and drops index entries whose
-// record Redis already expired.
+// its age index (and an old index set, until Migrate has run) in batches and
+// deletes each batch, with its index entries, in one script. A claim adds its
+// key, a release or a free resolution removes it. A claim or renewal keeps the
+// index alive one record lifetime (the retention window, the record's own when
+// it keeps one, plus a minute) past the record it wrote, so that the Complete
+// ending the claim, which restarts the record's window, never needs to touch
+// the index; an idle tenant's index thus outlives its last record by up to one
+// window. [Store.Sweep] finds the age indexes with SCAN (on every master of a
+// Cluster), walks them with ZSCAN, deletes records expired by the store's
+// clock up to the limit, and drops index entries whose record Redis already
+// expired.
 //
 // # Listing
 //
@@ -91,23 +116,30 @@
 // tenants with SCAN and merges a page of each.
 //
 // Records claimed by a version before the age index are not listed until
-// [Store.BackfillListIndex] has run once (it is idempotent), or until they
-// are claimed again; they expire within the retention window anyway.
+// [Store.Migrate] has run once (it is idempotent), or until they are claimed
+// again; they expire within the retention window anyway.
 //
 // # Waiting
 //
 // A [Store.Wait] subscribes first, then registers on the record (it sets
-// the record's field w in the same script that reads it), so every script
-// that later changes the record publishes its Redis key on P:events, and a
-// change made before is in what the Wait read. A record nobody waits on is
+// the record's w in the same script that reads it), so every script that
+// later changes the record publishes its Redis key, and a change made before
+// is in what the Wait read. A record nobody waits on is
 // never published: a claim and complete with no duplicate waiting costs no
 // PUBLISH (a Forget always publishes). The first Wait starts one subscriber
 // per Store, which fans the messages out to the waiters on that key;
 // [Store.Close] stops it. A waiter re-reads
 // the record on every wake-up, and also polls with a backoff up to
 // [Options.PollInterval], because messages are lost while the subscriber
-// reconnects and a lease runs out by the clock with no write at all. In a
-// Cluster, classic pub/sub is broadcast to every node.
+// reconnects and a lease runs out by the clock with no write at all.
+//
+// On a single node, Sentinel, or a Cluster of servers before 7.0, changes go
+// to P:events with PUBLISH (which a Cluster broadcasts to every node). On a
+// Cluster whose servers have sharded pub/sub (the store asks COMMAND INFO
+// SPUBLISH once), they go with SPUBLISH to the tenant's channel P:{E}:events,
+// which lives on the master that owns the tenant's slot, so a wake-up crosses
+// no other node; the Store subscribes (SSUBSCRIBE) per tenant while Waits run
+// on it, and keeps each subscription 30 s past its last Wait.
 //
 // # Replicas, Cluster and failover
 //

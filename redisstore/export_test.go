@@ -16,6 +16,9 @@ func RecordKey(s *Store, tenant, key string) string { return s.recordKey(tenant,
 // IndexKey exposes the key layout to the tests.
 func IndexKey(s *Store, tenant string) string { return s.indexKey(tenant) }
 
+// TenantChannel exposes the sharded notification channel to the tests.
+func TenantChannel(s *Store, tenant string) string { return s.tenantChannel(tenant) }
+
 // Channel exposes the notification channel to the tests.
 func Channel(s *Store) string { return s.channel }
 
@@ -33,3 +36,6 @@ func SetListBudget(s *Store, n int) { s.listBudget = n }
 
 // Prefix exposes the store's prefix to the tests.
 func Prefix(s *Store) string { return s.prefix }
+
+// Unpack exposes the packed record layout to the tests.
+func Unpack(v string) (map[string]string, error) { return unpack(v) }

@@ -8,22 +8,29 @@ import (
 // The key layout. For a prefix P and a tenant T, with E the unpadded
 // base64url encoding of T's bytes:
 //
-//	P:{E}:r:<key>   hash: one record
-//	P:{E}:idx       set: the keys of the tenant's records, for Forget and Sweep
-//	P:{E}:age       sorted set: the same keys scored by their claim's time
-//	                (unix microseconds), for List
+//	P:{E}:r:<key>   string: one record, packed (record.go)
+//	P:{E}:age       sorted set: the tenant's record keys scored by their
+//	                claim's time (unix microseconds), for List, Forget,
+//	                Sweep and CountBacklog
 //	P:events        pub/sub channel: the record key of a waited-on change
+//	P:{E}:events    the same, per tenant, as a sharded channel (SPUBLISH) on
+//	                a Cluster that has sharded pub/sub
 //
-// E is the Cluster hash tag, so all of a tenant's keys share one slot and a
-// script may touch a record and the tenant's index together. base64url has no
+// and, from the previous layout until Store.Migrate has run, P:{E}:idx, a
+// set of the tenant's record keys, and records that are hashes.
+//
+// E is the Cluster hash tag, so all of a tenant's keys (and its sharded
+// channel) share one slot and a script or a MULTI may touch a record and
+// the tenant's index together. base64url has no
 // '{' or '}', and is injective, so two different tenants never share a key.
 // The key is last and the part before it has a fixed shape, so two different
 // keys of one tenant never share a Redis key either.
 
 const (
-	recordInfix = ":r:"
-	indexSuffix = ":idx"
-	ageSuffix   = ":age"
+	recordInfix   = ":r:"
+	indexSuffix   = ":idx"
+	ageSuffix     = ":age"
+	channelSuffix = ":events"
 )
 
 // tenantBase returns "P:{E}" for tenant.
@@ -43,42 +50,45 @@ func (s *Store) ageKey(tenant string) string {
 	return s.tenantBase(tenant) + ageSuffix
 }
 
-// ageKeyOfIndex returns the age index of the tenant whose index key is idx.
-func ageKeyOfIndex(idx string) string {
-	return strings.TrimSuffix(idx, indexSuffix) + ageSuffix
+// tenantChannel is the tenant's sharded notification channel.
+func (s *Store) tenantChannel(tenant string) string {
+	return s.tenantBase(tenant) + channelSuffix
 }
 
-// indexPattern matches every tenant index of the store; the prefix holds no
+// indexKeyOfAge returns the index set (previous layout) of the tenant whose
+// age index is age.
+func indexKeyOfAge(age string) string {
+	return strings.TrimSuffix(age, ageSuffix) + indexSuffix
+}
+
+// agePattern matches every age index of the store; the prefix holds no
 // glob characters (Options validation refuses them).
-func (s *Store) indexPattern() string {
-	return s.prefix + ":{*}" + indexSuffix
+func (s *Store) agePattern() string { return s.prefix + ":{*}" + ageSuffix }
+
+// recordKeyOfAge returns the record key of member in the tenant whose age
+// index is age.
+func recordKeyOfAge(age, member string) string {
+	return strings.TrimSuffix(age, ageSuffix) + recordInfix + member
 }
 
-// recordKeyOfIndex returns the record key of member in the tenant whose index
-// key is idx.
-func recordKeyOfIndex(idx, member string) string {
-	return strings.TrimSuffix(idx, indexSuffix) + recordInfix + member
-}
-
-// isIndexKey reports whether k, found by a SCAN with indexPattern, really is
-// a tenant index: the glob's '*' also matches a record whose key happens to
-// end in "}:idx".
-func (s *Store) isIndexKey(k string) bool {
+// isTenantKey reports whether k, found by a SCAN, really is the tenant key ending in suffix: the glob's '*'
+// also matches a record whose key happens to end in "}:age".
+func (s *Store) isTenantKey(k, suffix string) bool {
 	rest, ok := strings.CutPrefix(k, s.prefix+":{")
 	if !ok {
 		return false
 	}
 	i := strings.IndexByte(rest, '}')
-	return i >= 0 && rest[i:] == "}"+indexSuffix
+	return i >= 0 && rest[i:] == "}"+suffix
 }
 
-// tenantOfIndex returns the tenant whose index key is idx.
-func (s *Store) tenantOfIndex(idx string) (string, bool) {
-	enc, ok := strings.CutPrefix(idx, s.prefix+":{")
+// tenantOfAge returns the tenant whose age index is age.
+func (s *Store) tenantOfAge(age string) (string, bool) {
+	enc, ok := strings.CutPrefix(age, s.prefix+":{")
 	if !ok {
 		return "", false
 	}
-	enc, ok = strings.CutSuffix(enc, "}"+indexSuffix)
+	enc, ok = strings.CutSuffix(enc, "}"+ageSuffix)
 	if !ok {
 		return "", false
 	}

@@ -50,7 +50,7 @@ func (s *Store) List(ctx context.Context, p store.ListParams) (store.Page, error
 }
 
 // ListAcrossTenants implements [store.Store.ListAcrossTenants]. It is for
-// operators: it finds the tenants with SCAN (on every master of a Cluster),
+// operators: it finds the tenants' age indexes with SCAN (on every master of a Cluster),
 // reads a page from each tenant's age index, and merges them, so a page
 // costs a round trip or more per tenant.
 func (s *Store) ListAcrossTenants(ctx context.Context, p store.ListParams) (store.Page, error) {
@@ -64,37 +64,18 @@ func (s *Store) ListAcrossTenants(ctx context.Context, p store.ListParams) (stor
 	after, _ := p.After(true)
 	now := s.now(ctx)
 	limit := p.EffectiveLimit() + 1
-	nodes, err := s.masters(ctx)
+	var all []store.Record
+	err := s.eachAge(ctx, func(age string) (bool, error) {
+		tenant, ok := s.tenantOfAge(age)
+		if !ok {
+			return true, nil
+		}
+		recs, _, err := s.listTenant(ctx, p, tenant, after, true, now, limit, math.MaxInt)
+		all = append(all, recs...)
+		return true, err
+	})
 	if err != nil {
 		return store.Page{}, translate(ctx, op, err)
-	}
-	var all []store.Record
-	for _, node := range nodes {
-		var cursor uint64
-		for {
-			idxs, next, err := node.Scan(ctx, cursor, s.indexPattern(), 256).Result()
-			if err != nil {
-				return store.Page{}, translate(ctx, op, err)
-			}
-			for _, idx := range idxs {
-				if !s.isIndexKey(idx) {
-					continue
-				}
-				tenant, ok := s.tenantOfIndex(idx)
-				if !ok {
-					continue
-				}
-				recs, _, err := s.listTenant(ctx, p, tenant, after, true, now, limit, math.MaxInt)
-				if err != nil {
-					return store.Page{}, translate(ctx, op, err)
-				}
-				all = append(all, recs...)
-			}
-			if next == 0 {
-				break
-			}
-			cursor = next
-		}
 	}
 	slices.SortFunc(all, func(a, b store.Record) int { return compareIn(p.Order, a, b, true) })
 	// A tenant found twice (SCAN may return a key more than once) would
@@ -165,12 +146,12 @@ func (s *Store) listTenant(ctx context.Context, p store.ListParams, tenant strin
 		if len(entries) == 0 {
 			return out, nil, nil
 		}
-		pipe := s.client.Pipeline()
-		cmds := make([]*redis.MapStringStringCmd, len(entries))
+		rks := make([]string, len(entries))
 		for i, e := range entries {
-			cmds[i] = pipe.HGetAll(ctx, s.recordKey(tenant, e.Member.(string)))
+			rks[i] = s.recordKey(tenant, e.Member.(string))
 		}
-		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		fields, err := s.readAll(ctx, rks)
+		if err != nil {
 			return nil, nil, err
 		}
 		for i, e := range entries {
@@ -195,8 +176,8 @@ func (s *Store) listTenant(ctx context.Context, p store.ListParams, tenant strin
 			}
 			walked++
 			last = pos
-			m, err := cmds[i].Result()
-			if err != nil || len(m) == 0 {
+			m := fields[i]
+			if m == nil {
 				continue // released, freed or expired since the read
 			}
 			rec, err := parseRecord(tenant, e.Member.(string), m)
@@ -231,97 +212,61 @@ func scoreArg(f float64) string {
 	return strconv.FormatFloat(f, 'f', -1, 64)
 }
 
-// backfillScript: KEYS idx, age, rec1..recN. ARGV member1..memberN. Adds to
-// the age index each record that is missing from it, scored by its claim
-// time, and gives the age index at least the tenant index's physical
-// expiry. Returns how many it added.
-var backfillScript = redis.NewScript(`
-local n = 0
-for i = 3, #KEYS do
-  local created = redis.call('HGET', KEYS[i], 'created')
-  if created and redis.call('ZSCORE', KEYS[2], ARGV[i - 2]) == false then
-    redis.call('ZADD', KEYS[2], created, ARGV[i - 2])
-    n = n + 1
-  end
-end
-local ttl = redis.call('PTTL', KEYS[1])
-if n > 0 and ttl > 0 and redis.call('PTTL', KEYS[2]) < ttl then
-  redis.call('PEXPIRE', KEYS[2], ttl)
-end
-return n
-`)
-
-// BackfillListIndex adds to the age index that [Store.List] reads every
-// record written before this version kept one (records claimed by an
-// earlier version are not listed until then), and returns how many it
-// added. It walks every tenant index with SCAN and SSCAN in batches, like
-// [Store.Sweep]; it is idempotent and safe to run while the store is in
-// use. Run it once after upgrading, from one replica.
-func (s *Store) BackfillListIndex(ctx context.Context) (int, error) {
-	const op = "backfill list index"
-	nodes, err := s.masters(ctx)
-	if err != nil {
-		return 0, translate(ctx, op, err)
+// readAll reads the records at keys, in either layout, in one pipeline
+// (and a second for record hashes of the previous layout): their fields by
+// name, nil for a key that holds none. A malformed record is an error.
+func (s *Store) readAll(ctx context.Context, keys []string) ([]map[string]string, error) {
+	out := make([]map[string]string, len(keys))
+	if len(keys) == 0 {
+		return out, nil
 	}
-	added := 0
-	for _, node := range nodes {
-		var cursor uint64
-		for {
-			idxs, next, err := node.Scan(ctx, cursor, s.indexPattern(), 256).Result()
+	pipe := s.client.Pipeline()
+	gets := make([]*redis.StringCmd, len(keys))
+	for i, k := range keys {
+		gets[i] = pipe.Get(ctx, k)
+	}
+	_, _ = pipe.Exec(ctx)
+	var hashes []int
+	for i, g := range gets {
+		v, err := g.Result()
+		switch {
+		case err == redis.Nil:
+		case isWrongType(err):
+			hashes = append(hashes, i)
+		case err != nil:
+			return nil, err
+		default:
+			m, err := unpack(v)
 			if err != nil {
-				return added, translate(ctx, op, err)
+				return nil, fmt.Errorf("%s: %w", keys[i], err)
 			}
-			for _, idx := range idxs {
-				if !s.isIndexKey(idx) {
-					continue
-				}
-				n, err := s.backfillIndex(ctx, idx)
-				added += n
-				if err != nil {
-					return added, translate(ctx, op, err)
-				}
-			}
-			if next == 0 {
-				break
-			}
-			cursor = next
+			out[i] = m
 		}
 	}
-	return added, nil
-}
-
-func (s *Store) backfillIndex(ctx context.Context, idx string) (int, error) {
-	added := 0
-	var cursor uint64
-	for {
-		members, next, err := s.client.SScan(ctx, idx, cursor, "", 256).Result()
-		if err != nil {
-			return added, err
-		}
-		if len(members) > 0 {
-			keys := []string{idx, ageKeyOfIndex(idx)}
-			args := make([]any, 0, len(members))
-			for _, m := range members {
-				keys = append(keys, recordKeyOfIndex(idx, m))
-				args = append(args, m)
-			}
-			v, err := s.run(ctx, backfillScript, keys, args...)
-			if err != nil {
-				return added, err
-			}
-			n, _ := v.(int64)
-			added += int(n)
-		}
-		if next == 0 {
-			return added, nil
-		}
-		cursor = next
+	if len(hashes) == 0 {
+		return out, nil
 	}
+	pipe = s.client.Pipeline()
+	hgets := make([]*redis.MapStringStringCmd, len(hashes))
+	for j, i := range hashes {
+		hgets[j] = pipe.HGetAll(ctx, keys[i])
+	}
+	_, _ = pipe.Exec(ctx)
+	for j, i := range hashes {
+		m, err := hgets[j].Result()
+		if err != nil && err != redis.Nil && !isWrongType(err) {
+			return nil, err
+		}
+		if len(m) > 0 {
+			out[i] = m
+		}
+	}
+	return out, nil
 }
 
 // CountBacklog implements [store.Store.CountBacklog]. It walks every
-// record of the store (SCAN for the tenant indexes on every master, SSCAN
-// in batches, a pipelined HMGET per batch), as Sweep does, so run it on the
+// record of the store (SCAN for the age indexes on every master, ZSCAN in
+// batches, a pipelined GET per batch), as Sweep does, so run it on the
 // sweeper's schedule, not per request.
 func (s *Store) CountBacklog(ctx context.Context) ([]store.BacklogCount, error) {
 	const op = "count backlog"
@@ -330,71 +275,43 @@ func (s *Store) CountBacklog(ctx context.Context) ([]store.BacklogCount, error) 
 	}
 	now := s.now(ctx)
 	counts := map[string]*store.BacklogCount{}
-	nodes, err := s.masters(ctx)
+	err := s.eachAge(ctx, func(age string) (bool, error) {
+		return true, s.countIndex(ctx, age, now, counts)
+	})
 	if err != nil {
 		return nil, translate(ctx, op, err)
-	}
-	for _, node := range nodes {
-		var cursor uint64
-		for {
-			idxs, next, err := node.Scan(ctx, cursor, s.indexPattern(), 256).Result()
-			if err != nil {
-				return nil, translate(ctx, op, err)
-			}
-			for _, idx := range idxs {
-				if !s.isIndexKey(idx) {
-					continue
-				}
-				if err := s.countIndex(ctx, idx, now, counts); err != nil {
-					return nil, translate(ctx, op, err)
-				}
-			}
-			if next == 0 {
-				break
-			}
-			cursor = next
-		}
 	}
 	return store.SortBacklog(counts), nil
 }
 
-func (s *Store) countIndex(ctx context.Context, idx string, now stamp, counts map[string]*store.BacklogCount) error {
+func (s *Store) countIndex(ctx context.Context, age string, now stamp, counts map[string]*store.BacklogCount) error {
 	var cursor uint64
 	for {
-		members, next, err := s.client.SScan(ctx, idx, cursor, "", 256).Result()
+		flat, next, err := s.client.ZScan(ctx, age, cursor, "", 256).Result()
 		if err != nil {
 			return err
 		}
-		pipe := s.client.Pipeline()
-		cmds := make([]*redis.SliceCmd, len(members))
-		for i, m := range members {
-			cmds[i] = pipe.HMGet(ctx, recordKeyOfIndex(idx, m), "state", "exp", "lease", "origin")
+		keys := make([]string, 0, len(flat)/2)
+		for i := 0; i < len(flat); i += 2 { // member, score, ...
+			keys = append(keys, recordKeyOfAge(age, flat[i]))
 		}
-		if len(members) > 0 {
-			if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-				return err
-			}
+		fields, err := s.readAll(ctx, keys)
+		if err != nil {
+			return err
 		}
-		for _, cmd := range cmds {
-			v, err := cmd.Result()
-			if err != nil || len(v) != 4 {
-				continue
-			}
-			state, _ := v[0].(string)
-			exp, _ := v[1].(string)
-			lease, _ := v[2].(string)
-			origin, _ := v[3].(string)
+		for _, m := range fields {
+			state := m["state"]
 			if state != "pending" && state != "indeterminate" {
 				continue
 			}
-			e, err1 := strconv.ParseInt(exp, 10, 64)
-			l, err2 := strconv.ParseInt(lease, 10, 64)
+			e, err1 := strconv.ParseInt(m["exp"], 10, 64)
+			l, err2 := strconv.ParseInt(m["lease"], 10, 64)
 			if err1 != nil || err2 != nil || stamp(e) <= now {
 				continue
 			}
 			st, _ := store.ParseState(state)
 			rec := store.Record{State: st, LeaseUntil: stamp(l).time()}
-			if origin != "" {
+			if origin := m["origin"]; origin != "" {
 				_ = json.Unmarshal([]byte(origin), &rec.Origin)
 			}
 			store.Tally(counts, rec, now.time())

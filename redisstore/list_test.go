@@ -67,15 +67,15 @@ func TestAgeIndexFollowsRecords(t *testing.T) {
 }
 
 // TestBackfillListIndex lists records written before the store kept an age
-// index once BackfillListIndex has run, and only then.
+// index once BackfillListIndex (now Migrate) has run, and only then.
 func TestBackfillListIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, client := newStoreClient(t, redisstore.Options{})
 	for _, tenant := range []string{"a", "b"} {
 		for _, key := range []string{"k1", "k2"} {
-			rec := claimOK(t, s, tenant, key)
-			require.NoError(t, s.MarkIndeterminate(ctx, store.MarkIndeterminateParams{Tenant: tenant, Key: key, Token: rec.Token}))
+			token := redisstore.LegacyClaim(t, s, tenant, key, "old", time.Minute)
+			redisstore.LegacyMark(t, s, tenant, key, token, "lost")
 		}
 		// What an earlier version left: records and index, no age index.
 		require.NoError(t, client.Del(ctx, redisstore.AgeKey(s, tenant)).Err())

@@ -2,22 +2,100 @@ package redisstore
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tesserix/idempotency/store"
 )
 
-// pairs turns a flat HGETALL reply from a script into a map.
-func pairs(flat []any) map[string]string {
-	m := make(map[string]string, len(flat)/2)
-	for i := 0; i+1 < len(flat); i += 2 {
-		k, _ := flat[i].(string)
-		v, _ := flat[i+1].(string)
-		m[k] = v
+// The packed record layout: one string,
+//
+//	2|state|token|lease|exp|updated|created|ret|sup|w|<n>:holder<n>:check<n>:origin<n>:outcome<n>:reason<n>:resolution
+//
+// a version, the fixed fields (decimal text, or "" for none) each ended by
+// '|', then the variable ones, each its length in bytes in decimal, a
+// colon, and its bytes (binary-safe). The fields mean what the record
+// hash's of the same names meant in the previous layout: see the package
+// documentation. scripts.go's pack_rec and unpack_rec are the same code in
+// Lua.
+
+// packVersion starts every packed record.
+const packVersion = "2"
+
+// headerFields and varFields are the packed layout's fields, in order.
+var (
+	headerFields = [...]string{"state", "token", "lease", "exp", "updated", "created", "ret", "sup", "w"}
+	varFields    = [...]string{"holder", "check", "origin", "outcome", "reason", "resolution"}
+)
+
+// packed is a record being packed: its fields by name.
+type packed map[string]string
+
+// pack returns the packed string of the record whose fields are f.
+func pack(f packed) string {
+	var b strings.Builder
+	n := len(packVersion) + 1 + len(headerFields)
+	for _, k := range headerFields {
+		n += len(f[k])
 	}
-	return m
+	for _, k := range varFields {
+		n += len(f[k]) + 4
+	}
+	b.Grow(n)
+	b.WriteString(packVersion)
+	b.WriteByte('|')
+	for _, k := range headerFields {
+		b.WriteString(f[k])
+		b.WriteByte('|')
+	}
+	for _, k := range varFields {
+		v := f[k]
+		b.WriteString(strconv.Itoa(len(v)))
+		b.WriteByte(':')
+		b.WriteString(v)
+	}
+	return b.String()
+}
+
+// errMalformed reports a string that is not a packed record.
+var errMalformed = errors.New("malformed packed record")
+
+// unpack returns the fields of the packed record s, by name, as a record
+// hash of the previous layout held them.
+func unpack(s string) (map[string]string, error) {
+	rest, ok := strings.CutPrefix(s, packVersion+"|")
+	if !ok {
+		return nil, fmt.Errorf("%w: version %.8q", errMalformed, s)
+	}
+	m := make(map[string]string, len(headerFields)+len(varFields))
+	for _, k := range headerFields {
+		i := strings.IndexByte(rest, '|')
+		if i < 0 {
+			return nil, fmt.Errorf("%w: field %s", errMalformed, k)
+		}
+		if i > 0 {
+			m[k] = rest[:i]
+		}
+		rest = rest[i+1:]
+	}
+	for _, k := range varFields {
+		i := strings.IndexByte(rest, ':')
+		if i < 0 {
+			return nil, fmt.Errorf("%w: field %s", errMalformed, k)
+		}
+		n, err := strconv.Atoi(rest[:i])
+		if err != nil || n < 0 || n > len(rest)-i-1 {
+			return nil, fmt.Errorf("%w: length of %s", errMalformed, k)
+		}
+		if n > 0 {
+			m[k] = rest[i+1 : i+1+n]
+		}
+		rest = rest[i+1+n:]
+	}
+	return m, nil
 }
 
 // parseRecord builds a Record from the fields of a record hash.

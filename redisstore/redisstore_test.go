@@ -113,10 +113,12 @@ func TestAwkwardTenantsAreIsolated(t *testing.T) {
 		require.NoError(t, s.Complete(ctx, store.CompleteParams{Tenant: tenant, Key: "k", Token: acquired.Token, Outcome: []byte(tenant)}))
 		// A key that looks like the layout's own separators.
 		claimOK(t, s, tenant, "}:idx")
+		claimOK(t, s, tenant, "}:age")
 
 		tag := hashTag(t, redisstore.RecordKey(s, tenant, "k"))
 		assert.Equal(t, tag, hashTag(t, redisstore.RecordKey(s, tenant, "}:idx")), "one tenant, one slot")
-		assert.Equal(t, tag, hashTag(t, redisstore.IndexKey(s, tenant)), "the index shares the tenant's slot")
+		assert.Equal(t, tag, hashTag(t, redisstore.AgeKey(s, tenant)), "the age index shares the tenant's slot")
+		assert.Equal(t, tag, hashTag(t, redisstore.TenantChannel(s, tenant)), "so does the sharded channel")
 		other, dup := tags[tag]
 		require.False(t, dup, "tenants %q and %q share hash tag %q", other, tenant, tag)
 		tags[tag] = tenant
@@ -129,7 +131,7 @@ func TestAwkwardTenantsAreIsolated(t *testing.T) {
 
 	n, err := s.Forget(ctx, store.ForgetParams{Tenant: "{a}"})
 	require.NoError(t, err)
-	assert.Equal(t, 2, n)
+	assert.Equal(t, 3, n)
 	for _, tenant := range tenants {
 		_, err := s.Lookup(ctx, store.LookupParams{Tenant: tenant, Key: "k"})
 		if tenant == "{a}" {
@@ -242,7 +244,8 @@ func TestScriptsPublishOnlyWhenWaited(t *testing.T) {
 	}()
 	rk := redisstore.RecordKey(s, "tenant", "watched")
 	require.Eventually(t, func() bool {
-		return client.HGet(ctx, rk, "w").Val() == "1"
+		m, err := redisstore.Unpack(client.Get(ctx, rk).Val())
+		return err == nil && m["w"] == "1"
 	}, 5*time.Second, time.Millisecond, "the Wait registers on the record")
 	require.NoError(t, s.Complete(ctx, store.CompleteParams{Tenant: "tenant", Key: "watched", Token: rec.Token, Outcome: []byte("x")}))
 	recvCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -314,7 +317,7 @@ func TestSweepDropsIndexEntriesOfVanishedRecords(t *testing.T) {
 	n, err := s.Sweep(ctx, store.SweepParams{})
 	require.NoError(t, err)
 	assert.Zero(t, n, "a vanished record is not counted as swept")
-	members, err := client.SMembers(ctx, redisstore.IndexKey(s, "tenant")).Result()
+	members, err := client.ZRange(ctx, redisstore.AgeKey(s, "tenant"), 0, -1).Result()
 	require.NoError(t, err)
 	assert.Equal(t, []string{"live"}, members)
 }
@@ -332,7 +335,7 @@ func TestRecordsHavePhysicalExpiry(t *testing.T) {
 		require.NoError(t, err)
 		return ttl
 	}
-	rk, idx := redisstore.RecordKey(s, "tenant", "k"), redisstore.IndexKey(s, "tenant")
+	rk, idx := redisstore.RecordKey(s, "tenant", "k"), redisstore.AgeKey(s, "tenant")
 	assert.Greater(t, pttl(rk), time.Hour, "the record expires after the retention window")
 	assert.LessOrEqual(t, pttl(rk), time.Hour+2*time.Minute, "the record expires soon after the retention window")
 	// The index outlives the claim by a window, so that the Complete, which
@@ -376,7 +379,7 @@ func TestForgetManyRecords(t *testing.T) {
 		_, err := s.Lookup(ctx, store.LookupParams{Tenant: "big", Key: fmt.Sprintf("k%05d", i)})
 		assert.ErrorIs(t, err, store.ErrNotFound, "key %d", i)
 	}
-	exists, err := client.Exists(ctx, redisstore.IndexKey(s, "big")).Result()
+	exists, err := client.Exists(ctx, redisstore.AgeKey(s, "big")).Result()
 	require.NoError(t, err)
 	assert.Zero(t, exists, "the index is gone too")
 	for _, tenant := range []string{"small", "bigger", "bi", "{big}"} {

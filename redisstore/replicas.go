@@ -42,7 +42,7 @@ func (o Options) validateReplicas() (Options, error) {
 	return o, nil
 }
 
-// runClaim runs the claim script. With ReplicaAcks set it runs it on the
+// runClaim runs the claim script (the claim's uncommon path). With ReplicaAcks set it runs it on the
 // master that owns the record, followed by WAIT on the same connection (WAIT
 // counts the writes of its own connection), and refuses an acquired claim
 // that too few replicas acknowledged: it takes it back and returns
@@ -75,16 +75,7 @@ func (s *Store) runClaim(ctx context.Context, keys []string, member, token strin
 	}
 	v, err := eval.Result()
 	if err != nil {
-		// This path talks to one node and follows no redirection: after a
-		// failover or a resharding (MOVED, ASK, a dead node) let the next
-		// claim find the slot's new owner.
-		if c, ok := s.client.(*redis.ClusterClient); ok {
-			c.ReloadState(ctx)
-		}
-		if movedOrAsk(err) {
-			return nil, fmt.Errorf("%w: %w", errSlotMoved, err)
-		}
-		return nil, err
+		return nil, s.nodeError(ctx, err)
 	}
 	if reply, ok := v.([]any); !ok || len(reply) == 0 || reply[0] != "acquired" {
 		return v, nil
@@ -99,7 +90,9 @@ func (s *Store) runClaim(ctx context.Context, keys []string, member, token strin
 	// would free a key whose effect may have landed; its lease is ended
 	// instead (undoClaimScript), which is what a replica that missed the
 	// takeover holds too: a pending claim whose holder is presumed gone.
-	s.undoClaim(ctx, node, keys, member, token)
+	pub, _ := args[0].(string) // claimScript's pubcmd and channel
+	channel, _ := args[1].(string)
+	s.undoClaim(ctx, node, keys, member, token, pub, channel)
 	if werr != nil {
 		return nil, fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, werr)
 	}

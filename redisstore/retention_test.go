@@ -43,7 +43,6 @@ func TestOwnRetentionPhysicalTTL(t *testing.T) {
 	assert.Greater(t, pttl(rec(s, "t", "long")), 71*time.Hour, "the claim: its own window")
 	assert.Less(t, pttl(rec(s, "t", "short")), 15*time.Minute)
 	assert.Less(t, pttl(rec(s, "t", "plain")), 2*time.Hour)
-	assert.GreaterOrEqual(t, pttl(redisstore.IndexKey(s, "t")), pttl(rec(s, "t", "long")), "the index outlives the record")
 	assert.GreaterOrEqual(t, pttl(redisstore.AgeKey(s, "t")), pttl(rec(s, "t", "long")), "the age index outlives the record")
 
 	clock.Advance(30 * time.Second)

@@ -3,9 +3,11 @@ package redisstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -42,10 +44,19 @@ type Store struct {
 	waiters map[string]map[chan struct{}]struct{}
 	closed  bool
 
-	startMu  sync.Mutex // serialises starting the subscriber
-	sub      *redis.PubSub
-	subDone  chan struct{}
-	subRetry time.Time // no new attempt to subscribe before this
+	// startMu serialises starting and stopping subscriptions; subs holds
+	// them by channel: the one channel of classic pub/sub, or one per
+	// tenant with sharded pub/sub (see wait.go).
+	startMu sync.Mutex
+	subs    map[string]*subscription
+
+	// shardMode is how changes are announced: modeUnknown until the first
+	// call that needs it asks the server (publisher).
+	shardMode atomic.Int32
+
+	// ageExtended holds, by age index key, until when (store-clock unix
+	// microseconds) this Store last made sure the index lives (claimFast).
+	ageExtended sync.Map
 }
 
 var _ store.Store = (*Store)(nil)
@@ -85,6 +96,7 @@ func newStore(client redis.UniversalClient, opts Options, local store.Clock) (*S
 		life:    life,
 		cancel:  cancel,
 		waiters: make(map[string]map[chan struct{}]struct{}),
+		subs:    make(map[string]*subscription),
 
 		replicaAcks:       opts.ReplicaAcks,
 		replicaAckTimeout: opts.ReplicaAckTimeout,
@@ -108,12 +120,11 @@ func (s *Store) Close() error {
 	s.cancel()
 
 	s.startMu.Lock()
-	sub, done := s.sub, s.subDone
-	s.sub = nil
+	subs := s.subs
+	s.subs = make(map[string]*subscription)
 	s.startMu.Unlock()
-	if sub != nil {
-		_ = sub.Close()
-		<-done
+	for _, sub := range subs {
+		sub.stop()
 	}
 	s.broadcast()
 	return nil
@@ -172,7 +183,13 @@ func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, ar
 	return v, err
 }
 
-// Claim implements [store.Store.Claim] in one script.
+// Claim implements [store.Store.Claim]. Its common path runs no script:
+// one MULTI holds SET NX GET PX, which writes the packed record when the
+// key is free and otherwise answers the record that holds it, and ZADD NX
+// of the key to the tenant's age index (claimFast). A takeover (Supersede
+// set), and a record the MULTI cannot answer from (expired but still in
+// Redis, a takeover's, or a record hash of the previous layout), go to
+// claimScript.
 func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, error) {
 	if err := p.Validate(); err != nil {
 		return store.Result{}, err
@@ -185,8 +202,9 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	window := store.RetentionOr(keptRetention(p.Retention), s.ttl)
 	exp, ttl := s.expiryWithin(now, lease, window)
 	token := store.NewToken()
+	tok := strconv.FormatInt(token, 10)
 	rec := s.recordKey(p.Tenant, p.Key)
-	keys := []string{rec, s.indexKey(p.Tenant), s.ageKey(p.Tenant)}
+	keys := []string{rec, s.ageKey(p.Tenant)}
 	origin := ""
 	if p.Origin != (store.Origin{}) {
 		b, err := json.Marshal(p.Origin)
@@ -195,9 +213,66 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 		}
 		origin = string(b)
 	}
-	v, err := s.runClaim(ctx, keys, p.Key, strconv.FormatInt(token, 10),
-		now.arg(), p.Holder, strconv.FormatInt(token, 10), lease.arg(), exp.arg(),
-		strconv.FormatInt(p.Supersede, 10), ttl, p.Key, s.channel, s.indexTTLWithin(ttl, window), origin,
+	acquired := store.Result{Status: store.StatusAcquired, Record: store.Record{
+		Tenant:     p.Tenant,
+		Key:        p.Key,
+		State:      store.StatePending,
+		Holder:     p.Holder,
+		Token:      token,
+		LeaseUntil: lease.time(),
+		ExpiresAt:  exp.time(),
+		CreatedAt:  now.time(),
+		UpdatedAt:  now.time(),
+		Origin:     p.Origin,
+		Check:      p.Check,
+		Retention:  keptRetention(p.Retention),
+	}}
+	ageTTL := s.indexTTLWithin(ttl, window)
+	value := pack(packed{
+		"state": "pending", "token": tok, "lease": lease.arg(), "exp": exp.arg(),
+		"updated": now.arg(), "created": now.arg(), "ret": retentionArg(p.Retention),
+		"holder": p.Holder, "check": p.Check, "origin": origin,
+	})
+	pub, channel := s.publisher(ctx, p.Tenant)
+	prev, err := "", errTakeover
+	if p.Supersede == 0 {
+		prev, err = s.claimFast(ctx, keys, p.Key, tok, value, now, ttl, ageTTL, pub, channel)
+	}
+	switch {
+	case err == errTakeover:
+		// A takeover finds the key held: straight to the script.
+	case err == nil && prev == "":
+		return acquired, nil
+	case err == nil:
+		m, perr := unpack(prev)
+		if perr != nil {
+			return store.Result{}, fmt.Errorf("redisstore: claim: tenant %q key %q: %w", p.Tenant, p.Key, perr)
+		}
+		r, perr := parseRecord(p.Tenant, p.Key, m)
+		if perr != nil {
+			return store.Result{}, fmt.Errorf("redisstore: claim: %w", perr)
+		}
+		if now.time().Before(r.ExpiresAt) {
+			if r.State == store.StatePending && r.Token == token {
+				return acquired, nil // this claim, sent again after a lost answer
+			}
+			if r.State != store.StatePending || p.Supersede == 0 || r.Token != p.Supersede {
+				return resultOf(r, now), nil
+			}
+		}
+		// Expired but still in Redis, or a takeover: the script decides.
+	case isWrongType(err):
+		// A record hash of the previous layout: the script reads it.
+	default:
+		if timedOut(ctx, err) {
+			// The MULTI may have run: take back a claim nobody will use.
+			s.undoClaim(ctx, s.client, keys, p.Key, tok, pub, channel)
+		}
+		return store.Result{}, translate(ctx, "claim", err)
+	}
+	v, err := s.runClaim(ctx, keys, p.Key, tok,
+		pub, channel, now.arg(), p.Holder, tok, lease.arg(), exp.arg(),
+		strconv.FormatInt(p.Supersede, 10), ttl, p.Key, ageTTL, origin,
 		p.Check, retentionArg(p.Retention))
 	if err != nil {
 		if timedOut(ctx, err) {
@@ -205,7 +280,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 			// The undo removes only what the claim created: a claim of a
 			// free key leaves none behind; a takeover is left standing
 			// with its lease ended, never freeing the key.
-			s.undoClaim(ctx, s.client, keys, p.Key, strconv.FormatInt(token, 10))
+			s.undoClaim(ctx, s.client, keys, p.Key, tok, pub, channel)
 		}
 		return store.Result{}, translate(ctx, "claim", err)
 	}
@@ -213,28 +288,28 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	if !ok || len(reply) == 0 {
 		return store.Result{}, fmt.Errorf("redisstore: claim: unexpected reply %T", v)
 	}
-	status, _ := reply[0].(string)
-	if status == "acquired" {
-		return store.Result{Status: store.StatusAcquired, Record: store.Record{
-			Tenant:     p.Tenant,
-			Key:        p.Key,
-			State:      store.StatePending,
-			Holder:     p.Holder,
-			Token:      token,
-			LeaseUntil: lease.time(),
-			ExpiresAt:  exp.time(),
-			CreatedAt:  now.time(),
-			UpdatedAt:  now.time(),
-			Origin:     p.Origin,
-			Check:      p.Check,
-			Retention:  keptRetention(p.Retention),
-		}}, nil
+	if status, _ := reply[0].(string); status == "acquired" {
+		return acquired, nil
 	}
-	r, err := parseRecord(p.Tenant, p.Key, pairs(reply[1:]))
+	held, _ := reply[len(reply)-1].(string)
+	m, err := unpack(held)
+	if err != nil {
+		return store.Result{}, fmt.Errorf("redisstore: claim: tenant %q key %q: %w", p.Tenant, p.Key, err)
+	}
+	r, err := parseRecord(p.Tenant, p.Key, m)
 	if err != nil {
 		return store.Result{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
 	return resultOf(r, now), nil
+}
+
+// errTakeover sends a takeover to the claim script.
+var errTakeover = errors.New("takeover")
+
+// isWrongType reports Redis's answer to a string command on a record hash
+// of the previous layout.
+func isWrongType(err error) bool {
+	return redis.HasErrorPrefix(err, "WRONGTYPE")
 }
 
 // undoClaim takes back, on c, the claim made under token if it was made
@@ -244,10 +319,10 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 // stays as it landed until its lease runs out, which frees nothing either.
 // The store package's documentation says why a takeover's lease is ended
 // rather than the superseded record restored.
-func (s *Store) undoClaim(ctx context.Context, c redis.Scripter, keys []string, member, token string) {
+func (s *Store) undoClaim(ctx context.Context, c redis.Scripter, keys []string, member, token, pub, channel string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	_ = undoClaimScript.Run(ctx, c, keys, s.now(ctx).arg(), token, member, s.channel).Err()
+	_ = undoClaimScript.Run(ctx, c, keys, pub, channel, s.now(ctx).arg(), token, member).Err()
 }
 
 // keptRetention is retention as the store keeps it: to the microsecond.
@@ -281,7 +356,8 @@ func (s *Store) fenced(ctx context.Context, op, tenant, key string, token int64,
 	if err := ctx.Err(); err != nil {
 		return translate(ctx, op, err)
 	}
-	v, err := s.run(ctx, script, []string{s.recordKey(tenant, key), s.indexKey(tenant), s.ageKey(tenant)}, args...)
+	pub, channel := s.publisher(ctx, tenant)
+	v, err := s.run(ctx, script, []string{s.recordKey(tenant, key), s.ageKey(tenant)}, append([]any{pub, channel}, args...)...)
 	if err != nil {
 		return translate(ctx, op, err)
 	}
@@ -316,7 +392,7 @@ func (s *Store) Complete(ctx context.Context, p store.CompleteParams) error {
 	now := s.now(ctx)
 	exp, ttl := s.expiry(now, now)
 	return s.fenced(ctx, "complete", p.Tenant, p.Key, p.Token, completeScript,
-		now.arg(), strconv.FormatInt(p.Token, 10), exp.arg(), ttl, p.Outcome, s.channel)
+		now.arg(), strconv.FormatInt(p.Token, 10), exp.arg(), ttl, p.Outcome)
 }
 
 // Release implements [store.Store.Release].
@@ -325,7 +401,7 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 		return err
 	}
 	return s.fenced(ctx, "release", p.Tenant, p.Key, p.Token, releaseScript,
-		s.now(ctx).arg(), strconv.FormatInt(p.Token, 10), p.Key, s.channel)
+		s.now(ctx).arg(), strconv.FormatInt(p.Token, 10), p.Key)
 }
 
 // MarkIndeterminate implements [store.Store.MarkIndeterminate].
@@ -338,7 +414,7 @@ func (s *Store) MarkIndeterminate(ctx context.Context, p store.MarkIndeterminate
 	// its indexes', reach store.NeverExpires.
 	exp, ttl := s.expiry(now, stamp(store.NeverExpires.UnixMicro()))
 	return s.fenced(ctx, "mark indeterminate", p.Tenant, p.Key, p.Token, markScript,
-		now.arg(), strconv.FormatInt(p.Token, 10), exp.arg(), ttl, p.Reason, s.channel)
+		now.arg(), strconv.FormatInt(p.Token, 10), exp.arg(), ttl, p.Reason)
 }
 
 // Resolve implements [store.Store.Resolve].
@@ -372,8 +448,9 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 	if err != nil {
 		return fmt.Errorf("redisstore: resolve: encoding the resolution: %w", err)
 	}
-	v, err := s.run(ctx, resolveScript, []string{s.recordKey(p.Tenant, p.Key), s.indexKey(p.Tenant), s.ageKey(p.Tenant)},
-		now.arg(), decision, p.Outcome, exp.arg(), ttl, p.Key, s.channel, strconv.FormatInt(p.Token, 10), trail,
+	pub, channel := s.publisher(ctx, p.Tenant)
+	v, err := s.run(ctx, resolveScript, []string{s.recordKey(p.Tenant, p.Key), s.ageKey(p.Tenant)},
+		pub, channel, now.arg(), decision, p.Outcome, exp.arg(), ttl, p.Key, strconv.FormatInt(p.Token, 10), trail,
 		recordIfGone, store.ResolveHolder, strconv.FormatInt(store.NewToken(), 10), stale,
 		p.Check, retentionArg(p.Retention), goneExp.arg(), goneTTL)
 	if err != nil {
@@ -418,11 +495,11 @@ func (s *Store) read(ctx context.Context, op, tenant, key string, now stamp) (st
 	if err := ctx.Err(); err != nil {
 		return store.Record{}, false, translate(ctx, op, err)
 	}
-	m, err := s.client.HGetAll(ctx, s.recordKey(tenant, key)).Result()
+	m, err := s.readFields(ctx, s.client, s.recordKey(tenant, key))
 	if err != nil {
 		return store.Record{}, false, translate(ctx, op, err)
 	}
-	if len(m) == 0 {
+	if m == nil {
 		return store.Record{}, false, nil
 	}
 	r, err := parseRecord(tenant, key, m)
@@ -436,32 +513,39 @@ func (s *Store) read(ctx context.Context, op, tenant, key string, now stamp) (st
 }
 
 // Forget implements [store.Store.Forget]: it takes the tenant's keys from
-// its index in batches and deletes each batch, with its index entries, in
-// one script. It never scans the keyspace.
+// its age index (and from the index set of the previous layout, until
+// Migrate has removed it) in batches and deletes each batch, with its
+// index entries, in one script. It never scans the keyspace.
 func (s *Store) Forget(ctx context.Context, p store.ForgetParams) (int, error) {
 	if err := p.Validate(); err != nil {
 		return 0, err
 	}
 	const batch = 256
-	idx := s.indexKey(p.Tenant)
+	age, idx := s.ageKey(p.Tenant), s.indexKey(p.Tenant)
+	pub, channel := s.publisher(ctx, p.Tenant)
 	total := 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return total, translate(ctx, "forget", err)
 		}
-		members, err := s.client.SRandMemberN(ctx, idx, batch).Result()
+		members, err := s.client.ZRange(ctx, age, 0, batch-1).Result()
 		if err != nil {
 			return total, translate(ctx, "forget", err)
+		}
+		if len(members) == 0 {
+			if members, err = s.client.SRandMemberN(ctx, idx, batch).Result(); err != nil {
+				return total, translate(ctx, "forget", err)
+			}
 		}
 		if len(members) == 0 {
 			return total, nil
 		}
 		keys := make([]string, 2, len(members)+2)
-		keys[0], keys[1] = idx, ageKeyOfIndex(idx)
-		args := make([]any, 1, len(members)+1)
-		args[0] = s.channel
+		keys[0], keys[1] = age, idx
+		args := make([]any, 2, len(members)+2)
+		args[0], args[1] = pub, channel
 		for _, m := range members {
-			keys = append(keys, recordKeyOfIndex(idx, m))
+			keys = append(keys, recordKeyOfAge(age, m))
 			args = append(args, m)
 		}
 		v, err := s.run(ctx, forgetScript, keys, args...)
@@ -473,9 +557,9 @@ func (s *Store) Forget(ctx context.Context, p store.ForgetParams) (int, error) {
 	}
 }
 
-// Sweep implements [store.Store.Sweep]: it finds the tenant indexes with
-// SCAN (on every master of a Cluster), walks each with SSCAN in batches,
-// and deletes records expired by the store's clock, up to the limit. Index
+// Sweep implements [store.Store.Sweep]: it finds the age indexes with SCAN
+// (on every master of a Cluster), walks each with ZSCAN in batches, and
+// deletes records expired by the store's clock, up to the limit. Index
 // entries whose record Redis already expired are dropped on the way.
 func (s *Store) Sweep(ctx context.Context, p store.SweepParams) (int, error) {
 	if err := p.Validate(); err != nil {
@@ -484,28 +568,38 @@ func (s *Store) Sweep(ctx context.Context, p store.SweepParams) (int, error) {
 	limit := p.EffectiveLimit()
 	now := s.now(ctx)
 	deleted := 0
+	err := s.eachAge(ctx, func(age string) (bool, error) {
+		n, err := s.sweepIndex(ctx, age, now, limit-deleted)
+		deleted += n
+		return deleted < limit, err
+	})
+	if err != nil {
+		return deleted, translate(ctx, "sweep", err)
+	}
+	return deleted, nil
+}
+
+// eachAge calls f with every age index of the store, found with SCAN on
+// every master, until f returns false or an error.
+func (s *Store) eachAge(ctx context.Context, f func(age string) (bool, error)) error {
 	nodes, err := s.masters(ctx)
 	if err != nil {
-		return 0, translate(ctx, "sweep", err)
+		return err
 	}
 	for _, node := range nodes {
 		var cursor uint64
 		for {
-			idxs, next, err := node.Scan(ctx, cursor, s.indexPattern(), 256).Result()
+			ages, next, err := node.Scan(ctx, cursor, s.agePattern(), 256).Result()
 			if err != nil {
-				return deleted, translate(ctx, "sweep", err)
+				return err
 			}
-			for _, idx := range idxs {
-				if !s.isIndexKey(idx) {
+			for _, age := range ages {
+				if !s.isTenantKey(age, ageSuffix) {
 					continue
 				}
-				n, err := s.sweepIndex(ctx, idx, now, limit-deleted)
-				deleted += n
-				if err != nil {
-					return deleted, err
-				}
-				if deleted >= limit {
-					return deleted, nil
+				more, err := f(age)
+				if err != nil || !more {
+					return err
 				}
 			}
 			if next == 0 {
@@ -514,29 +608,29 @@ func (s *Store) Sweep(ctx context.Context, p store.SweepParams) (int, error) {
 			cursor = next
 		}
 	}
-	return deleted, nil
+	return nil
 }
 
-func (s *Store) sweepIndex(ctx context.Context, idx string, now stamp, limit int) (int, error) {
+func (s *Store) sweepIndex(ctx context.Context, age string, now stamp, limit int) (int, error) {
 	deleted := 0
 	var cursor uint64
 	for {
-		members, next, err := s.client.SScan(ctx, idx, cursor, "", 256).Result()
+		flat, next, err := s.client.ZScan(ctx, age, cursor, "", 256).Result()
 		if err != nil {
-			return deleted, translate(ctx, "sweep", err)
+			return deleted, err
 		}
-		if len(members) > 0 {
-			keys := make([]string, 2, len(members)+2)
-			keys[0], keys[1] = idx, ageKeyOfIndex(idx)
-			args := make([]any, 2, len(members)+2)
+		if len(flat) > 0 {
+			keys := make([]string, 2, len(flat)/2+2)
+			keys[0], keys[1] = age, indexKeyOfAge(age)
+			args := make([]any, 2, len(flat)/2+2)
 			args[0], args[1] = now.arg(), strconv.Itoa(limit-deleted)
-			for _, m := range members {
-				keys = append(keys, recordKeyOfIndex(idx, m))
-				args = append(args, m)
+			for i := 0; i < len(flat); i += 2 { // member, score, ...
+				keys = append(keys, recordKeyOfAge(age, flat[i]))
+				args = append(args, flat[i])
 			}
 			v, err := s.run(ctx, sweepScript, keys, args...)
 			if err != nil {
-				return deleted, translate(ctx, "sweep", err)
+				return deleted, err
 			}
 			n, _ := v.(int64)
 			deleted += int(n)

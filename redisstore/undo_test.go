@@ -113,8 +113,14 @@ func TestReplicaLagTakeoverKeepsTheKey(t *testing.T) {
 	t.Cleanup(func() { assert.NoError(t, acked.Close()) })
 
 	// The lost holder claimed while the replica kept up: its record is on
-	// both.
-	lost := lostHolder(t, acked, clock, "k")
+	// both. Its claim waits as long as the replica takes to acknowledge it
+	// (on a loaded machine, more than the 100 ms the takeovers below are
+	// refused within: the test failed there on the lost holder's claim).
+	seeding, err := redisstore.New(client, redisstore.Options{Prefix: "lag", Clock: clock,
+		ReplicaAcks: 1, ReplicaAckTimeout: 30 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, seeding.Close()) })
+	lost := lostHolder(t, seeding, clock, "k")
 
 	l.link.Stall(netfault.Down)
 	t.Cleanup(func() { l.link.Resume(netfault.Down) })

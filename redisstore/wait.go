@@ -32,7 +32,7 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 	rk := s.recordKey(p.Tenant, p.Key)
 	wake := s.watch(rk)
 	defer s.unwatch(rk, wake)
-	s.subscribe()
+	defer s.subscribe(ctx, p.Tenant)()
 
 	backoff := minPoll
 	var timer *time.Timer
@@ -86,17 +86,21 @@ func (s *Store) readWaiting(ctx context.Context, tenant, key string, now stamp) 
 		return store.Record{}, false, translate(ctx, "wait", err)
 	}
 	v, err := s.run(ctx, waitReadScript, []string{s.recordKey(tenant, key)})
+	if err == redis.Nil {
+		return store.Record{}, false, nil
+	}
 	if err != nil {
 		return store.Record{}, false, translate(ctx, "wait", err)
 	}
-	flat, ok := v.([]any)
+	packed, ok := v.(string)
 	if !ok {
 		return store.Record{}, false, fmt.Errorf("redisstore: wait: unexpected reply %T", v)
 	}
-	if len(flat) == 0 {
-		return store.Record{}, false, nil
+	m, err := unpack(packed)
+	if err != nil {
+		return store.Record{}, false, fmt.Errorf("redisstore: wait: tenant %q key %q: %w", tenant, key, err)
 	}
-	r, err := parseRecord(tenant, key, pairs(flat))
+	r, err := parseRecord(tenant, key, m)
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("redisstore: wait: %w", err)
 	}
@@ -156,55 +160,182 @@ func (s *Store) broadcast() {
 	}
 }
 
-// subscribe starts the store's subscriber if it is not running, has not
-// failed within the last second, and the store is open. It returns once the
-// subscription is confirmed by Redis (so that a change made after the
-// caller's next read is seen) or has failed; a failure only means the
-// waiters poll.
-func (s *Store) subscribe() {
-	s.startMu.Lock()
-	defer s.startMu.Unlock()
-	if s.sub != nil || s.life.Err() != nil || time.Now().Before(s.subRetry) {
-		return
+// The announcement modes of publisher.
+const (
+	modeUnknown int32 = iota
+	modeClassic
+	modeSharded
+)
+
+// shardedIdle is how long a tenant's sharded subscription outlives its
+// last Wait, so that the Waits of a busy tenant do not each pay for a
+// subscription of their own.
+const shardedIdle = 30 * time.Second
+
+// publisher returns the command and channel the scripts announce a change
+// of tenant's records with: on a Cluster whose servers have sharded
+// pub/sub (Redis 7.0+, found with COMMAND INFO SPUBLISH once per Store),
+// SPUBLISH on the tenant's channel, which shares its records' hash tag, so
+// the message stays on the node that owns their slot; otherwise PUBLISH
+// on the store's channel (a Cluster broadcasts it to every node). A failed
+// question answers classic pub/sub and is asked again next time.
+func (s *Store) publisher(ctx context.Context, tenant string) (string, string) {
+	if s.sharded(ctx) {
+		return "SPUBLISH", s.tenantChannel(tenant)
 	}
-	ps := s.client.Subscribe(s.life, s.channel)
-	ctx, cancel := context.WithTimeout(s.life, 5*time.Second)
-	defer cancel()
-	msg, err := ps.Receive(ctx)
-	if _, ok := msg.(*redis.Subscription); err != nil || !ok {
-		_ = ps.Close()
-		s.subRetry = time.Now().Add(subscribeRetry)
-		return
-	}
-	s.sub = ps
-	s.subDone = make(chan struct{})
-	go s.receive(ps, s.subDone)
+	return "PUBLISH", s.channel
 }
 
-// receive fans notifications out to the waiters until the store is closed.
-// go-redis reconnects and re-subscribes by itself after an error; every
-// error and every re-subscription wakes all waiters, since messages
-// published in between were lost.
-func (s *Store) receive(ps *redis.PubSub, done chan struct{}) {
+func (s *Store) sharded(ctx context.Context) bool {
+	switch s.shardMode.Load() {
+	case modeClassic:
+		return false
+	case modeSharded:
+		return true
+	}
+	if _, ok := s.client.(*redis.ClusterClient); !ok {
+		s.shardMode.Store(modeClassic)
+		return false
+	}
+	v, err := s.client.Do(ctx, "command", "info", "spublish").Slice()
+	if err != nil {
+		return false
+	}
+	if len(v) == 1 && v[0] != nil {
+		s.shardMode.Store(modeSharded)
+		return true
+	}
+	s.shardMode.Store(modeClassic)
+	return false
+}
+
+// subscription is the store's subscription to one channel.
+type subscription struct {
+	ps     *redis.PubSub
+	cancel context.CancelFunc
+	done   chan struct{}
+	retry  time.Time   // no new attempt to subscribe before this
+	refs   int         // Waits using it (sharded only)
+	idle   *time.Timer // stops a sharded subscription nobody uses
+}
+
+// stop ends the subscription and waits for its receiver.
+func (sub *subscription) stop() {
+	if sub.idle != nil {
+		sub.idle.Stop()
+	}
+	if sub.ps != nil {
+		sub.cancel()
+		_ = sub.ps.Close()
+		<-sub.done
+		sub.ps = nil
+	}
+}
+
+// subscribe makes sure the store is subscribed to the channel that
+// announces changes of tenant's records (publisher), starting the
+// subscription if it is not running, has not failed within the last
+// second, and the store is open. It returns once the subscription is
+// confirmed by Redis (so that a change made after the caller's next read
+// is seen) or has failed; a failure only means the waiters poll. The
+// function it returns ends the caller's use: the one classic subscription
+// lasts until Close, a tenant's sharded one until shardedIdle after its
+// last Wait.
+func (s *Store) subscribe(ctx context.Context, tenant string) func() {
+	sharded := s.sharded(ctx)
+	channel := s.channel
+	if sharded {
+		channel = s.tenantChannel(tenant)
+	}
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
+	if s.life.Err() != nil {
+		return func() {}
+	}
+	sub := s.subs[channel]
+	if sub == nil {
+		sub = &subscription{}
+		s.subs[channel] = sub
+	}
+	sub.refs++
+	if sub.idle != nil {
+		sub.idle.Stop()
+		sub.idle = nil
+	}
+	if sub.ps == nil && !time.Now().Before(sub.retry) {
+		s.start(sub, channel, sharded)
+	}
+	return func() { s.unsubscribe(sub, channel, sharded) }
+}
+
+// start subscribes sub to channel; startMu is held.
+func (s *Store) start(sub *subscription, channel string, sharded bool) {
+	life, cancel := context.WithCancel(s.life)
+	var ps *redis.PubSub
+	if sharded {
+		ps = s.client.SSubscribe(life, channel)
+	} else {
+		ps = s.client.Subscribe(life, channel)
+	}
+	ctx, stop := context.WithTimeout(life, 5*time.Second)
+	defer stop()
+	msg, err := ps.Receive(ctx)
+	if _, ok := msg.(*redis.Subscription); err != nil || !ok {
+		cancel()
+		_ = ps.Close()
+		sub.retry = time.Now().Add(subscribeRetry)
+		return
+	}
+	sub.ps, sub.cancel, sub.done = ps, cancel, make(chan struct{})
+	go s.receive(life, ps, sub.done)
+}
+
+// unsubscribe ends one Wait's use of sub.
+func (s *Store) unsubscribe(sub *subscription, channel string, sharded bool) {
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
+	sub.refs--
+	if !sharded || sub.refs > 0 || s.subs[channel] != sub {
+		return
+	}
+	sub.idle = time.AfterFunc(shardedIdle, func() {
+		s.startMu.Lock()
+		if sub.refs > 0 || s.subs[channel] != sub {
+			s.startMu.Unlock()
+			return
+		}
+		delete(s.subs, channel)
+		sub.idle = nil
+		s.startMu.Unlock()
+		sub.stop()
+	})
+}
+
+// receive fans notifications out to the waiters until life ends (the store
+// is closed, or the subscription stopped). go-redis reconnects and
+// re-subscribes by itself after an error; every error and every
+// re-subscription wakes all waiters, since messages published in between
+// were lost.
+func (s *Store) receive(life context.Context, ps *redis.PubSub, done chan struct{}) {
 	defer close(done)
 	backoff := minPoll
 	for {
-		msg, err := ps.ReceiveTimeout(s.life, receiveTimeout)
-		if s.life.Err() != nil {
+		msg, err := ps.ReceiveTimeout(life, receiveTimeout)
+		if life.Err() != nil {
 			return
 		}
 		if err != nil {
 			var netErr net.Error
 			if errors.As(err, &netErr) && netErr.Timeout() {
 				// Quiet channel: check that the connection still answers.
-				err = ps.Ping(s.life)
+				err = ps.Ping(life)
 				if err == nil {
 					continue
 				}
 			}
 			s.broadcast()
 			select {
-			case <-s.life.Done():
+			case <-life.Done():
 				return
 			case <-time.After(backoff):
 			}

@@ -51,7 +51,7 @@ func eventLevel(k interceptor.EventKind) zapcore.Level {
 		interceptor.EventProbeLanded, interceptor.EventProbeNotLanded:
 		return zapcore.InfoLevel
 	case interceptor.EventTakenOver, interceptor.EventStoreError, interceptor.EventSuperseded,
-		interceptor.EventProbeUnsettled, interceptor.EventProbeLate:
+		interceptor.EventProbeUnsettled, interceptor.EventProbeLate, interceptor.EventLeaseLapsed:
 		return zapcore.WarnLevel
 	case interceptor.EventIndeterminate, interceptor.EventOrphaned, interceptor.EventMisconfigured,
 		interceptor.EventArgumentsMismatch:

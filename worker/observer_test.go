@@ -54,6 +54,7 @@ func TestZapObserverLevels(t *testing.T) {
 		{interceptor.EventMisconfigured, zapcore.ErrorLevel},
 		{interceptor.EventArgumentsMismatch, zapcore.ErrorLevel},
 		{interceptor.EventWaited, zapcore.DebugLevel},
+		{interceptor.EventLeaseLapsed, zapcore.WarnLevel},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind.String(), func(t *testing.T) {

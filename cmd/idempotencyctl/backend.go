@@ -31,9 +31,10 @@ type backend struct {
 	store.Store
 	// ensureSchema creates the PostgreSQL table; nil for other stores.
 	ensureSchema func(context.Context) error
-	// backfill indexes the Redis records of earlier versions for listing;
-	// nil for other stores.
-	backfill func(context.Context) (int, error)
+	// migrate converts the Redis records of earlier layouts (redisstore's
+	// Migrate, run to the end) and returns how many it converted; nil for
+	// other stores.
+	migrate func(context.Context) (int, error)
 	// where names the table or prefix, for messages.
 	where string
 	// release closes what the command opened; nil when it opened nothing.
@@ -85,9 +86,9 @@ func openBackend(ctx context.Context, cfg config) (*backend, error) {
 			return nil, usagef("-prefix: %v", err)
 		}
 		return &backend{
-			Store:    st,
-			backfill: st.BackfillListIndex,
-			where:    fmt.Sprintf("Redis prefix %q at %s", cfg.prefix, cfg.redisAddr),
+			Store:   st,
+			migrate: migrateRedis(st),
+			where:   fmt.Sprintf("Redis prefix %q at %s", cfg.prefix, cfg.redisAddr),
 			release: func() {
 				_ = st.Close()
 				_ = client.Close()
@@ -103,4 +104,12 @@ func openBackend(ctx context.Context, cfg config) (*backend, error) {
 func postgresPlace(cfg *pgxpool.Config) string {
 	cc := cfg.ConnConfig
 	return fmt.Sprintf("%s/%s", net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), cc.Database)
+}
+
+// migrateRedis runs st's Migrate to the end.
+func migrateRedis(st *redisstore.Store) func(context.Context) (int, error) {
+	return func(ctx context.Context) (int, error) {
+		res, err := st.Migrate(ctx, redisstore.MigrateParams{})
+		return res.Migrated, err
+	}
 }

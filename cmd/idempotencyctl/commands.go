@@ -40,9 +40,9 @@ var commands = []command{
 		summary: "prepare the store after installing or upgrading (idempotent)",
 		detail: "PostgreSQL: creates the schema, table and indexes the store uses when they\n" +
 			"are missing, and adds the columns of newer versions to an existing table.\n" +
-			"Redis: indexes, for list, the records written by versions before the\n" +
-			"listing index (they are not listed until then). Safe to run again, and\n" +
-			"while workers run.",
+			"Redis: converts the records of earlier layouts to the current one and\n" +
+			"indexes them for list (redisstore's Migrate); run it once every worker\n" +
+			"runs the new version. Safe to run again, and while workers run.",
 		flags: schemaFlags,
 	},
 	{
@@ -213,12 +213,12 @@ func schemaFlags(_ *flag.FlagSet, _ func(string) string) func() (action, error) 
 					return err
 				}
 				fmt.Fprintf(out, "schema ready: %s and its indexes exist\n", b.where)
-			case b.backfill != nil:
-				n, err := b.backfill(ctx)
+			case b.migrate != nil:
+				n, err := b.migrate(ctx)
 				if err != nil {
-					return partial(n, "indexed", "record", err)
+					return partial(n, "migrated", "record", err)
 				}
-				fmt.Fprintf(out, "list index ready under %s: indexed %d %s written before it\n", b.where, n, plural(n, "record"))
+				fmt.Fprintf(out, "layout ready under %s: migrated %d %s of earlier layouts\n", b.where, n, plural(n, "record"))
 			default:
 				return errors.New("this store has nothing to prepare")
 			}

@@ -30,7 +30,7 @@
 //
 // # Commands
 //
-//	schema                                       prepare the store: PostgreSQL table, Redis list index (idempotent)
+//	schema                                       prepare the store: PostgreSQL table, Redis layout (idempotent)
 //	list    (-tenant T | -all-tenants) [-state S,S] [-stale] [-older-than D]
 //	        [-oldest] [-limit N] [-cursor C] [-json]
 //	                                             list what waits for a person
@@ -52,9 +52,11 @@
 // schema prepares the store, and is safe to run again and while workers
 // run. With PostgreSQL it creates the schema, table and indexes when
 // missing and adds the columns of newer versions (pgstore's EnsureSchema).
-// With Redis it indexes for list the records written by versions before
-// the listing index (redisstore's BackfillListIndex): until then those
-// records are not listed; run it once after upgrading.
+// With Redis it converts the records of earlier layouts to the current one
+// and indexes them for list (redisstore's Migrate), and prints how many it
+// migrated; the store reads old records until then, but Sweep, list and
+// the backlog see only the indexed ones. Run it once every worker runs the
+// new version (docs/COMPATIBILITY.md says why not before).
 //
 // list prints a tenant's live records as a table: tenant, key, state
 // ("pending (stale)" for a pending record whose lease has run out), age
@@ -216,8 +218,8 @@
 // # Examples
 //
 // Create the table once per deployment, and again after upgrading (it adds
-// the columns and indexes of newer versions); with Redis, schema indexes
-// for list the records written before the listing index:
+// the columns and indexes of newer versions); with Redis, schema migrates
+// the records of earlier layouts:
 //
 //	idempotencyctl -store postgres -postgres-url "$DATABASE_URL" schema
 //

@@ -2,6 +2,7 @@ package faultrun
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,10 +11,15 @@ import (
 	"sync"
 )
 
-// Entry kinds.
+// Entry kinds. KindSent and KindAnswered are not effects: they bracket a
+// charge request while the downstream works on it, as a payment provider
+// knows a request under an idempotency key is in progress (Stripe answers
+// such a lookup with 409 Conflict).
 const (
-	KindCharge  = "charge"
-	KindReserve = "reserve"
+	KindCharge   = "charge"
+	KindReserve  = "reserve"
+	KindSent     = "sent"
+	KindAnswered = "answered"
 )
 
 // Entry is one effect a downstream applied.
@@ -63,20 +69,58 @@ func (l *Ledger) Append(e Entry) error {
 	return l.f.Sync()
 }
 
+// Found is what the downstream knows of a charge under an idempotency key.
+type Found struct {
+	// Effect is the charge's effect ID, when Landed.
+	Effect string
+	// Landed: a charge was made under the key.
+	Landed bool
+	// InFlight: no charge yet, but a request under the key is still being
+	// worked on by a live process — it may yet land.
+	InFlight bool
+}
+
 // Lookup reads every ledger file in dir for a charge made under the
 // idempotency key ikey, as a downstream answers "what happened to
-// Idempotency-Key K?", and returns its effect ID.
-func Lookup(dir, ikey string) (effect string, found bool, err error) {
+// Idempotency-Key K?". A request sent under the key and not answered by a
+// process that is still alive is in flight: a killed worker's request is
+// dead with it.
+func Lookup(dir, ikey string) (Found, error) {
 	entries, _, err := MergeLedgers(dir)
 	if err != nil {
-		return "", false, err
+		return Found{}, err
 	}
+	open := map[string]int{} // request (pid/effect) -> pid, sent and not answered
 	for _, e := range entries {
-		if e.Kind == KindCharge && e.IKey == ikey {
-			return e.Effect, true, nil
+		if e.IKey != ikey {
+			continue
+		}
+		switch e.Kind {
+		case KindCharge:
+			return Found{Effect: e.Effect, Landed: true}, nil
+		case KindSent:
+			open[e.Effect] = e.PID
+		case KindAnswered:
+			delete(open, e.Effect)
 		}
 	}
-	return "", false, nil
+	for _, pid := range open {
+		if alive(pid) {
+			return Found{InFlight: true}, nil
+		}
+	}
+	return Found{}, nil
+}
+
+// alive reports whether process pid runs (a zombie does not).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...: the state follows the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
 }
 
 // Close closes the file.

@@ -98,6 +98,19 @@ func (a *Activities) Charge(ctx context.Context, req ChargeRequest) (string, err
 		}
 		return id, nil
 	}
+	if !a.Transactional {
+		// The downstream knows the request is in progress from when it is
+		// sent until it is answered (or its process dies).
+		key, _ := activity.Key(ctx)
+		sent := Entry{Kind: KindSent, Key: req.Order, IKey: string(key), Effect: fmt.Sprintf("%d/%d", os.Getpid(), a.seq.Add(1)), Request: req.RequestID}
+		if err := a.Ledger.Append(sent); err != nil {
+			return "", activity.NoEffect(fmt.Errorf("ledger: %w", err))
+		}
+		defer func() {
+			sent.Kind = KindAnswered
+			_ = a.Ledger.Append(sent)
+		}()
+	}
 	switch req.Behaviour {
 	case BehaviourSlowIgnore:
 		time.Sleep(req.Slow)
@@ -155,15 +168,20 @@ func (a *Activities) Declarations() ([]*activity.Declaration, error) {
 
 // probe asks the downstream (the ledger) whether a charge under the key
 // landed. A body of this downstream writes the ledger before it answers and
-// never after it failed, and a killed worker writes nothing more, so a key
-// absent from the ledger is one whose effect will not land: NotLanded.
+// never after it failed, and a killed worker writes nothing more; a request
+// still in progress at a live worker (a body that ignores its cancellation
+// and sleeps on) may yet land, so it cannot tell. A key absent from the
+// ledger with no request in progress is one whose effect will not land:
+// NotLanded.
 func (a *Activities) probe(_ context.Context, req activity.ProbeRequest) (activity.ProbeAnswer, error) {
-	effect, found, err := Lookup(a.LedgerDir, string(req.Key))
+	f, err := Lookup(a.LedgerDir, string(req.Key))
 	switch {
 	case err != nil:
 		return activity.AnswerCannotTell(), err
-	case found:
-		return activity.AnswerLanded(effect), nil
+	case f.Landed:
+		return activity.AnswerLanded(f.Effect), nil
+	case f.InFlight:
+		return activity.AnswerCannotTell(), nil
 	default:
 		return activity.AnswerNotLanded(), nil
 	}

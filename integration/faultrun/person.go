@@ -111,15 +111,20 @@ func (p *person) look(ctx context.Context, id string) {
 		mark := id + "/" + o.Key + "/" + pd.Since.String()
 		p.mu.Lock()
 		done := p.seen[mark]
-		p.seen[mark] = true
 		p.mu.Unlock()
 		if done {
 			continue
 		}
-		effect, found, err := Lookup(p.ledgerDir, o.Key)
-		if err != nil {
+		f, err := Lookup(p.ledgerDir, o.Key)
+		if err != nil || f.InFlight {
+			// The downstream is still working on a request under the key:
+			// a careful operator looks again later.
 			continue
 		}
+		p.mu.Lock()
+		p.seen[mark] = true
+		p.mu.Unlock()
+		effect, found := f.Effect, f.Landed
 		d := decision.Decision{Key: o.Key, By: "faultrun-person", Reference: "ledger"}
 		p.mu.Lock()
 		p.times[id+"/"+o.Key]++
