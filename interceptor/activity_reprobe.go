@@ -18,7 +18,10 @@ import (
 // ProbeActivity returns the activity a waiting workflow asks a declared
 // probe again through ([decision.ProbeActivityName]; see [SettleChangeID]). It reads
 // the key's record: unless it is the indeterminate record the wait is
-// about, it answers Settled without asking. Otherwise it asks the probe of
+// about, it answers Settled without asking. A record held by a holder
+// whose lease runs is waited on first, within the ask's time less a
+// margin, and read again: the holder of a call Temporal timed out may
+// still record its outcome. Otherwise it asks the probe of
 // the activity's declaration on this worker, within the activity's time,
 // and answers what it said; a landed result that is not a value of the
 // activity's return type, an error, a panic, or no declaration with a
@@ -33,6 +36,15 @@ func (i *Interceptor) ProbeActivity() func(context.Context, decision.ProbeReques
 			return cannot("this worker declares no probe for activity %q", req.Activity)
 		}
 		rec, err := i.opts.Store.Lookup(ctx, store.LookupParams{Tenant: req.Tenant, Key: req.Key})
+		if err == nil && rec.State == store.StatePending && time.Now().Before(rec.LeaseUntil) {
+			// Its holder may still record (a body that outlived the
+			// attempt Temporal timed out): wait for it within this ask's
+			// time and read again, rather than answer "held" and leave the
+			// key to a person until the next ask.
+			if waitForHolder(ctx, i.opts.Store, req, rec.Token) {
+				rec, err = i.opts.Store.Lookup(ctx, store.LookupParams{Tenant: req.Tenant, Key: req.Key})
+			}
+		}
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			return decision.ProbeReply{Settled: true, Detail: "no record stands under the key"}, nil
@@ -78,6 +90,28 @@ func (i *Interceptor) ProbeActivity() func(context.Context, decision.ProbeReques
 		}
 		return reply, nil
 	}
+}
+
+// holderWaitMargin is what an ask of the probe keeps of its time after
+// waiting for a live holder: enough to read the record again and ask.
+const holderWaitMargin = 5 * time.Second
+
+// waitForHolder waits until the pending claim under token is settled,
+// freed, taken over or its lease runs out, within the ask's deadline less
+// holderWaitMargin (at most probeTimeout when it has none). It reports
+// whether the claim changed in that time.
+func waitForHolder(ctx context.Context, st store.Store, req decision.ProbeRequest, token int64) bool {
+	budget := probeTimeout - holderWaitMargin
+	if dl, ok := ctx.Deadline(); ok {
+		budget = min(budget, time.Until(dl)-holderWaitMargin)
+	}
+	if budget <= 0 {
+		return false
+	}
+	wctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	_, err := st.Wait(wctx, store.WaitParams{Tenant: req.Tenant, Key: req.Key, Token: token})
+	return err == nil
 }
 
 // callProbe runs probe, a panic read as its error.

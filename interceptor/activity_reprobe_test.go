@@ -1,0 +1,77 @@
+package interceptor_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
+	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/store"
+)
+
+// The ask of a waiting key's probe that finds the key held by a live
+// holder — the body of a call Temporal timed out, still running — waits
+// for that holder within the ask's time and reads the record again: the
+// holder's own outcome settles the wait, instead of "held" leaving the key
+// to a person until the next ask. The fault run's person rounds found
+// decisions on such keys although a probe was declared.
+func TestProbeActivityWaitsForALiveHolder(t *testing.T) {
+	t.Parallel()
+	h := newHarnessOn(t, store.SystemClock{}, func(o *interceptor.Options) {
+		o.Lease = 10 * time.Second
+	})
+	asked := 0
+	decl, err := activity.Effectful((&slowGateway{}).Charge, "flight").WithProbe(
+		func(context.Context, activity.ProbeRequest) (activity.ProbeAnswer, error) {
+			asked++
+			return activity.AnswerCannotTell(), nil
+		})
+	require.NoError(t, err)
+	require.NoError(t, h.ic.Declare(decl))
+
+	ctx := context.Background()
+	res, err := h.mem.Claim(ctx, store.ClaimParams{Tenant: "acme", Key: "k1", Holder: "timed-out-attempt", Lease: 10 * time.Second})
+	require.NoError(t, err)
+	require.Equal(t, store.StatusAcquired, res.Status)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_ = h.mem.Complete(ctx, store.CompleteParams{Tenant: "acme", Key: "k1", Token: res.Record.Token, Outcome: []byte("booked")})
+	}()
+
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	reply, err := h.ic.ProbeActivity()(actx, decision.ProbeRequest{Activity: decl.Name(), Tenant: "acme", Key: "k1"})
+	require.NoError(t, err)
+	assert.True(t, reply.Settled, "the holder's completion settles the wait: %+v", reply)
+	assert.Contains(t, reply.Detail, "completed")
+	assert.Zero(t, asked, "a settled record needs no probe")
+}
+
+// A holder that is still running when the ask's time (less a margin) is
+// spent leaves the answer "cannot tell", as before.
+func TestProbeActivityHolderStillRunning(t *testing.T) {
+	t.Parallel()
+	h := newHarnessOn(t, store.SystemClock{})
+	decl, err := activity.Effectful((&slowGateway{}).Charge, "flight").WithProbe(
+		func(context.Context, activity.ProbeRequest) (activity.ProbeAnswer, error) {
+			return activity.AnswerLanded(Booking{}), nil
+		})
+	require.NoError(t, err)
+	require.NoError(t, h.ic.Declare(decl))
+
+	ctx := context.Background()
+	_, err = h.mem.Claim(ctx, store.ClaimParams{Tenant: "acme", Key: "k2", Holder: "still-running", Lease: time.Minute})
+	require.NoError(t, err)
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second+500*time.Millisecond)
+	defer cancel()
+	reply, err := h.ic.ProbeActivity()(actx, decision.ProbeRequest{Activity: decl.Name(), Tenant: "acme", Key: "k2"})
+	require.NoError(t, err)
+	assert.False(t, reply.Settled)
+	assert.Equal(t, activity.CannotTell.String(), reply.Landing)
+	assert.Contains(t, reply.Detail, "held")
+}
