@@ -80,7 +80,7 @@ func TestWorkerExportsTheBacklogGauge(t *testing.T) {
 
 	gauges := &gaugeHandler{MetricsHandler: client.MetricsNopHandler, mu: &sync.Mutex{}, last: map[string]float64{}}
 	logger := zaptest.NewLogger(t)
-	c := server.NewClientWithOptions(worker.ClientOptions(client.Options{}, logger))
+	c := newClient(server, worker.ClientOptions(client.Options{}, logger))
 	w, err := worker.New(c, testenv.UniqueName("tq"), worker.Options{
 		Worker:         workerOptions,
 		Idempotency:    interceptor.Options{Store: mem},
@@ -127,7 +127,7 @@ func TestPluginExportsTheBacklogThroughTheClientsHandler(t *testing.T) {
 		SweepInterval: 50 * time.Millisecond,
 	})
 	require.NoError(t, err)
-	c := server.NewClientWithOptions(client.Options{MetricsHandler: gauges, Plugins: []client.Plugin{p}})
+	c := newClient(server, client.Options{MetricsHandler: gauges, Plugins: []client.Plugin{p}})
 	w := sdkworker.New(c, testenv.UniqueName("tq"), workerOptions)
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)

@@ -40,7 +40,7 @@ func TestOutcomeGoesThroughTheCodec(t *testing.T) {
 	mem, err := store.NewMemory(store.MemoryOptions{})
 	require.NoError(t, err)
 	logger := zaptest.NewLogger(t)
-	c := server.NewClientWithOptions(worker.ClientOptions(client.Options{DataConverter: dc}, logger))
+	c := newClient(server, worker.ClientOptions(client.Options{DataConverter: dc}, logger))
 	queue := testenv.UniqueName("tq")
 	events := &eventLog{}
 	w, err := worker.New(c, queue, worker.Options{
@@ -158,7 +158,7 @@ func codecEnv(t *testing.T, st store.Store, withLibrary bool, a *airline, opts i
 	} else {
 		copts.ContextPropagators = []workflow.ContextPropagator{interceptor.TenantPropagator()}
 	}
-	c := server.NewClientWithOptions(copts)
+	c := newClient(server, copts)
 	queue := testenv.UniqueName("tq")
 	events := &eventLog{}
 	opts.Store, opts.Observer = st, events

@@ -200,7 +200,7 @@ func TestDecisionSplitWorkers(t *testing.T) {
 	acts := newAirlineEnvWith(t, st, activity.KindEffectful, &airline{failures: 1}, interceptor.Options{Lease: 2 * time.Second})
 
 	logger := zaptest.NewLogger(t)
-	c := server.NewClientWithOptions(worker.ClientOptions(client.Options{}, logger))
+	c := newClient(server, worker.ClientOptions(client.Options{}, logger))
 	queue := testenv.UniqueName("tq-wf")
 	opts := awaitOpts
 	opts.Store = st

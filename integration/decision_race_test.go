@@ -74,7 +74,7 @@ func TestDecisionsInOneWorkflowTask(t *testing.T) {
 		t.Run("signal then "+second, func(t *testing.T) {
 			t.Parallel()
 			forEachStore(t, func(t *testing.T, st store.Store) {
-				c := server.NewClientWithOptions(worker.ClientOptions(client.Options{}, zaptest.NewLogger(t)))
+				c := newClient(server, worker.ClientOptions(client.Options{}, zaptest.NewLogger(t)))
 				queue := testenv.UniqueName("tq-race")
 				ledger := newLedger()
 				a := &airline{failures: 1, ledger: ledger} // the first call fails before booking

@@ -149,7 +149,7 @@ func newEnv(t *testing.T, st store.Store, opts interceptor.Options) *env {
 func newEnvOn(t *testing.T, srv *temporaltest.TestServer, st store.Store, opts interceptor.Options) *env {
 	t.Helper()
 	logger := zaptest.NewLogger(t)
-	c := srv.NewClientWithOptions(worker.ClientOptions(client.Options{}, logger))
+	c := newClient(srv, worker.ClientOptions(client.Options{}, logger))
 	queue := testenv.UniqueName("tq")
 	events := &eventLog{}
 	opts.Store = st

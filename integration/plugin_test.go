@@ -180,7 +180,7 @@ func TestPluginOnTheWorkerOnly(t *testing.T) {
 		Logger:       logger,
 	})
 	require.NoError(t, err)
-	c := server.NewClientWithOptions(worker.ClientOptions(client.Options{}, logger))
+	c := newClient(server, worker.ClientOptions(client.Options{}, logger))
 	queue := testenv.UniqueName("tq")
 	wopts := workerOptions
 	wopts.Plugins = []sdkworker.Plugin{p}
@@ -210,7 +210,7 @@ func TestPluginKeepsTheWorkersOwnRegistration(t *testing.T) {
 		Logger:       logger,
 	})
 	require.NoError(t, err)
-	c := server.NewClientWithOptions(client.Options{Plugins: []client.Plugin{p}})
+	c := newClient(server, client.Options{Plugins: []client.Plugin{p}})
 	queue := testenv.UniqueName("tq")
 	w := sdkworker.New(c, queue, workerOptions)
 	w.RegisterActivity(a.Book) // as "Book", the declaration's name
@@ -233,7 +233,7 @@ func TestPluginAndNewRefused(t *testing.T) {
 	require.NoError(t, err)
 	p, err := worker.NewPlugin(worker.PluginOptions{Idempotency: interceptor.Options{Store: mem}})
 	require.NoError(t, err)
-	c := server.NewClientWithOptions(client.Options{Plugins: []client.Plugin{p}})
+	c := newClient(server, client.Options{Plugins: []client.Plugin{p}})
 	w, err := worker.New(c, testenv.UniqueName("tq"), worker.Options{Idempotency: interceptor.Options{Store: mem}})
 	require.ErrorIs(t, err, worker.ErrInstalledTwice)
 	assert.Nil(t, w)

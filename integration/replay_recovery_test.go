@@ -133,7 +133,7 @@ func TestRecordPinnedHistories(t *testing.T) {
 func recordDecisionsInOneTask(t *testing.T, name, second string) {
 	st, err := store.NewMemory(store.MemoryOptions{})
 	require.NoError(t, err)
-	c := server.NewClientWithOptions(worker.ClientOptions(client.Options{}, zaptest.NewLogger(t)))
+	c := newClient(server, worker.ClientOptions(client.Options{}, zaptest.NewLogger(t)))
 	queue := testenv.UniqueName("tq-rec")
 	a := &airline{failures: 1, ledger: newLedger()}
 	events := &eventLog{}
@@ -174,7 +174,7 @@ func recordSplitExtraField(t *testing.T, name, by string) {
 	st, err := store.NewMemory(store.MemoryOptions{})
 	require.NoError(t, err)
 	logger := zaptest.NewLogger(t)
-	c := server.NewClientWithOptions(worker.ClientOptions(client.Options{}, logger))
+	c := newClient(server, worker.ClientOptions(client.Options{}, logger))
 	actsQueue, wfQueue := testenv.UniqueName("tq-acts"), testenv.UniqueName("tq-wf")
 	acts, err := worker.New(c, actsQueue, worker.Options{Worker: workerOptions, Logger: logger,
 		Idempotency: interceptor.Options{Store: st, Lease: 2 * time.Second}})

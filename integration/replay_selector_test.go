@@ -66,7 +66,7 @@ func TestRecordSelectorHistories(t *testing.T) {
 			require.NoError(t, err)
 			acts := newAirlineEnvWith(t, st, activity.KindEffectful, &airline{hold: 50 * time.Millisecond}, interceptor.Options{Lease: 2 * time.Second})
 			logger := zaptest.NewLogger(t)
-			c := server.NewClientWithOptions(worker.ClientOptions(client.Options{}, logger))
+			c := newClient(server, worker.ClientOptions(client.Options{}, logger))
 			queue := testenv.UniqueName("tq-race")
 			newWorkflowWorker := func() *worker.Worker {
 				opts := sc.opts

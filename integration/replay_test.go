@@ -40,6 +40,9 @@ const historiesDir = "testdata/histories"
 //	gen4-  what the library settles without a person (SettleChangeID):
 //	       the wait for the store, the probe asked again, Temporal's
 //	       timeouts routed, the wait as a timer with a summary
+//	gen5-  a decision signal delivered in the workflow task of the failure
+//	       it decides taken once the call's wait is open
+//	       (DecisionOrderChangeID)
 //
 // A generation's histories are never re-recorded by a later one: they are
 // what the later code must replay.
@@ -110,6 +113,7 @@ func registerRecordedWorkflows(r sdkworker.WorkflowReplayer) {
 	r.RegisterWorkflow(TenantTaggedBooking)
 	r.RegisterWorkflow(ReserveOn)
 	r.RegisterWorkflow(BookAttempts)
+	r.RegisterWorkflow(BookOn)
 }
 
 // unreplayableUnder says why the history in file cannot replay under the

@@ -321,7 +321,7 @@ func TestStandaloneKilledMidBodyEndsIndeterminate(t *testing.T) {
 	// It logs nowhere: its stuck body returns when the test is over.
 	dying := &killableStore{Store: st}
 	stuck := &stuckAirline{ledger: ledger, entered: make(chan struct{}), release: make(chan struct{}), returned: make(chan struct{})}
-	c1 := server.NewClientWithOptions(worker.ClientOptions(client.Options{}, zap.NewNop()))
+	c1 := newClient(server, worker.ClientOptions(client.Options{}, zap.NewNop()))
 	o1 := opts
 	o1.Store, o1.Observer = dying, nil
 	w1, err := worker.New(c1, queue, worker.Options{Worker: workerOptions, Idempotency: o1, SweepInterval: -1})
@@ -350,7 +350,7 @@ func TestStandaloneKilledMidBodyEndsIndeterminate(t *testing.T) {
 
 	// Another worker takes the retry.
 	healthy := &airline{ledger: ledger}
-	c2 := server.NewClientWithOptions(worker.ClientOptions(client.Options{}, logger))
+	c2 := newClient(server, worker.ClientOptions(client.Options{}, logger))
 	o2 := opts
 	o2.Store = st
 	w2, err := worker.New(c2, queue, worker.Options{Worker: workerOptions, Idempotency: o2, Logger: logger})

@@ -21,7 +21,7 @@ func TestWorkerSweepsExpiredRecords(t *testing.T) {
 	mem, err := store.NewMemory(store.MemoryOptions{TTL: 300 * time.Millisecond})
 	require.NoError(t, err)
 	logger := zaptest.NewLogger(t)
-	c := server.NewClientWithOptions(worker.ClientOptions(client.Options{}, logger))
+	c := newClient(server, worker.ClientOptions(client.Options{}, logger))
 	queue := testenv.UniqueName("tq")
 	w, err := worker.New(c, queue, worker.Options{
 		Worker:        workerOptions,

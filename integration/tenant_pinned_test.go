@@ -64,7 +64,7 @@ func TestTenantDefaultFixedAcrossRedeploy(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, st store.Store) {
 		logger := zaptest.NewLogger(t)
-		c := server.NewClientWithOptions(worker.ClientOptions(client.Options{}, logger))
+		c := newClient(server, worker.ClientOptions(client.Options{}, logger))
 		queue := testenv.UniqueName("tq-redeploy")
 		ledger := newLedger()
 		a := &airline{lostAnswers: 1, ledger: ledger}

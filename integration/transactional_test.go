@@ -441,7 +441,7 @@ func TestTransactionalWorkerKilledMidBody(t *testing.T) {
 	go func() { waited <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 
-	c := server.NewClientWithOptions(worker.ClientOptions(client.Options{}, zap.NewNop()))
+	c := newClient(server, worker.ClientOptions(client.Options{}, zap.NewNop()))
 	ctx, cancel := context.WithTimeout(interceptor.WithTenant(context.Background(), "acme"), 90*time.Second)
 	defer cancel()
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: testenv.UniqueName("wf"), TaskQueue: queue},

@@ -227,7 +227,12 @@
 // checked as they were then, against the declarations of the worker
 // replaying them: deploy declarations to a split workflow worker only once
 // the workflows that received decision signals before this release have
-// finished. What
+// finished. A decision signal that names a key no call waits on yet is
+// taken after the workflow's calls have had their turn
+// ([DecisionOrderChangeID]), so one delivered in the same workflow task as
+// the failure it decides (sent while no workflow worker polled) is taken
+// once that call's wait is open; histories recorded before reject it, as
+// they did. What
 // remains a workflow code change: handling the indeterminate error in the
 // workflow itself (a workflow that is routed never sees it, unless the
 // decision is fail or the timeout passes), and histories of workflows that

@@ -44,6 +44,23 @@ import (
 // then, by the configuration of the worker replaying them.
 const DecisionChangeID = "idempotency.decision"
 
+// DecisionOrderChangeID is the workflow.GetVersion change ID under which a
+// workflow records, when a [decision.SignalName] names a key no call of it
+// waits on yet, that it takes the signal by the rules of version 1: the
+// calls of the workflow get their turn first, so a call whose failure
+// arrived in the same workflow task as the signal opens its wait, and the
+// signal is then taken on it. Only a key still waited on by no call after
+// that turn is rejected ("no call is waiting").
+//
+// Before, the signal was checked before the call had seen its failure — a
+// person who signalled while no workflow worker polled (decision.Send
+// falls back to the signal when the server takes no Update) was told no
+// call was waiting, and the workflow then waited for the decision it had
+// been sent. It is asked only where the signal finds no wait, so histories
+// recorded before (no marker: workflow.DefaultVersion) replay as they ran,
+// the signal rejected.
+const DecisionOrderChangeID = "idempotency.decision-order"
+
 // register sets the query, the update and the signal that reach this
 // workflow's waits. The SDK marks the options that give a query, a signal
 // or an update a description experimental, so they go without one; the
@@ -64,12 +81,43 @@ func (o *workflowOutbound) register(ctx workflow.Context) {
 		for {
 			var raw json.RawMessage
 			signals.Receive(ctx, &raw)
-			if o.Next.GetVersion(ctx, DecisionChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			asBefore := o.Next.GetVersion(ctx, DecisionChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion
+			o.letWaitsOpen(ctx, raw)
+			if asBefore {
 				o.takeSignalAsBefore(ctx, raw)
 				continue
 			}
 			o.takeSignal(ctx, raw)
 		}
+	})
+}
+
+// letWaitsOpen gives the workflow's calls a turn before a decision signal
+// that names a key no call waits on is taken, by the rules of
+// DecisionOrderChangeID version 1: a call whose failure arrived in the same
+// workflow task as the signal opens its wait in that turn. It returns at
+// once for a signal that names a waited-on key, or none.
+func (o *workflowOutbound) letWaitsOpen(ctx workflow.Context, raw json.RawMessage) {
+	var d decision.Decision
+	if strictJSON(raw, &d) != nil || d.Key == "" || o.waits[d.Key] != nil {
+		return
+	}
+	if o.Next.GetVersion(ctx, DecisionOrderChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	// The first check of the condition yields; the dispatcher runs every
+	// other coroutine before it asks again, and the calls that the task's
+	// events unblocked run to their waits (nothing between a call's
+	// failure and the opening of its wait blocks). A second turn is not
+	// waited for: a key still without a wait then has no call coming.
+	// (ctx is the signal loop's, disconnected: Await cannot be cancelled.)
+	turned := false
+	_ = o.Next.Await(ctx, func() bool {
+		if o.waits[d.Key] != nil || turned {
+			return true
+		}
+		turned = true
+		return false
 	})
 }
 

@@ -3,8 +3,12 @@
 # for pgstore, not for pgstore's tests (go mod why counts the tests of the
 # packages a module imports). Each store's tests pull only their own client
 # (internal/testenv/pgenv, internal/testenv/redisenv); this keeps it so.
-# Offline: everything it needs is in the module cache after the root
-# module's own build.
+# It tidies through the module proxy the go command is configured with
+# (GOPROXY, proxy.golang.org by default): tidy reads the go.mod files of
+# modules the root module's build never fetches (pgx's pgpassfile requires
+# an old testify, for one), so on a fresh machine an offline tidy fails
+# with "module lookup disabled by GOPROXY=off". Once tidy has run, go mod
+# why reads only the module cache.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,8 +35,8 @@ GO
 cp "$root/go.sum" "$tmp/go.sum"
 
 cd "$tmp"
-GOFLAGS=-mod=mod GOPROXY=off go mod tidy >/dev/null
-out=$(GOPROXY=off go mod why -m github.com/redis/go-redis/v9)
+GOFLAGS="${GOFLAGS:-} -mod=mod" go mod tidy >/dev/null
+out=$(GOFLAGS="${GOFLAGS:-} -mod=mod" go mod why -m github.com/redis/go-redis/v9)
 if ! grep -q 'does not need module github.com/redis/go-redis/v9' <<<"$out"; then
 	echo "a module that imports only pgstore needs go-redis:" >&2
 	echo "$out" >&2
