@@ -147,6 +147,10 @@ func TestCtlDecideWakesTheWaitingWorkflow(t *testing.T) {
 	rec, err := st.Lookup(ctx, store.LookupParams{Tenant: o.Tenant, Key: o.Key})
 	require.NoError(t, err)
 	assert.Equal(t, store.StateIndeterminate, rec.State, "a refused resolve changes nothing")
+	r = ctl(t, temporalEnv(), append(global, "resolve", "-tenant", o.Tenant, "-key", o.Key, "-outcome", `{"seat":1}`, "-by", "ops@acme", "-dry-run")...)
+	assert.Equal(t, 1, r.code, "a dry run is refused too; stdout: %s", r.stdout)
+	assert.Contains(t, r.stderr, "waits on this key for a decision: send it there with 'idempotencyctl decide")
+	assert.NotContains(t, r.stdout, "dry run: would")
 
 	r = ctl(t, temporalEnv(), append(decide, "-outcome", `{"seat":1}`)...)
 	assert.Equal(t, 1, r.code, "stdout: %s", r.stdout)
