@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/testenv"
 	"github.com/tesserix/idempotency/internal/testenv/pgenv"
@@ -146,6 +147,10 @@ func TestCtlDecideWakesTheWaitingWorkflow(t *testing.T) {
 	rec, err := st.Lookup(ctx, store.LookupParams{Tenant: o.Tenant, Key: o.Key})
 	require.NoError(t, err)
 	assert.Equal(t, store.StateIndeterminate, rec.State, "a refused resolve changes nothing")
+	r = ctl(t, temporalEnv(), append(global, "resolve", "-tenant", o.Tenant, "-key", o.Key, "-outcome", `{"seat":1}`, "-by", "ops@acme", "-dry-run")...)
+	assert.Equal(t, 1, r.code, "a dry run is refused too; stdout: %s", r.stdout)
+	assert.Contains(t, r.stderr, "waits on this key for a decision: send it there with 'idempotencyctl decide")
+	assert.NotContains(t, r.stdout, "dry run: would")
 
 	r = ctl(t, temporalEnv(), append(decide, "-outcome", `{"seat":1}`)...)
 	assert.Equal(t, 1, r.code, "stdout: %s", r.stdout)
@@ -320,5 +325,61 @@ func TestCtlDecideByWorkflowID(t *testing.T) {
 	rec, err := st.Lookup(ctx, store.LookupParams{Tenant: o.Tenant, Key: o.Key})
 	require.NoError(t, err)
 	assert.Equal(t, store.StateCompleted, rec.State, "the decision was recorded afresh")
+	assert.Equal(t, 0, e.ledger.Effects("BA117"))
+}
+
+// BookThenContinue books; while the first run's call waits for a decision,
+// the signal "continue" makes it continue as new, and the next run books
+// the same flight. With keys scoped by the workflow ID, that run's call
+// finds the record the first run left indeterminate and waits on it.
+func BookThenContinue(ctx workflow.Context, flight string, continued bool) (string, error) {
+	ctx = activityOptions(ctx, 10*time.Second, 100*time.Millisecond)
+	f := workflow.ExecuteActivity(ctx, "Book", BookRequest{Flight: flight, RequestID: "req-" + workflow.GetInfo(ctx).WorkflowExecution.RunID})
+	if !continued {
+		workflow.GetSignalChannel(ctx, "continue").Receive(ctx, nil)
+		return "", workflow.NewContinueAsNewError(ctx, BookThenContinue, flight, true)
+	}
+	var r string
+	err := f.Get(ctx, &r)
+	return r, err
+}
+
+// The record names the run that made it; with keys scoped by the workflow
+// ID, the run that waits on it may be a later one, after a continue-as-new.
+// decide follows the chain to the run that waits now and decides it there.
+func TestCtlDecideAfterContinueAsNew(t *testing.T) {
+	t.Parallel()
+	st, global := ctlStore(t)
+	opts := interceptor.Options{Lease: 2 * time.Second, AwaitDecision: true, Scope: interceptor.ScopeWorkflow}
+	e := newAirlineEnvWith(t, st, activity.KindEffectful, &airline{failures: 1}, opts, BookThenContinue)
+	first, o := startWaiting(t, e.client, e.queue, BookThenContinue, "BA117", false)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, e.client.SignalWorkflow(ctx, first.GetID(), first.GetRunID(), "continue", nil))
+
+	// The next run waits on the same key.
+	var latest string
+	require.Eventually(t, func() bool {
+		desc, err := e.client.DescribeWorkflowExecution(ctx, first.GetID(), "")
+		if err != nil || desc.GetWorkflowExecutionInfo().GetExecution().GetRunId() == first.GetRunID() {
+			return false
+		}
+		latest = desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+		var pending []decision.PendingDecision
+		v, err := e.client.QueryWorkflow(ctx, first.GetID(), latest, decision.QueryName)
+		return err == nil && v.Get(&pending) == nil && len(pending) == 1 && pending[0].Outcome.Key == o.Key
+	}, 30*time.Second, 50*time.Millisecond, "the continued run waits on the key")
+	rec, err := st.Lookup(ctx, store.LookupParams{Tenant: o.Tenant, Key: o.Key})
+	require.NoError(t, err)
+	require.Equal(t, first.GetRunID(), rec.Origin.RunID, "the record names the first run")
+
+	r := ctl(t, temporalEnv(), append(global, "decide", "-tenant", o.Tenant, "-key", o.Key, "-outcome", `"seat 4 on BA117"`, "-by", "ops@acme")...)
+	require.Equal(t, 0, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	assert.Contains(t, r.stdout, "decided: workflow "+first.GetID()+" run "+latest+" answered: recorded;")
+
+	var result string
+	require.NoError(t, e.client.GetWorkflow(ctx, first.GetID(), latest).Get(ctx, &result))
+	assert.Equal(t, "seat 4 on BA117", result)
+	assert.Equal(t, 1, e.ledger.Calls("BA117"), "the airline was called once, by the first run")
 	assert.Equal(t, 0, e.ledger.Effects("BA117"))
 }

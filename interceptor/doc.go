@@ -157,7 +157,7 @@
 //     the second finds the key decided and is rejected with the reason.
 //   - While it waits, the wait is a timer whose summary names the activity,
 //     the key and the reason (the Web UI's History view, temporal workflow
-//     show), the workflow's current details (temporal workflow metadata,
+//     show --detailed), the workflow's current details (temporal workflow metadata,
 //     the Web UI's "User Metadata"; not temporal workflow describe) say so,
 //     and, with
 //     Options.PendingSearchAttribute, a KeywordList search attribute holds
