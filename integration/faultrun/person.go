@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -140,6 +141,10 @@ func (p *person) look(ctx context.Context, id string) {
 			d.Result, _ = json.Marshal(effect)
 		} else {
 			d.Action, d.Reason = decision.ActionFree, "the ledger has no charge under the key"
+		}
+		if os.Getenv("FAULTRUN_PERSON_TRACE") != "" {
+			fmt.Fprintf(os.Stderr, "faultrun: person decides %s on %s %s (%s, waiting %s): probe %+v\n",
+				d.Action, id, o.Key, o.Reason, time.Since(pd.Since).Round(time.Millisecond), pd.Probe)
 		}
 		uctx, ucancel := context.WithTimeout(ctx, 30*time.Second)
 		h, err := p.c.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
