@@ -29,21 +29,21 @@ import (
 func (s *Store) claimFast(ctx context.Context, keys []string, member, token, value string,
 	now stamp, ttl, ageTTL, pub, channel string) (string, error) {
 	extend, extendMs := s.ageDue(keys[1], now, ageTTL)
-	var (
-		reply []any
-		wait  *redis.Cmd
-		node  redis.Cmdable
-	)
+	// queue adds the MULTI's commands to pipe; within a MULTI a command's
+	// own reply is only "QUEUED", and EXEC's holds theirs.
+	queue := func(pipe redis.Pipeliner) (set, zadd *redis.Cmd) {
+		set = pipe.Do(ctx, "set", keys[0], value, "nx", "get", "px", ttl)
+		zadd = pipe.Do(ctx, "zadd", keys[1], "nx", now.arg(), member)
+		if extend {
+			pipe.Do(ctx, "pexpire", keys[1], extendMs, "nx")
+			pipe.Do(ctx, "pexpire", keys[1], extendMs, "gt")
+		}
+		return set, zadd
+	}
 	if s.replicaAcks == 0 {
-		var set *redis.Cmd
-		var zadd *redis.IntCmd
+		var set, zadd *redis.Cmd
 		_, _ = s.client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-			set = pipe.Do(ctx, "set", keys[0], value, "nx", "get", "px", ttl)
-			zadd = pipe.ZAddNX(ctx, keys[1], redis.Z{Score: float64(now), Member: member})
-			if extend {
-				pipe.Do(ctx, "pexpire", keys[1], extendMs, "nx")
-				pipe.Do(ctx, "pexpire", keys[1], extendMs, "gt")
-			}
+			set, zadd = queue(pipe)
 			return nil
 		})
 		prev, err := set.Text()
@@ -55,7 +55,7 @@ func (s *Store) claimFast(ctx context.Context, keys []string, member, token, val
 		if err == nil {
 			return prev, nil
 		}
-		if n, err := zadd.Result(); err == nil && n == 0 {
+		if n, err := zadd.Int64(); err == nil && n == 0 {
 			s.rescore(ctx, s.client, keys[1], member, now)
 		}
 		return "", nil
@@ -67,23 +67,18 @@ func (s *Store) claimFast(ctx context.Context, keys []string, member, token, val
 	}
 	pipe := node.Pipeline()
 	pipe.Do(ctx, "multi")
-	pipe.Do(ctx, "set", keys[0], value, "nx", "get", "px", ttl)
-	pipe.Do(ctx, "zadd", keys[1], "nx", now.arg(), member)
-	if extend {
-		pipe.Do(ctx, "pexpire", keys[1], extendMs, "nx")
-		pipe.Do(ctx, "pexpire", keys[1], extendMs, "gt")
-	}
+	queue(pipe)
 	exec := pipe.Do(ctx, "exec")
 	// Pipeliner has no Wait: the client's ReadTimeout must outlast
 	// ReplicaAckTimeout (go-redis's default of 3 s outlasts the default).
-	wait = pipe.Do(ctx, "wait", s.replicaAcks, s.replicaAckTimeout.Milliseconds())
+	wait := pipe.Do(ctx, "wait", s.replicaAcks, s.replicaAckTimeout.Milliseconds())
 	_, _ = pipe.Exec(ctx)
 	v, err := exec.Result()
 	if err != nil {
 		s.forgetAgeDue(keys[1], extend)
 		return "", s.nodeError(ctx, err)
 	}
-	reply, _ = v.([]any)
+	reply, _ := v.([]any)
 	if len(reply) < 2 {
 		return "", fmt.Errorf("unexpected EXEC reply %v", v)
 	}

@@ -244,13 +244,9 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	case err == nil && prev == "":
 		return acquired, nil
 	case err == nil:
-		m, perr := unpack(prev)
+		r, perr := parsePacked(p.Tenant, p.Key, prev)
 		if perr != nil {
-			return store.Result{}, fmt.Errorf("redisstore: claim: tenant %q key %q: %w", p.Tenant, p.Key, perr)
-		}
-		r, perr := parseRecord(p.Tenant, p.Key, m)
-		if perr != nil {
-			return store.Result{}, fmt.Errorf("redisstore: claim: %w", perr)
+			return store.Result{}, perr
 		}
 		if now.time().Before(r.ExpiresAt) {
 			if r.State == store.StatePending && r.Token == token {
@@ -292,15 +288,25 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 		return acquired, nil
 	}
 	held, _ := reply[len(reply)-1].(string)
-	m, err := unpack(held)
+	r, err := parsePacked(p.Tenant, p.Key, held)
 	if err != nil {
-		return store.Result{}, fmt.Errorf("redisstore: claim: tenant %q key %q: %w", p.Tenant, p.Key, err)
-	}
-	r, err := parseRecord(p.Tenant, p.Key, m)
-	if err != nil {
-		return store.Result{}, fmt.Errorf("redisstore: claim: %w", err)
+		return store.Result{}, err
 	}
 	return resultOf(r, now), nil
+}
+
+// parsePacked builds the Record of the packed record v that answered a
+// claim of tenant's key.
+func parsePacked(tenant, key, v string) (store.Record, error) {
+	m, err := unpack(v)
+	if err != nil {
+		return store.Record{}, fmt.Errorf("redisstore: claim: tenant %q key %q: %w", tenant, key, err)
+	}
+	r, err := parseRecord(tenant, key, m)
+	if err != nil {
+		return store.Record{}, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	return r, nil
 }
 
 // errTakeover sends a takeover to the claim script.
