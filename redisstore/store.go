@@ -244,7 +244,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	case err == nil && prev == "":
 		return acquired, nil
 	case err == nil:
-		r, perr := parsePacked(p.Tenant, p.Key, prev)
+		r, perr := parsePacked("claim", p.Tenant, p.Key, prev)
 		if perr != nil {
 			return store.Result{}, perr
 		}
@@ -288,23 +288,23 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 		return acquired, nil
 	}
 	held, _ := reply[len(reply)-1].(string)
-	r, err := parsePacked(p.Tenant, p.Key, held)
+	r, err := parsePacked("claim", p.Tenant, p.Key, held)
 	if err != nil {
 		return store.Result{}, err
 	}
 	return resultOf(r, now), nil
 }
 
-// parsePacked builds the Record of the packed record v that answered a
-// claim of tenant's key.
-func parsePacked(tenant, key, v string) (store.Record, error) {
+// parsePacked builds the Record of tenant's key from the packed record v
+// that op read.
+func parsePacked(op, tenant, key, v string) (store.Record, error) {
 	m, err := unpack(v)
 	if err != nil {
-		return store.Record{}, fmt.Errorf("redisstore: claim: tenant %q key %q: %w", tenant, key, err)
+		return store.Record{}, fmt.Errorf("redisstore: %s: tenant %q key %q: %w", op, tenant, key, err)
 	}
 	r, err := parseRecord(tenant, key, m)
 	if err != nil {
-		return store.Record{}, fmt.Errorf("redisstore: claim: %w", err)
+		return store.Record{}, fmt.Errorf("redisstore: %s: %w", op, err)
 	}
 	return r, nil
 }

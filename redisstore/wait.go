@@ -96,13 +96,9 @@ func (s *Store) readWaiting(ctx context.Context, tenant, key string, now stamp) 
 	if !ok {
 		return store.Record{}, false, fmt.Errorf("redisstore: wait: unexpected reply %T", v)
 	}
-	m, err := unpack(packed)
+	r, err := parsePacked("wait", tenant, key, packed)
 	if err != nil {
-		return store.Record{}, false, fmt.Errorf("redisstore: wait: tenant %q key %q: %w", tenant, key, err)
-	}
-	r, err := parseRecord(tenant, key, m)
-	if err != nil {
-		return store.Record{}, false, fmt.Errorf("redisstore: wait: %w", err)
+		return store.Record{}, false, err
 	}
 	if !now.time().Before(r.ExpiresAt) {
 		return store.Record{}, false, nil
@@ -242,11 +238,8 @@ func (sub *subscription) stop() {
 // lasts until Close, a tenant's sharded one until shardedIdle after its
 // last Wait.
 func (s *Store) subscribe(ctx context.Context, tenant string) func() {
-	sharded := s.sharded(ctx)
-	channel := s.channel
-	if sharded {
-		channel = s.tenantChannel(tenant)
-	}
+	pub, channel := s.publisher(ctx, tenant)
+	sharded := pub == "SPUBLISH"
 	s.startMu.Lock()
 	defer s.startMu.Unlock()
 	if s.life.Err() != nil {
