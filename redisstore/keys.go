@@ -71,8 +71,9 @@ func recordKeyOfAge(age, member string) string {
 	return strings.TrimSuffix(age, ageSuffix) + recordInfix + member
 }
 
-// isTenantKey reports whether k, found by a SCAN, really is the tenant key ending in suffix: the glob's '*'
-// also matches a record whose key happens to end in "}:age".
+// isTenantKey reports whether k, found by a SCAN, really is the tenant key
+// ending in suffix: the glob's '*' also matches a record whose key happens
+// to end in "}:age".
 func (s *Store) isTenantKey(k, suffix string) bool {
 	rest, ok := strings.CutPrefix(k, s.prefix+":{")
 	if !ok {

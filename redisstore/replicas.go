@@ -42,8 +42,8 @@ func (o Options) validateReplicas() (Options, error) {
 	return o, nil
 }
 
-// runClaim runs the claim script (the claim's uncommon path). With ReplicaAcks set it runs it on the
-// master that owns the record, followed by WAIT on the same connection (WAIT
+// runClaim runs the claim script (the claim's uncommon path). With
+// ReplicaAcks set it runs it on the master that owns the record, followed by WAIT on the same connection (WAIT
 // counts the writes of its own connection), and refuses an acquired claim
 // that too few replicas acknowledged: it takes it back and returns
 // ErrNotReplicated.
