@@ -43,10 +43,10 @@ func (o Options) validateReplicas() (Options, error) {
 }
 
 // runClaim runs the claim script (the claim's uncommon path). With
-// ReplicaAcks set it runs it on the master that owns the record, followed by WAIT on the same connection (WAIT
-// counts the writes of its own connection), and refuses an acquired claim
-// that too few replicas acknowledged: it takes it back and returns
-// ErrNotReplicated.
+// ReplicaAcks set it runs it on the master that owns the record, followed
+// by WAIT on the same connection (WAIT counts the writes of its own
+// connection), and refuses an acquired claim that too few replicas
+// acknowledged: it takes it back and returns ErrNotReplicated.
 func (s *Store) runClaim(ctx context.Context, keys []string, member, token string, args ...any) (any, error) {
 	if s.replicaAcks == 0 {
 		return s.run(ctx, claimScript, keys, args...)
