@@ -17,6 +17,7 @@ import (
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
+	"github.com/tesserix/idempotency/worker"
 )
 
 // airline is the downstream the activities book against. Its ledger records
@@ -142,18 +143,25 @@ func newAirlineEnvWith(t *testing.T, st store.Store, kind activity.Kind, a *airl
 	t.Helper()
 	e := newEnv(t, st, opts)
 	a.ledger = e.ledger
+	registerAirline(t, e.worker, kind, a, workflows...)
+	e.start()
+	return e
+}
+
+// registerAirline registers a's booking activity, declared kind (with a's
+// probe if a.probe), TwoBookings, OneBooking and workflows with w.
+func registerAirline(t *testing.T, w *worker.Worker, kind activity.Kind, a *airline, workflows ...any) {
+	t.Helper()
 	policy := activity.Policy{Kind: kind, KeyArguments: []string{"flight"}}
 	if a.probe {
 		policy.Probe = a.Probe
 	}
-	require.NoError(t, e.worker.Register(activity.MustDeclare(a.Book, policy)))
-	e.worker.RegisterWorkflow(TwoBookings)
-	e.worker.RegisterWorkflow(OneBooking)
+	require.NoError(t, w.Register(activity.MustDeclare(a.Book, policy)))
+	w.RegisterWorkflow(TwoBookings)
+	w.RegisterWorkflow(OneBooking)
 	for _, wf := range workflows {
-		e.worker.RegisterWorkflow(wf)
+		w.RegisterWorkflow(wf)
 	}
-	e.start()
-	return e
 }
 
 func forEachStore(t *testing.T, f func(t *testing.T, st store.Store)) {

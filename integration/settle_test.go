@@ -16,13 +16,17 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/testenv"
 	"github.com/tesserix/idempotency/store"
+	"github.com/tesserix/idempotency/worker"
 )
 
 // BookRetryingNotRun books once and, as the quick start shows, runs the
@@ -215,6 +219,93 @@ func TestProbeAnsweringLaterWinsOverAWaitingPerson(t *testing.T) {
 	})
 }
 
+// An ask of the probe whose worker dies is asked again on another worker
+// within seconds, and its answer settles the key before a person would
+// have looked: the ask heartbeats, and Temporal schedules it again when the
+// heartbeats stop. Before, an ask had one attempt and no heartbeat timeout:
+// the wait heard nothing until its 30 s start-to-close passed, and asked
+// again 10 s after that, while the fault run's person had decided.
+func TestProbeAskedAgainWhenItsWorkerDies(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		var mu sync.Mutex
+		asked := 0
+		hung, release := make(chan struct{}), make(chan struct{})
+		t.Cleanup(func() { close(release) })
+		a := &airline{lostAnswers: 1, probe: true, ledger: newLedger()}
+		a.probeAnswer = func(_ context.Context, req activity.ProbeRequest) (activity.ProbeAnswer, error) {
+			mu.Lock()
+			asked++
+			n := asked
+			mu.Unlock()
+			switch n {
+			case 1: // the dispatcher's, as the body's answer was lost
+				return activity.AnswerCannotTell(), nil
+			case 2: // the wait's first ask: its worker dies under it
+				close(hung)
+				<-release
+				return activity.AnswerCannotTell(), nil
+			}
+			a.mu.Lock()
+			seat, ok := a.bookings[req.Key]
+			a.mu.Unlock()
+			if !ok {
+				return activity.AnswerNotLanded(), nil
+			}
+			return activity.AnswerLanded(seat), nil
+		}
+		queue := testenv.UniqueName("tq")
+		opts := awaitOpts
+		opts.Store = st
+		// The worker that dies: its own connection, and a stop that does
+		// not wait for the ask it leaves hanging. Nothing of it logs to
+		// the test, which may have ended when the ask returns.
+		dying := newClient(server, worker.ClientOptions(client.Options{}, zap.NewNop()))
+		wd, err := worker.New(dying, queue, worker.Options{Worker: sdkworker.Options{WorkerStopTimeout: time.Second},
+			Idempotency: opts, Logger: zap.NewNop()})
+		require.NoError(t, err)
+		registerAirline(t, wd, activity.KindEffectful, a, BookThenHold)
+		require.NoError(t, wd.Start())
+
+		run, o := startWaiting(t, dying, queue, BookThenHold, "BA117")
+		require.True(t, o.Probe)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		select {
+		case <-hung:
+		case <-ctx.Done():
+			t.Fatal("the probe was not asked again")
+		}
+		live := newClient(server, worker.ClientOptions(client.Options{}, zaptest.NewLogger(t)))
+		lw, err := worker.New(live, queue, worker.Options{Worker: workerOptions, Idempotency: opts,
+			Logger: zaptest.NewLogger(t)})
+		require.NoError(t, err)
+		registerAirline(t, lw, activity.KindEffectful, a, BookThenHold)
+		require.NoError(t, lw.Start())
+		t.Cleanup(lw.Stop)
+		died := time.Now()
+		wd.Stop()
+		dying.Close()
+
+		// The probe's answer settles the key on the live worker, with
+		// nobody asked.
+		require.Eventually(t, func() bool {
+			rec, err := st.Lookup(ctx, store.LookupParams{Tenant: "acme", Key: o.Key})
+			return err == nil && rec.State == store.StateCompleted
+		}, 20*time.Second, 50*time.Millisecond, "the ask is scheduled again within seconds of its worker's death")
+		t.Logf("settled by the probe %s after the ask's worker died", time.Since(died).Round(time.Millisecond))
+		rec, err := st.Lookup(ctx, store.LookupParams{Tenant: "acme", Key: o.Key})
+		require.NoError(t, err)
+		assert.Equal(t, decision.ProbeDecider, rec.Resolution.By, "settled by the probe's answer")
+
+		require.NoError(t, live.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), "finish", nil))
+		var seat string
+		require.NoError(t, live.GetWorkflow(ctx, run.GetID(), run.GetRunID()).Get(ctx, &seat))
+		assert.True(t, strings.HasPrefix(seat, "seat 1 on BA117"), seat)
+		assert.Equal(t, 1, a.ledger.Effects("BA117"), "one booking")
+	})
+}
+
 // A person who decides while the probe is being asked again wins: the
 // probe's later answer is rejected with the reason, listed by the pending
 // query, and the record holds the person's decision.
@@ -323,6 +414,58 @@ func TestTimedOutCallReachesTheWorkflowTypedAndRouted(t *testing.T) {
 			assert.True(t, strings.HasPrefix(seat, "seat 1 on BA118"), seat)
 			assert.Equal(t, 1, e.ledger.Effects("BA118"))
 		})
+	})
+}
+
+// A call Temporal timed out waits with its probe asked at once: nobody has
+// asked the probe about this outcome (the dispatcher asks it only for a
+// body whose outcome it cannot state). The first idempotency.Probe is
+// scheduled before any timer of the probe's schedule, waits for the holder
+// that outlived the attempts, and the wait settles with nobody asked.
+// Before, the first ask came after a 5 s timer, and the fault run's person,
+// who looks at 10 s, was often first: a worker killed in between moved the
+// timer's workflow task to another worker only after the sticky queue's
+// 5 s.
+func TestTimedOutCallAsksTheProbeAtOnce(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		finished := make(chan struct{})
+		e := newAirlineEnvWith(t, st, activity.KindEffectful,
+			&airline{hold: 4 * time.Second, finished: finished, probe: true}, awaitOpts, BookAttempts)
+		run := startWorkflow(t, e, BookAttempts, "BA117", time.Second, int32(2))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var seat string
+		require.NoError(t, run.Get(ctx, &seat), "settled with nobody asked")
+		<-finished
+		assert.True(t, strings.HasPrefix(seat, "seat 1 on BA117"), seat)
+		assert.Equal(t, 1, e.ledger.Effects("BA117"), "one booking")
+
+		var order []string
+		it := e.client.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			require.NoError(t, err)
+			switch ev.GetEventType() {
+			case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+				order = append(order, "timed out")
+			case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+				if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == decision.ProbeActivityName {
+					order = append(order, "ask")
+				}
+			case enumspb.EVENT_TYPE_TIMER_STARTED:
+				var summary string
+				if p := ev.GetUserMetadata().GetSummary(); p != nil {
+					require.NoError(t, converter.GetDefaultDataConverter().FromPayload(p, &summary))
+				}
+				if strings.Contains(summary, "the probe of") {
+					order = append(order, "probe timer")
+				}
+			}
+		}
+		require.NotEmpty(t, order)
+		assert.Equal(t, []string{"timed out", "ask"}, order[:min(2, len(order))],
+			"the probe asked when the wait opens, before any timer: %v", order)
 	})
 }
 

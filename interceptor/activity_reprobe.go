@@ -25,12 +25,15 @@ import (
 // the activity's declaration on this worker, within the activity's time,
 // and answers what it said; a landed result that is not a value of the
 // activity's return type, an error, a panic, or no declaration with a
-// probe read as cannot tell. It writes nothing to the store.
+// probe read as cannot tell. It writes nothing to the store, and heartbeats
+// while it runs when the ask has a heartbeat timeout, so an ask whose
+// worker died is scheduled again within seconds.
 func (i *Interceptor) ProbeActivity() func(context.Context, decision.ProbeRequest) (decision.ProbeReply, error) {
 	return func(ctx context.Context, req decision.ProbeRequest) (decision.ProbeReply, error) {
 		cannot := func(format string, args ...any) (decision.ProbeReply, error) {
 			return decision.ProbeReply{Landing: activity.CannotTell.String(), Token: req.Token, Detail: fmt.Sprintf(format, args...)}, nil
 		}
+		defer heartbeatWhile(ctx)()
 		decl, ok := i.Declaration(req.Activity)
 		if !ok || decl.Probe() == nil {
 			return cannot("this worker declares no probe for activity %q", req.Activity)
@@ -112,6 +115,38 @@ func waitForHolder(ctx context.Context, st store.Store, req decision.ProbeReques
 	defer cancel()
 	_, err := st.Wait(wctx, store.WaitParams{Tenant: req.Tenant, Key: req.Key, Token: token})
 	return err == nil
+}
+
+// heartbeatWhile heartbeats the activity of ctx, every third of its
+// heartbeat timeout, until the returned stop is called, so Temporal tells a
+// live ask that waits (on a holder, or on the probe) from one whose worker
+// died. Outside an activity, or without a heartbeat timeout, it does
+// nothing.
+func heartbeatWhile(ctx context.Context) (stop func()) {
+	if !sdkactivity.IsActivity(ctx) {
+		return func() {}
+	}
+	hb := sdkactivity.GetInfo(ctx).HeartbeatTimeout
+	if hb <= 0 {
+		return func() {}
+	}
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(hb / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				sdkactivity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
 }
 
 // callProbe runs probe, a panic read as its error.

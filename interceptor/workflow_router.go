@@ -234,7 +234,7 @@ func (o *workflowOutbound) await(ctx workflow.Context, out activity.Indeterminat
 	if err := o.Next.SideEffect(ctx, func(workflow.Context) any {
 		cfg := waitConfig{Timeout: o.root.opts.DecisionTimeout, SearchAttribute: o.root.searchAttribute()}
 		if settle && out.Probe {
-			cfg.Probe = &probeConfig{First: probeFirst, Cap: probeCap, Max: probeMax}
+			cfg.Probe = newProbeConfig(out)
 		}
 		return cfg
 	}).Get(&raw); err != nil {

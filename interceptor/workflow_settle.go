@@ -27,7 +27,9 @@ import (
 //   - While a call waits for a person on a key whose activity declares a
 //     probe ([activity.IndeterminateOutcome].Probe), the [decision.ProbeActivityName]
 //     activity asks the probe again on a backoff schedule recorded with the
-//     wait; the first of a definite probe answer and a person's decision
+//     wait (the first ask at once when nobody asked the probe about the
+//     outcome, each ask heartbeating and scheduled again when its worker
+//     dies); the first of a definite probe answer and a person's decision
 //     settles the key, fenced by the record's token, and the other is
 //     rejected with the reason. A call the probe settled that, run
 //     again, fails indeterminate again reaches the workflow with its error
@@ -55,6 +57,12 @@ const (
 	probeMax       = 24
 	// probeTimeout is the start-to-close of one ask of the probe.
 	probeTimeout = 30 * time.Second
+	// probeHeartbeat is the heartbeat timeout of an ask, and probeAttempts
+	// how many times an ask Temporal timed out is scheduled: an ask whose
+	// worker died is asked again on another within seconds, not after
+	// probeTimeout.
+	probeHeartbeat = 3 * time.Second
+	probeAttempts  = 3
 	// resolveTimeout is the start-to-close of the Resolve activity: one
 	// store call (Options.StoreTimeout defaults to 10 s).
 	resolveTimeout = 15 * time.Second
@@ -64,10 +72,45 @@ const (
 )
 
 // probeConfig is the probe schedule a wait began under, recorded with it.
+// Heartbeat, Attempts and Now are zero in waits recorded before they were:
+// those asks ran with no heartbeat timeout and one attempt, the first after
+// a timer, and replay so.
 type probeConfig struct {
-	First time.Duration `json:"first"`
-	Cap   time.Duration `json:"cap"`
-	Max   int           `json:"max"`
+	First     time.Duration `json:"first"`
+	Cap       time.Duration `json:"cap"`
+	Max       int           `json:"max"`
+	Heartbeat time.Duration `json:"heartbeat,omitempty"`
+	Attempts  int           `json:"attempts,omitempty"`
+	// Now: the first ask is sent when the wait opens, with no timer
+	// before it, because nobody asked the probe about this outcome
+	// (askedBefore); the next comes First after it.
+	Now bool `json:"now,omitempty"`
+}
+
+// newProbeConfig is the probe schedule of a wait that opens now on out.
+func newProbeConfig(out activity.IndeterminateOutcome) *probeConfig {
+	return &probeConfig{First: probeFirst, Cap: probeCap, Max: probeMax,
+		Heartbeat: probeHeartbeat, Attempts: probeAttempts, Now: !askedBefore(out.Reason)}
+}
+
+// askedBefore reports whether the dispatcher asked the declared probe as
+// the outcome of reason became indeterminate: it did for a body whose
+// outcome it could not state (holder_lost, body_failed), and did not for a
+// call Temporal timed out (timed_out) or an indeterminate record a later
+// call found (recorded).
+func askedBefore(reason activity.Reason) bool {
+	return reason != activity.ReasonTimedOut && reason != activity.ReasonRecorded
+}
+
+// askOptions are the activity options of one ask of the probe on queue.
+func (cfg probeConfig) askOptions(queue string, out activity.IndeterminateOutcome) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		TaskQueue:           queue,
+		StartToCloseTimeout: probeTimeout,
+		HeartbeatTimeout:    cfg.Heartbeat,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: int32(max(cfg.Attempts, 1))},
+		Summary:             fmt.Sprintf("idempotency: asking the probe of %s again (key %s)", out.Activity, out.Key),
+	}
 }
 
 // storeWait is a call waiting for the store to answer.
@@ -160,32 +203,33 @@ func (o *workflowOutbound) startProbing(ctx workflow.Context, w *wait, cfg probe
 			w.probe.Next = time.Time{}
 			o.publish(gctx)
 		}()
-		actx := workflow.WithActivityOptions(gctx, workflow.ActivityOptions{
-			TaskQueue:           ao.TaskQueue,
-			StartToCloseTimeout: probeTimeout,
-			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
-			Summary:             fmt.Sprintf("idempotency: asking the probe of %s again (key %s)", out.Activity, out.Key),
-		})
-		delay := cfg.First
+		actx := workflow.WithActivityOptions(gctx, cfg.askOptions(ao.TaskQueue, out))
+		// The first ask waits First, unless cfg.Now sends it at once;
+		// each later one waits twice the one before, at most Cap.
+		delay, timed := cfg.First, !cfg.Now
 		for !stopped && w.decision == nil && w.probe.Asked < cfg.Max {
-			w.probe.Next = o.Next.Now(gctx).Add(delay)
-			o.publish(gctx)
-			tctx, cancel := workflow.WithCancel(gctx)
-			cancelTimer = cancel
-			err := o.Next.NewTimerWithOptions(tctx, delay, workflow.TimerOptions{
-				Summary: fmt.Sprintf("idempotency: the probe of %s asks again (key %s, ask %d of %d)",
-					out.Activity, out.Key, w.probe.Asked+1, cfg.Max),
-			}).Get(gctx, nil)
-			cancelTimer = nil
-			cancel()
-			if err != nil || stopped || w.decision != nil {
-				return // cancelled: the wait ended or was decided
+			if timed {
+				w.probe.Next = o.Next.Now(gctx).Add(delay)
+				o.publish(gctx)
+				tctx, cancel := workflow.WithCancel(gctx)
+				cancelTimer = cancel
+				err := o.Next.NewTimerWithOptions(tctx, delay, workflow.TimerOptions{
+					Summary: fmt.Sprintf("idempotency: the probe of %s asks again (key %s, ask %d of %d)",
+						out.Activity, out.Key, w.probe.Asked+1, cfg.Max),
+				}).Get(gctx, nil)
+				cancelTimer = nil
+				cancel()
+				if err != nil || stopped || w.decision != nil {
+					return // cancelled: the wait ended or was decided
+				}
+				delay = min(2*delay, cfg.Cap)
 			}
+			timed = true
 			w.probe.Asked++
 			w.probe.Next = time.Time{}
 			o.publish(gctx)
 			var reply decision.ProbeReply
-			err = o.Next.ExecuteActivity(actx, decision.ProbeActivityName, decision.ProbeRequest{
+			err := o.Next.ExecuteActivity(actx, decision.ProbeActivityName, decision.ProbeRequest{
 				Activity: out.Activity, Tenant: out.Tenant, Key: out.Key, Token: out.Token, Reason: out.Reason,
 			}).Get(gctx, &reply)
 			switch {
@@ -196,7 +240,6 @@ func (o *workflowOutbound) startProbing(ctx workflow.Context, w *wait, cfg probe
 			default:
 				o.takeProbeAnswer(gctx, w, reply)
 			}
-			delay = min(2*delay, cfg.Cap)
 		}
 	})
 }
