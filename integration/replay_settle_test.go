@@ -43,7 +43,8 @@ func laterProbe(a *airline) func(context.Context, activity.ProbeRequest) (activi
 // with gen4- or later): a call run again after the store came back, a
 // probe's later answer settling a wait, a person deciding before the
 // probe, a call Temporal timed out routed and not, a NotRun error reaching
-// the workflow's code, and a person's update on the visible wait.
+// the workflow's code, a person's update on the visible wait, and (from
+// gen6-) a call Temporal timed out settled by the probe asked at once.
 func TestRecordSettleHistories(t *testing.T) {
 	prefix := recordPrefix(t)
 	type scenario struct {
@@ -85,6 +86,8 @@ func TestRecordSettleHistories(t *testing.T) {
 					Result: json.RawMessage(`"seat 9 on BA117"`), By: "ops@acme"})
 				require.NoError(t, err)
 			}},
+		{name: "on-timed-out-probe", opts: on, airline: func() *airline { return &airline{hold: 4 * time.Second, probe: true} },
+			workflow: BookAttempts, args: []any{"BA117", time.Second, int32(2)}},
 		{name: "off-timed-out", airline: slow, workflow: BookAttempts, args: []any{"BA117", time.Second, int32(2)}},
 		{name: "on-timed-out-retry", opts: on, airline: slow, workflow: BookAttempts, args: []any{"BA117", time.Second, int32(2)},
 			decide: func(ctx context.Context, t *testing.T, e *env, run client.WorkflowRun, o activity.IndeterminateOutcome, st store.Store) {

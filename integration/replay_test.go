@@ -43,6 +43,10 @@ const historiesDir = "testdata/histories"
 //	gen5-  a decision signal delivered in the workflow task of the failure
 //	       it decides taken once the call's wait is open
 //	       (DecisionOrderChangeID)
+//	gen6-  the probe's schedule recorded with its heartbeat timeout, its
+//	       attempts, and whether the first ask is sent at once (a wait
+//	       on an outcome nobody asked the probe about: timed_out,
+//	       recorded)
 //
 // A generation's histories are never re-recorded by a later one: they are
 // what the later code must replay.
