@@ -44,7 +44,13 @@ func (i *Interceptor) ProbeActivity() func(context.Context, decision.ProbeReques
 			// attempt Temporal timed out): wait for it within this ask's
 			// time and read again, rather than answer "held" and leave the
 			// key to a person until the next ask.
-			if waitForHolder(ctx, i.opts.Store, req, rec.Token) {
+			res, changed := waitForHolder(ctx, i.opts.Store, req, rec.Token)
+			if changed && res.Status == store.StatusHeld && res.LeaseExpired && res.Record.Token == rec.Token {
+				// Gone by the store's clock, which the worker's may trail:
+				// read again, the record would look held a while longer.
+				return holderGone(rec.Token), nil
+			}
+			if changed {
 				rec, err = i.opts.Store.Lookup(ctx, store.LookupParams{Tenant: req.Tenant, Key: req.Key})
 			}
 		}
@@ -54,10 +60,7 @@ func (i *Interceptor) ProbeActivity() func(context.Context, decision.ProbeReques
 		case err != nil:
 			return cannot("reading the record: %v", err)
 		case rec.State == store.StatePending && !time.Now().Before(rec.LeaseUntil):
-			// Its holder is gone: the call run again takes the key over
-			// and settles it (its probe, or an indeterminate mark).
-			return decision.ProbeReply{Settled: true, Token: rec.Token,
-				Detail: fmt.Sprintf("the holder of the key (token %d) is gone: its lease ran out", rec.Token)}, nil
+			return holderGone(rec.Token), nil
 		case rec.State == store.StatePending:
 			return cannot("the key is held (token %d): its holder may still record", rec.Token)
 		case rec.State != store.StateIndeterminate:
@@ -99,22 +102,31 @@ func (i *Interceptor) ProbeActivity() func(context.Context, decision.ProbeReques
 // waiting for a live holder: enough to read the record again and ask.
 const holderWaitMargin = 5 * time.Second
 
+// holderGone is the answer on a key whose holder (token) is gone, its lease
+// run out: the call run again takes the key over and settles it (its
+// probe, or an indeterminate mark).
+func holderGone(token int64) decision.ProbeReply {
+	return decision.ProbeReply{Settled: true, Token: token,
+		Detail: fmt.Sprintf("the holder of the key (token %d) is gone: its lease ran out", token)}
+}
+
 // waitForHolder waits until the pending claim under token is settled,
-// freed, taken over or its lease runs out, within the ask's deadline less
-// holderWaitMargin (at most probeTimeout when it has none). It reports
-// whether the claim changed in that time.
-func waitForHolder(ctx context.Context, st store.Store, req decision.ProbeRequest, token int64) bool {
+// freed, taken over or its lease runs out by the store's clock, within the
+// ask's deadline less holderWaitMargin (at most probeTimeout when it has
+// none). It returns the store's answer, and whether the claim changed in
+// that time.
+func waitForHolder(ctx context.Context, st store.Store, req decision.ProbeRequest, token int64) (store.Result, bool) {
 	budget := probeTimeout - holderWaitMargin
 	if dl, ok := ctx.Deadline(); ok {
 		budget = min(budget, time.Until(dl)-holderWaitMargin)
 	}
 	if budget <= 0 {
-		return false
+		return store.Result{}, false
 	}
 	wctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	_, err := st.Wait(wctx, store.WaitParams{Tenant: req.Tenant, Key: req.Key, Token: token})
-	return err == nil
+	res, err := st.Wait(wctx, store.WaitParams{Tenant: req.Tenant, Key: req.Key, Token: token})
+	return res, err == nil
 }
 
 // heartbeatWhile heartbeats the activity of ctx, every third of its

@@ -52,6 +52,42 @@ func TestProbeActivityWaitsForALiveHolder(t *testing.T) {
 	assert.Zero(t, asked, "a settled record needs no probe")
 }
 
+// aheadClock is the system's clock, ahead by d: a store whose clock runs
+// ahead of the worker's.
+type aheadClock struct{ d time.Duration }
+
+func (c aheadClock) Now() time.Time { return time.Now().Add(c.d) }
+
+// A holder whose lease runs out while the ask waits for it is gone by the
+// store's clock, which the worker's may trail: the ask answers settled
+// (the call runs again and takes the key over) rather than "held" because
+// the record, read again by the worker's clock, still looks leased. In the
+// fault run the store's wait came back a millisecond before the worker's
+// clock reached the lease's end, and a person decided the key.
+func TestProbeActivityHolderGoneByTheStoresClock(t *testing.T) {
+	t.Parallel()
+	h := newHarnessOn(t, aheadClock{d: time.Second})
+	decl, err := activity.Effectful((&slowGateway{}).Charge, "flight").WithProbe(
+		func(context.Context, activity.ProbeRequest) (activity.ProbeAnswer, error) {
+			return activity.AnswerCannotTell(), nil
+		})
+	require.NoError(t, err)
+	require.NoError(t, h.ic.Declare(decl))
+
+	ctx := context.Background()
+	res, err := h.mem.Claim(ctx, store.ClaimParams{Tenant: "acme", Key: "k1", Holder: "killed-worker", Lease: 2 * time.Second})
+	require.NoError(t, err)
+	require.Equal(t, store.StatusAcquired, res.Status)
+
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	reply, err := h.ic.ProbeActivity()(actx, decision.ProbeRequest{Activity: decl.Name(), Tenant: "acme", Key: "k1"})
+	require.NoError(t, err)
+	assert.True(t, reply.Settled, "the holder is gone by the store's clock: %+v", reply)
+	assert.Contains(t, reply.Detail, "lease ran out")
+	assert.Equal(t, res.Record.Token, reply.Token)
+}
+
 // A holder that is still running when the ask's time (less a margin) is
 // spent leaves the answer "cannot tell", as before.
 func TestProbeActivityHolderStillRunning(t *testing.T) {
