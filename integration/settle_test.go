@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -194,6 +195,13 @@ func TestProbeAnsweringLaterWinsOverAWaitingPerson(t *testing.T) {
 		require.Len(t, pending, 1)
 		require.NotNil(t, pending[0].Probe, "the schedule is visible")
 		assert.Equal(t, 24, pending[0].Probe.Max)
+		// And in the current details, a paragraph of its own: the Web UI
+		// renders them as Markdown.
+		v, err = e.client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), "__temporal_workflow_metadata")
+		require.NoError(t, err)
+		var md sdkpb.WorkflowMetadata
+		require.NoError(t, v.Get(&md))
+		assert.Contains(t, md.GetCurrentDetails(), "\n\nkey "+o.Key+": the probe was asked")
 
 		// The probe's answer settles it with nobody asked.
 		require.Eventually(t, func() bool {

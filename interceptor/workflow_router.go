@@ -287,7 +287,9 @@ func (o *workflowOutbound) await(ctx workflow.Context, out activity.Indeterminat
 // workflow metadata` and on the Web UI's workflow page, under "User
 // Metadata"; `temporal workflow describe` does not show them) to a summary
 // of its waits: the first line for the waits for a person, then a line for
-// each probe schedule and each call waiting for the store.
+// each probe schedule and each call waiting for the store, a blank line
+// between two (the Web UI renders the details as Markdown, which runs
+// lines with one newline between them together).
 func (o *workflowOutbound) showDetails(ctx workflow.Context, open []string) {
 	var first string
 	switch len(open) {
@@ -304,7 +306,7 @@ func (o *workflowOutbound) showDetails(ctx workflow.Context, open []string) {
 	}
 	if more := o.settleDetails(open); more != "" {
 		if first != "" {
-			first += "\n"
+			first += "\n\n"
 		}
 		first += more
 	}

@@ -335,5 +335,5 @@ func (o *workflowOutbound) settleDetails(open []string) string {
 			"waiting for the store: activity %s, tenant %s, key %s ran nothing (%s); runs again at %s (wait %d of %d)",
 			s.n.Activity, s.n.Tenant, s.n.Key, s.n.Reason, s.until.UTC().Format(time.RFC3339), s.count, storeWaitMax))
 	}
-	return strings.Join(lines, "\n")
+	return strings.Join(lines, "\n\n")
 }
