@@ -55,7 +55,7 @@ func TestBookTripTrace(t *testing.T) {
 	for _, s := range sr.Ended() {
 		attrs := map[attribute.Key]string{}
 		for _, kv := range s.Attributes() {
-			attrs[kv.Key] = kv.Value.Emit()
+			attrs[kv.Key] = kv.Value.String()
 		}
 		var events []string
 		for _, e := range s.Events() {
