@@ -91,15 +91,23 @@ func (a *airline) Book(ctx context.Context, req BookRequest) (string, error) {
 func (a *airline) Probe(ctx context.Context, req activity.ProbeRequest) (activity.ProbeAnswer, error) {
 	a.mu.Lock()
 	a.probes++
-	seat, ok := a.bookings[req.Key]
 	a.mu.Unlock()
 	if a.probeAnswer != nil {
 		return a.probeAnswer(ctx, req)
 	}
-	if ok {
-		return activity.AnswerLanded(seat), nil
+	return a.bookedAnswer(req.Key), nil
+}
+
+// bookedAnswer is what the airline knows of key: landed with the seat it
+// booked under it, or not landed.
+func (a *airline) bookedAnswer(key keyspace.Key) activity.ProbeAnswer {
+	a.mu.Lock()
+	seat, ok := a.bookings[key]
+	a.mu.Unlock()
+	if !ok {
+		return activity.AnswerNotLanded()
 	}
-	return activity.AnswerNotLanded(), nil
+	return activity.AnswerLanded(seat)
 }
 
 func (a *airline) probesAsked() int {

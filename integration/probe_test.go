@@ -114,13 +114,7 @@ func TestProbeSlowerThanStoreTimeoutAgainstServer(t *testing.T) {
 		a := &airline{lostAnswers: 1, probe: true}
 		a.probeAnswer = func(_ context.Context, req activity.ProbeRequest) (activity.ProbeAnswer, error) {
 			time.Sleep(5 * storeTimeout) // a slow lookup; the activity has seconds left
-			a.mu.Lock()
-			seat, ok := a.bookings[req.Key]
-			a.mu.Unlock()
-			if !ok {
-				return activity.AnswerNotLanded(), nil
-			}
-			return activity.AnswerLanded(seat), nil
+			return a.bookedAnswer(req.Key), nil
 		}
 		e := newAirlineEnvWith(t, st, activity.KindEffectful, a, interceptor.Options{Lease: 2 * time.Second, StoreTimeout: storeTimeout})
 		var seat string

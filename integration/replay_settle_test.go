@@ -29,13 +29,7 @@ func laterProbe(a *airline) func(context.Context, activity.ProbeRequest) (activi
 		if first {
 			return activity.AnswerCannotTell(), nil
 		}
-		a.mu.Lock()
-		seat, ok := a.bookings[req.Key]
-		a.mu.Unlock()
-		if !ok {
-			return activity.AnswerNotLanded(), nil
-		}
-		return activity.AnswerLanded(seat), nil
+		return a.bookedAnswer(req.Key), nil
 	}
 }
 

@@ -174,13 +174,7 @@ func TestProbeAnsweringLaterWinsOverAWaitingPerson(t *testing.T) {
 			if first {
 				return activity.AnswerCannotTell(), nil // the airline has not caught up yet
 			}
-			a.mu.Lock()
-			seat, ok := a.bookings[req.Key]
-			a.mu.Unlock()
-			if !ok {
-				return activity.AnswerNotLanded(), nil
-			}
-			return activity.AnswerLanded(seat), nil
+			return a.bookedAnswer(req.Key), nil
 		}
 		e := newAirlineEnvWith(t, st, activity.KindEffectful, a, awaitOpts, BookThenHold)
 		run, o := startWaiting(t, e.client, e.queue, BookThenHold, "BA117")
@@ -254,13 +248,7 @@ func TestProbeAskedAgainWhenItsWorkerDies(t *testing.T) {
 				<-release
 				return activity.AnswerCannotTell(), nil
 			}
-			a.mu.Lock()
-			seat, ok := a.bookings[req.Key]
-			a.mu.Unlock()
-			if !ok {
-				return activity.AnswerNotLanded(), nil
-			}
-			return activity.AnswerLanded(seat), nil
+			return a.bookedAnswer(req.Key), nil
 		}
 		queue := testenv.UniqueName("tq")
 		opts := awaitOpts
