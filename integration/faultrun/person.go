@@ -143,8 +143,8 @@ func (p *person) look(ctx context.Context, id string) {
 			d.Action, d.Reason = decision.ActionFree, "the ledger has no charge under the key"
 		}
 		if os.Getenv("FAULTRUN_PERSON_TRACE") != "" {
-			fmt.Fprintf(os.Stderr, "faultrun: person decides %s on %s %s (%s, waiting %s): probe %+v\n",
-				d.Action, id, o.Key, o.Reason, time.Since(pd.Since).Round(time.Millisecond), pd.Probe)
+			fmt.Fprintf(os.Stderr, "faultrun: %s person decides %s on %s %s (%s, waiting %s): probe %+v\n",
+				time.Now().Format("15:04:05.000"), d.Action, id, o.Key, o.Reason, time.Since(pd.Since).Round(time.Millisecond), pd.Probe)
 		}
 		uctx, ucancel := context.WithTimeout(ctx, 30*time.Second)
 		h, err := p.c.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
