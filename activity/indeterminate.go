@@ -150,8 +150,9 @@ func NewIndeterminateError(o IndeterminateOutcome, cause error) error {
 // *temporal.TimeoutError carries the dispatcher's [TimeoutMarker] in its
 // last heartbeat details, and the outcome has Reason [ReasonTimedOut], the
 // key, the call's Check and Retention, and EffectMayHaveLanded set; its
-// Token is zero (no record was read). A timeout without the marker (an undeclared activity, or a
-// dispatcher of an earlier release) is not indeterminate.
+// Token is zero (no record was read). A timeout without the marker (an
+// undeclared activity, or a dispatcher of an earlier release) is not
+// indeterminate.
 func AsIndeterminate(err error) (IndeterminateOutcome, bool) {
 	var appErr *temporal.ApplicationError
 	orig := err

@@ -272,7 +272,7 @@ func (a *innerActivity) ExecuteActivity(ctx context.Context, in *sdkinterceptor.
 		}
 	}
 	res, err := a.Next.ExecuteActivity(ctx, in)
-	if o := scripted(ctx); o != nil && o.kind == kindIndeterminate && o.reason == activity.ReasonBodyFailed && err == nil {
+	if o := scripted(ctx); o != nil && o.losesAnswer() && err == nil {
 		res, err = nil, ErrAnswerLost
 	}
 	key, _ := activity.Key(ctx)
