@@ -102,11 +102,12 @@ type Policy struct {
 	// context (pgstore.Tx) and makes every write of the effect through it.
 	// Such an activity is never indeterminate: a body that fails or a worker
 	// that dies rolls its writes back, and the next attempt runs it again.
-	// The one exception is a key taken over from an attempt that was not
-	// transactional (made before the declaration became Transactional, by
-	// a worker of an earlier rollout): it wrote outside any transaction and
-	// may have landed its effect, so the key ends indeterminate
-	// (holder_lost), as for any EFFECTFUL activity.
+	// The one exception is a key an attempt that was not transactional
+	// (made before the declaration became Transactional, by a worker of an
+	// earlier rollout) claimed since it was last free: that attempt wrote
+	// outside any transaction and may have landed its effect, so the key
+	// ends indeterminate (holder_lost), as for any EFFECTFUL activity —
+	// however many takeovers of it, undone or unfinished, followed.
 	// The body holds a database connection for its whole run. Registration
 	// refuses it on a store that cannot do this (the memory and Redis
 	// stores). A probe is refused with it: there is nothing to probe.

@@ -116,7 +116,7 @@ type execution struct {
 	tenant string
 	key    string
 	check  keyspace.Check // the digest of the checked arguments; "" for none
-	holder string
+	holder string         // this attempt's name, without transactionalHolder
 	token  int64
 	// leaseFrom is when the last claim or renewal the store acknowledged
 	// was sent: the lease holds at least until leaseFrom + Lease. Written
@@ -161,25 +161,21 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
 	}
 	x.holder = holderName(x.info, x.opts.Identity)
-	if x.decl.IsTransactional() {
-		x.holder = transactionalHolder + x.holder
-	}
 	// From here a timeout of this call carries its key (EFFECTFUL).
 	x.mark(ctx, activity.StageClaiming, true)
 
 	var (
-		supersede int64
-		lost      *store.Record // a holder presumed gone, taken over to be marked
-		waited    time.Duration
+		lost   *store.Record // the record of a holder presumed gone, to take over
+		waited time.Duration
 	)
 	retry := x.storeRetry(ctx)
-	res, err := x.claim(ctx, 0)
+	res, err := x.claim(ctx, nil)
 	for {
 		if err != nil {
 			if retry.again(ctx, err) {
 				// The store could not answer and no body was entered: ask
 				// again, as the same claim, once it may be back.
-				res, err = x.claim(ctx, supersede)
+				res, err = x.claim(ctx, lost)
 				continue
 			}
 			return nil, x.storeFailed(ctx, err)
@@ -188,15 +184,15 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 		switch res.Status {
 		case store.StatusAcquired:
 			x.token = res.Record.Token
+			// Whether anything outside a transaction may have touched the
+			// key is a fact of the record this claim now holds, kept by
+			// the holder it was claimed under (see transactionalHolder).
+			clean := isTransactionalHolder(x.claimHolder(lost))
 			if lost != nil {
-				// A transactional holder that is gone left nothing behind:
-				// its transaction rolled back, or committed the record with
-				// it. Only the others may have left an unknown effect —
-				// among them an attempt made before this activity's
-				// declaration became Transactional, which wrote its effect
-				// outside any transaction: the holder tells them apart.
-				if x.kind == activity.KindEffectful &&
-					(!x.decl.IsTransactional() || !strings.HasPrefix(lost.Holder, transactionalHolder)) {
+				// A gone holder of a clean record left nothing behind: its
+				// transaction rolled back, or committed the record with it.
+				// Any other may have left an unknown effect.
+				if x.kind == activity.KindEffectful && !(x.decl.IsTransactional() && clean) {
 					return x.holderLost(ctx, lost)
 				}
 				x.observe(ctx, EventTakenOver, nil)
@@ -222,7 +218,7 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 			x.token = res.Record.Token
 			return nil, x.indeterminate(ctx, activity.ReasonRecorded, false, errors.New(res.Record.Reason))
 		case store.StatusFree:
-			supersede, lost = 0, nil
+			lost = nil
 		case store.StatusHeld:
 			if res.LeaseExpired {
 				// The holder is gone: its lease ran out. Take the key over,
@@ -238,12 +234,12 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 					// this call's.
 					return nil, x.argumentsMismatch(ctx, rec, found(0, res.Status))
 				}
-				supersede, lost = rec.Token, &rec
+				lost = &rec
 				break
 			}
 			// A live holder: whatever was presumed lost before is not what
 			// holds the key now.
-			supersede, lost = 0, nil
+			lost = nil
 			var d time.Duration
 			res, d, err = x.wait(ctx, res.Record.Token)
 			waited += d
@@ -251,7 +247,7 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 		default:
 			return nil, x.storeFailed(ctx, fmt.Errorf("idempotency: store answered with unknown status %d", res.Status))
 		}
-		res, err = x.claim(ctx, supersede)
+		res, err = x.claim(ctx, lost)
 	}
 }
 
@@ -318,12 +314,18 @@ func (r *retrier) again(ctx context.Context, err error) bool {
 	return true
 }
 
-func (x *execution) claim(ctx context.Context, supersede int64) (store.Result, error) {
+// claim claims the key: a free key, or, with lost set, the key of the
+// holder presumed gone that lost is the record of, fenced by its token.
+func (x *execution) claim(ctx context.Context, lost *store.Record) (store.Result, error) {
+	var supersede int64
+	if lost != nil {
+		supersede = lost.Token
+	}
 	start := time.Now()
 	res, err := x.opts.Store.Claim(ctx, store.ClaimParams{
 		Tenant:    x.tenant,
 		Key:       x.key,
-		Holder:    x.holder,
+		Holder:    x.claimHolder(lost),
 		Lease:     x.opts.Lease,
 		Supersede: supersede,
 		Check:     string(x.check),
@@ -962,17 +964,38 @@ func (x *execution) emit(ctx context.Context, e Event) {
 	}
 }
 
-// transactionalHolder begins the holder of every claim a transactional
-// execution (activity.Policy.Transactional) makes. A transactional
-// execution that takes a key over from a lost holder runs the body again
-// only when the holder begins with it: such a holder's writes rolled back
-// with its transaction, or committed with its record. Any other holder —
-// an attempt made before the declaration became Transactional, by a worker
-// of an earlier rollout or release — may have landed its effect outside a
-// transaction, and its key is marked indeterminate instead. Holders of
+// transactionalHolder begins the holder of a claim that keeps a record
+// clean: one on which nothing outside a transaction can have applied an
+// effect since the key was last free. Only a transactional execution
+// (activity.Policy.Transactional) claims under it, and only when the record
+// it claims is clean: a free key, or a takeover of a holder that itself
+// begins with it (claimHolder). A transactional execution that takes over
+// any other holder — an attempt made outside a transaction, by a worker of
+// an earlier rollout or release, or an execution that took such a holder
+// over to mark it — claims under its plain name, so the record stays
+// unclean through every takeover, undone takeover (whose record names the
+// taker) and mark that does not land, until a person decides or the key is
+// freed. A gone holder of a clean record left nothing behind, and its key
+// may run the body again; any other is marked indeterminate. Holders of
 // other claims begin with a hexadecimal execution ID (holderName), never
 // with this.
 const transactionalHolder = "tx:"
+
+// isTransactionalHolder reports whether a record held by holder is clean:
+// see transactionalHolder.
+func isTransactionalHolder(holder string) bool {
+	return strings.HasPrefix(holder, transactionalHolder)
+}
+
+// claimHolder is the holder the next claim is made under: with lost set, a
+// takeover of that record. A transactional execution claims as a
+// transactional holder only a record that stays clean by its claim.
+func (x *execution) claimHolder(lost *store.Record) string {
+	if !x.decl.IsTransactional() || (lost != nil && !isTransactionalHolder(lost.Holder)) {
+		return x.holder
+	}
+	return transactionalHolder + x.holder
+}
 
 // holderName identifies an execution attempt in a record:
 // "<execution digest>:<attempt>:<worker identity>". The digest stands for

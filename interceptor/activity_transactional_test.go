@@ -215,6 +215,66 @@ func TestTransactionalTakeoverOfALostHolder(t *testing.T) {
 		assert.Equal(t, store.StateIndeterminate, rec.State)
 	})
 
+	// The rollout sequence: attempt 1 ran outside any transaction, on a
+	// worker of the earlier rollout, and died; attempt 2, transactional,
+	// took the key over to mark it and its mark never landed (its worker
+	// died); attempt 3 finds attempt 2's claim gone. Attempt 2's holder was
+	// transactional code, but the record it held was not clean: attempt 3
+	// must mark it too, not run the body a second time.
+	t.Run("TakenOverToMarkAndTheMarkLost", func(t *testing.T) {
+		t.Parallel()
+		h, txs := newTxHarness(t, commitLands)
+		env := h.activityEnv(t, "acme")
+		runID, _ := h.runIDs(t, env)
+		key, err := decl.Key("acme", runID, []any{req})
+		require.NoError(t, err)
+		lost, err := txs.Memory.Claim(context.Background(), store.ClaimParams{Tenant: "acme", Key: string(key),
+			Holder: "0123456789abcdef:1:worker-of-the-earlier-release", Lease: time.Millisecond})
+		require.NoError(t, err)
+		require.Equal(t, store.StatusAcquired, lost.Status)
+		time.Sleep(time.Until(lost.Record.LeaseUntil) + time.Millisecond)
+
+		txs.setDown("MarkIndeterminate", true) // attempt 2's worker dies before its mark lands
+		_, err = env.ExecuteActivity(h.acts.Plain, req)
+		requireIndeterminate(t, err, activity.ReasonHolderLost, false)
+		rec, err := txs.Memory.Lookup(context.Background(), store.LookupParams{Tenant: "acme", Key: string(key)})
+		require.NoError(t, err)
+		require.Equal(t, store.StatePending, rec.State, "the mark must not have landed for this test")
+		require.NotEqual(t, lost.Record.Token, rec.Token, "attempt 2 took the key over")
+		time.Sleep(time.Until(rec.LeaseUntil) + time.Millisecond)
+
+		_, err = env.ExecuteActivity(h.acts.Plain, req)
+		requireIndeterminate(t, err, activity.ReasonHolderLost, false)
+		assert.Zero(t, h.acts.ledger.count("Plain"),
+			"the body ran over a key whose first holder applied its effect outside a transaction")
+	})
+
+	// On a durable store a takeover whose answer is lost is undone by
+	// ending its lease: the record then names the taker. The same attempt
+	// claims again, finds the taker's claim gone and takes it over: that
+	// is still the key attempt 1 may have landed its effect under.
+	t.Run("TakeoverUndone", func(t *testing.T) {
+		t.Parallel()
+		h, txs := newTxHarness(t, commitLands)
+		env := h.activityEnv(t, "acme")
+		runID, _ := h.runIDs(t, env)
+		key, err := decl.Key("acme", runID, []any{req})
+		require.NoError(t, err)
+		lost, err := txs.Memory.Claim(context.Background(), store.ClaimParams{Tenant: "acme", Key: string(key),
+			Holder: "0123456789abcdef:1:worker-of-the-earlier-release", Lease: time.Millisecond})
+		require.NoError(t, err)
+		time.Sleep(time.Until(lost.Record.LeaseUntil) + time.Millisecond)
+
+		txs.undoNextTakeovers(1)
+		_, err = env.ExecuteActivity(h.acts.Plain, req)
+		requireIndeterminate(t, err, activity.ReasonHolderLost, false)
+		assert.Zero(t, h.acts.ledger.count("Plain"),
+			"the body ran over an undone takeover of a holder that may have landed its effect")
+		rec, err := txs.Memory.Lookup(context.Background(), store.LookupParams{Tenant: "acme", Key: string(key)})
+		require.NoError(t, err)
+		assert.Equal(t, store.StateIndeterminate, rec.State)
+	})
+
 	t.Run("Transactional", func(t *testing.T) {
 		t.Parallel()
 		// A transactional attempt whose commit did not land, and whose

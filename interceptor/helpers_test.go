@@ -230,6 +230,19 @@ type faultyStore struct {
 	// that fail) take effect and then fail as an answer lost on the way
 	// back does.
 	lost map[string]int
+	// undoTakeovers is how many of the next takeovers (claims with
+	// Supersede) take effect, lose their answer and are undone as a
+	// durable store undoes them (store/doc.go, "Undoing a claim"): the
+	// takeover's record stays, with its lease ended.
+	undoTakeovers int
+}
+
+// undoNextTakeovers makes the next n takeovers land, lose their answer and
+// be undone by ending their lease.
+func (f *faultyStore) undoNextTakeovers(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.undoTakeovers = n
 }
 
 // loseNext makes the next n calls of op, once those set to fail have,
@@ -288,7 +301,23 @@ func (f *faultyStore) Claim(ctx context.Context, p store.ClaimParams) (store.Res
 	if err := f.fault("Claim"); err != nil {
 		return store.Result{}, err
 	}
-	return f.Memory.Claim(ctx, p)
+	res, err := f.Memory.Claim(ctx, p)
+	f.mu.Lock()
+	undo := err == nil && p.Supersede != 0 && res.Status == store.StatusAcquired && f.undoTakeovers > 0
+	if undo {
+		f.undoTakeovers--
+	}
+	f.mu.Unlock()
+	if undo {
+		// The store never learnt whether its answer arrived: it ends the
+		// takeover's lease, under the token only it knew.
+		if _, err := f.Memory.Renew(ctx, store.RenewParams{Tenant: p.Tenant, Key: p.Key, Token: res.Record.Token, Lease: time.Nanosecond}); err != nil {
+			return store.Result{}, err
+		}
+		time.Sleep(time.Millisecond)
+		return store.Result{}, store.Unavailable("test Claim", errors.New("answer lost; the takeover was undone"))
+	}
+	return res, err
 }
 
 func (f *faultyStore) Complete(ctx context.Context, p store.CompleteParams) error {

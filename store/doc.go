@@ -98,7 +98,12 @@
 // attempt), and a lost holder that is in fact alive cannot record under its
 // old token, as after any takeover. What decides the next caller's path —
 // pending, lease run out, so EFFECTFUL ends indeterminate and IDEMPOTENT
-// takes over — is the same either way.
+// takes over — is the same either way. The store keeps the holder as the
+// claimer gave it; a caller that reads a fact from it (the dispatcher reads
+// whether a record was only ever held inside transactions, see package
+// interceptor) must claim a takeover under a holder that keeps that fact of
+// the record it replaces, so that an undone takeover tells the next caller
+// what the superseded record would have.
 //
 // # Fencing tokens
 //
