@@ -372,11 +372,39 @@ const (
 	txWorkerQueue     = "IDEMPOTENCY_TX_QUEUE"
 	txWorkerSchema    = "IDEMPOTENCY_TX_SCHEMA"
 	txWorkerMarker    = "IDEMPOTENCY_TX_MARKER"
+	// txWorkerMode picks the process's part (txModeMidBody when unset).
+	txWorkerMode = "IDEMPOTENCY_TX_MODE"
 )
 
-// txWorkerProcess is a worker process whose ReserveSeat body writes its row,
-// says so by creating the marker file, and then never returns: the test
-// kills it there, mid-body, with its transaction open.
+// The parts a worker process plays.
+const (
+	// txModeMidBody: the transactional body writes its row, then is killed.
+	txModeMidBody = ""
+	// txModePlain: a worker of the rollout before the declaration became
+	// Transactional: ReserveSeat is a plain EFFECTFUL activity whose body
+	// writes its row outside any transaction (it lands at once), then is
+	// killed.
+	txModePlain = "plain"
+	// txModeDiesBeforeMark: a transactional worker whose store calls to
+	// mark a key indeterminate never return: it is killed there, after
+	// taking a key over, before its mark lands.
+	txModeDiesBeforeMark = "dies-before-mark"
+)
+
+// hangingMarks is a store whose MarkIndeterminate announces itself through
+// the marker file and never returns.
+type hangingMarks struct {
+	*pgstore.Store
+	marker string
+}
+
+func (s *hangingMarks) MarkIndeterminate(context.Context, store.MarkIndeterminateParams) error {
+	_ = os.WriteFile(s.marker, []byte(strconv.Itoa(os.Getpid())), 0o644)
+	select {} // killed here
+}
+
+// txWorkerProcess is a worker process that plays the part txWorkerMode
+// names; the test kills it where that part says.
 func txWorkerProcess() error {
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(pgenv.PostgresURL())
@@ -389,32 +417,134 @@ func txWorkerProcess() error {
 		return err
 	}
 	defer pool.Close()
-	schema := os.Getenv(txWorkerSchema)
+	schema, marker := os.Getenv(txWorkerSchema), os.Getenv(txWorkerMarker)
 	s, err := pgstore.New(pool, pgstore.Options{Schema: schema})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	var st store.Store = s
+	if os.Getenv(txWorkerMode) == txModeDiesBeforeMark {
+		st = &hangingMarks{Store: s, marker: marker}
+	}
 	c, err := worker.Dial(client.Options{HostPort: os.Getenv(txWorkerFrontend), Namespace: os.Getenv(txWorkerNamespace)}, zap.NewNop())
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	w, err := worker.New(c, os.Getenv(txWorkerQueue), worker.Options{Idempotency: interceptor.Options{Store: s, Lease: 2 * time.Second}})
+	w, err := worker.New(c, os.Getenv(txWorkerQueue), worker.Options{Idempotency: interceptor.Options{Store: st, Lease: 2 * time.Second}})
 	if err != nil {
 		return err
 	}
-	acts := &seats{table: pgx.Identifier{schema, "seats"}.Sanitize(), hook: func(context.Context, int32) error {
-		if err := os.WriteFile(os.Getenv(txWorkerMarker), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+	table := pgx.Identifier{schema, "seats"}.Sanitize()
+	killedHere := func(context.Context, int32) error {
+		if err := os.WriteFile(marker, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 			return err
 		}
 		select {} // killed here
-	}}
-	if err := w.Register(acts.declaration()); err != nil {
+	}
+	acts := &seats{table: table, hook: killedHere}
+	decl := acts.declaration()
+	switch os.Getenv(txWorkerMode) {
+	case txModePlain:
+		plain := func(ctx context.Context, req SeatRequest) (string, error) {
+			effect := fmt.Sprintf("%s/attempt-%d/pid-%d", req.Seat, sdkactivity.GetInfo(ctx).Attempt, os.Getpid())
+			if _, err := pool.Exec(ctx, "INSERT INTO "+table+" (seat, effect) VALUES ($1, $2)", req.Seat, effect); err != nil {
+				return "", err
+			}
+			return "", killedHere(ctx, 0)
+		}
+		decl = activity.MustDeclare(plain, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"seat"},
+			Name: ReserveSeatActivity})
+	case txModeDiesBeforeMark:
+		acts.hook = nil
+	}
+	if err := w.Register(decl); err != nil {
 		return err
 	}
 	w.RegisterWorkflow(SeatCalls)
 	return w.Run(nil)
+}
+
+// txProcess is a worker process a test started.
+type txProcess struct {
+	cmd    *exec.Cmd
+	out    *strings.Builder
+	marker string
+	waited chan error
+}
+
+// startTxProcess starts a worker process playing mode on queue.
+func startTxProcess(t *testing.T, mode, queue, schema string) *txProcess {
+	t.Helper()
+	p := &txProcess{out: &strings.Builder{}, marker: filepath.Join(t.TempDir(), "marker"), waited: make(chan error, 1)}
+	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	p.cmd.Env = append(os.Environ(), txWorkerEnv+"=1", txWorkerMode+"="+mode,
+		txWorkerFrontend+"="+server.GetFrontendHostPort(), txWorkerNamespace+"="+server.GetDefaultNamespace(),
+		txWorkerQueue+"="+queue, txWorkerSchema+"="+schema, txWorkerMarker+"="+p.marker)
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	require.NoError(t, p.cmd.Start())
+	go func() { p.waited <- p.cmd.Wait() }()
+	t.Cleanup(func() { _ = p.cmd.Process.Kill() })
+	return p
+}
+
+// killAtMarker waits until the process has reached the point its part
+// marks, then SIGKILLs it.
+func (p *txProcess) killAtMarker(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(p.marker)
+		return err == nil && len(b) > 0
+	}, 60*time.Second, 20*time.Millisecond, "the worker process never reached its mark: %s", p.out)
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+	<-p.waited
+}
+
+// Rolling ReserveSeat out from plain EFFECTFUL to Transactional, with a
+// kill at each step. Attempt 1 runs on a worker of the earlier rollout: its
+// row lands outside any transaction and the worker is killed before it
+// records anything. Attempt 2 runs on a transactional worker, takes the key
+// over to mark it indeterminate and is killed before its mark lands.
+// Attempt 3, on a healthy transactional worker, finds attempt 2's claim
+// gone: the key may hold attempt 1's effect, so it is marked, not run again.
+// One row.
+func TestTransactionalRolloutWithKills(t *testing.T) {
+	t.Parallel()
+	pool, schema := pgenv.Postgres(t)
+	s := txStore(t, pool, schema)
+	ledger := newSeatLedger(t, pool, schema)
+	queue := testenv.UniqueName("tq")
+
+	old := startTxProcess(t, txModePlain, queue, schema)
+	c := newClient(server, worker.ClientOptions(client.Options{}, zap.NewNop()))
+	ctx, cancel := context.WithTimeout(interceptor.WithTenant(context.Background(), "acme"), 120*time.Second)
+	defer cancel()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: testenv.UniqueName("wf"), TaskQueue: queue},
+		SeatCalls, "12A", 1, 4*time.Second)
+	require.NoError(t, err)
+	old.killAtMarker(t)
+	require.Len(t, ledger.effects(t, "12A"), 1, "attempt 1's row landed outside any transaction")
+
+	taker := startTxProcess(t, txModeDiesBeforeMark, queue, schema)
+	taker.killAtMarker(t)
+
+	events := &eventLog{}
+	w, err := worker.New(c, queue, worker.Options{Worker: workerOptions,
+		Idempotency: interceptor.Options{Store: s, Lease: 2 * time.Second, Observer: events}})
+	require.NoError(t, err)
+	acts := &seats{table: ledger.table}
+	require.NoError(t, w.Register(acts.declaration()))
+	w.RegisterWorkflow(SeatCalls)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	var got []string
+	err = run.Get(ctx, &got)
+	assert.Len(t, ledger.effects(t, "12A"), 1, "the seat was reserved twice")
+	assert.Zero(t, acts.calls.Load(), "the body ran over a key that may hold attempt 1's effect")
+	requireIndeterminate(t, err, activity.ReasonHolderLost)
 }
 
 // The worker process is SIGKILLed mid-body, its transaction open with the
@@ -427,19 +557,7 @@ func TestTransactionalWorkerKilledMidBody(t *testing.T) {
 	s := txStore(t, pool, schema)
 	ledger := newSeatLedger(t, pool, schema)
 	queue := testenv.UniqueName("tq")
-	marker := filepath.Join(t.TempDir(), "entered")
-
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), txWorkerEnv+"=1",
-		txWorkerFrontend+"="+server.GetFrontendHostPort(), txWorkerNamespace+"="+server.GetDefaultNamespace(),
-		txWorkerQueue+"="+queue, txWorkerSchema+"="+schema, txWorkerMarker+"="+marker)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	require.NoError(t, cmd.Start())
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	p := startTxProcess(t, txModeMidBody, queue, schema)
 
 	c := newClient(server, worker.ClientOptions(client.Options{}, zap.NewNop()))
 	ctx, cancel := context.WithTimeout(interceptor.WithTenant(context.Background(), "acme"), 90*time.Second)
@@ -447,14 +565,9 @@ func TestTransactionalWorkerKilledMidBody(t *testing.T) {
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: testenv.UniqueName("wf"), TaskQueue: queue},
 		SeatCalls, "12A", 1, 4*time.Second)
 	require.NoError(t, err)
-
-	var pid []byte
-	require.Eventually(t, func() bool {
-		pid, err = os.ReadFile(marker)
-		return err == nil && len(pid) > 0
-	}, 60*time.Second, 20*time.Millisecond, "the worker process never entered the body: %s", &out)
-	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-	<-waited
+	p.killAtMarker(t)
+	pid, err := os.ReadFile(p.marker)
+	require.NoError(t, err)
 
 	// The retry runs on a worker of this process, on the same store.
 	events := &eventLog{}
