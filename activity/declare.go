@@ -61,10 +61,27 @@ type Policy struct {
 	// key, so a retry that renumbers itself is still one key. For an
 	// activity whose one argument is a struct, the names are the JSON field
 	// names of that struct as the data converter sends them; otherwise they
-	// are names from Params. Empty means the activity's name alone, within
-	// the tenant and run, is the key: one effect per run. Ignored for
-	// KindReadOnly.
+	// are names from Params. An IDEMPOTENT or EFFECTFUL activity names
+	// them, or says instead what its key is with KeyAllArguments or
+	// OncePerRun: a declaration with none of the three is refused, never
+	// read as one key per run. Ignored for KindReadOnly.
 	KeyArguments []string
+	// KeyAllArguments makes every argument the activity is called with the
+	// key, as the data converter would send it: two calls that differ in
+	// any argument, even a request ID or a timestamp, are two effects. In
+	// Temporal an activity's retries carry the input of its first attempt,
+	// so retries stay one key. Use it when no subset of the arguments
+	// identifies the effect; name KeyArguments when one does (a request ID
+	// that is renumbered per call must stay out of the key). Not with
+	// KeyArguments, OncePerRun or CheckArguments.
+	KeyAllArguments bool
+	// OncePerRun makes the activity's name alone, within the tenant and
+	// run, the key: one effect per run, whatever the arguments — a second
+	// call in the run with other arguments gets the first call's answer.
+	// Declarations that named no key arguments before this field existed
+	// had this key, and keep it by setting it. Not with KeyArguments or
+	// KeyAllArguments.
+	OncePerRun bool
 	// Params names the activity's parameters in order, not counting a
 	// leading context.Context. Go keeps no parameter names at run time, so
 	// an activity taking positional arguments declares them here once.
@@ -206,6 +223,9 @@ func Declare(fn any, p Policy) (*Declaration, error) {
 	case p.Transactional && p.Probe != nil:
 		return fail("", "a transactional activity is never indeterminate: it takes no probe")
 	}
+	if err := checkKeyChoice(name, p); err != nil {
+		return nil, err
+	}
 	d := &Declaration{name: name, fn: fn, policy: p}
 	if p.Kind == KindReadOnly {
 		return d, nil
@@ -240,6 +260,49 @@ func Declare(fn any, p Policy) (*Declaration, error) {
 		return fail(slices.Concat(p.KeyArguments, p.CheckArguments)[0], "the activity takes %d positional parameters: name them in Policy.Params", len(params))
 	}
 	return d, nil
+}
+
+// checkKeyChoice refuses a declaration that does not say what its key is,
+// or says it two ways.
+func checkKeyChoice(name string, p Policy) error {
+	fail := func(field, reason string) error {
+		return &DeclarationError{Activity: name, Field: field, Reason: reason}
+	}
+	if p.Kind == KindReadOnly {
+		if p.KeyAllArguments || p.OncePerRun {
+			return fail("Policy.KeyAllArguments", "a READ_ONLY activity has no key")
+		}
+		return nil
+	}
+	switch n := btoi(len(p.KeyArguments) > 0) + btoi(p.KeyAllArguments) + btoi(p.OncePerRun); {
+	case n == 0:
+		return fail("Policy.KeyArguments", fmt.Sprintf("names no key arguments, which would make every call of the activity "+
+			"in a run one key: a second call with other arguments would get the first one's answer and never run. "+
+			"Say what identifies one effect: name its arguments (activity.%s(fn, \"order_id\"), or Policy.KeyArguments), "+
+			"or key on every argument (Policy.KeyAllArguments); or, if one effect per run is meant, say so (Policy.OncePerRun)",
+			shorthand(p.Kind)))
+	case n > 1:
+		return fail("Policy.KeyArguments", "KeyArguments, KeyAllArguments and OncePerRun are three ways to say what the key is: choose one")
+	}
+	if p.KeyAllArguments && len(p.CheckArguments) > 0 {
+		return fail("Policy.CheckArguments", "with KeyAllArguments every argument is in the key already: there is nothing left to check")
+	}
+	return nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// shorthand names the declaring function of kind.
+func shorthand(k Kind) string {
+	if k == KindIdempotent {
+		return "Idempotent"
+	}
+	return "Effectful"
 }
 
 // MustDeclare is [Declare] that panics on a refused declaration, for
@@ -341,12 +404,24 @@ func (d *Declaration) WithProbe(probe Probe) (*Declaration, error) {
 // argument is absent, and the keyspace package's other errors as they are.
 func (d *Declaration) Key(tenant, run string, args []any) (keyspace.Key, error) {
 	in := keyspace.Input{Tenant: tenant, Run: run, Activity: d.name, KeyArguments: d.policy.KeyArguments}
+	if d.policy.KeyAllArguments {
+		if args == nil {
+			args = []any{}
+		}
+		in.KeyArguments = []string{allArguments}
+		in.Arguments = map[string]any{allArguments: args}
+		return keyspace.Derive(in)
+	}
 	if d.argIndex == nil && len(args) == 0 && len(in.KeyArguments) > 0 {
 		return "", &keyspace.MissingArgumentError{Name: in.KeyArguments[0]}
 	}
 	in.Arguments = d.arguments(args, d.policy.KeyArguments)
 	return keyspace.Derive(in)
 }
+
+// allArguments is the one name under which a KeyAllArguments declaration
+// keys the list of its arguments.
+const allArguments = "arguments"
 
 // Check derives the digest of the declared checked arguments of one
 // execution, as the dispatcher does; "" when the declaration checks none.

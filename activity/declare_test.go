@@ -57,9 +57,11 @@ func TestDeclareAccepts(t *testing.T) {
 		wantName string
 	}{
 		{"StructKeyArgument", Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}}, "Book"},
-		{"StructNoKeyArguments", Book, activity.Policy{Kind: activity.KindIdempotent}, "Book"},
+		{"StructOncePerRun", Book, activity.Policy{Kind: activity.KindIdempotent, OncePerRun: true}, "Book"},
+		{"StructAllArguments", Book, activity.Policy{Kind: activity.KindEffectful, KeyAllArguments: true}, "Book"},
+		{"PositionalAllArguments", Charge, activity.Policy{Kind: activity.KindEffectful, KeyAllArguments: true}, "Charge"},
 		{"Positional", Charge, activity.Policy{Kind: activity.KindEffectful, Params: []string{"card", "amount", "requestID"}, KeyArguments: []string{"card", "amount"}}, "Charge"},
-		{"NoParameters", Ping, activity.Policy{Kind: activity.KindEffectful}, "Ping"},
+		{"NoParameters", Ping, activity.Policy{Kind: activity.KindEffectful, OncePerRun: true}, "Ping"},
 		{"ReadOnlyIgnoresKeyArguments", LookupFare, activity.Policy{Kind: activity.KindReadOnly, KeyArguments: []string{"anything"}}, "LookupFare"},
 		{"ExplicitName", Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}, Name: "book-v2"}, "book-v2"},
 		{"MethodValue", bookings{}.Reserve, activity.Policy{Kind: activity.KindIdempotent, KeyArguments: []string{"flight"}}, "Reserve"},
@@ -226,7 +228,7 @@ func TestDeclarationKey(t *testing.T) {
 		Kind: activity.KindEffectful, Params: []string{"card", "amount", "requestID"}, KeyArguments: []string{"card", "amount"},
 	})
 	require.NoError(t, err)
-	ping, err := activity.Declare(Ping, activity.Policy{Kind: activity.KindEffectful})
+	ping, err := activity.Declare(Ping, activity.Policy{Kind: activity.KindEffectful, OncePerRun: true})
 	require.NoError(t, err)
 
 	key := func(t *testing.T, d *activity.Declaration, tenant, run string, args ...any) keyspace.Key {
@@ -319,11 +321,82 @@ func TestTransactionalShorthand(t *testing.T) {
 	assert.True(t, d.Policy().Transactional)
 	assert.False(t, activity.Effectful(Book, "flight").IsTransactional())
 	db := &struct{ name string }{"pool"}
-	d, err := activity.Declare(Book, activity.Policy{Kind: activity.KindEffectful, Transactional: true, TransactionalDB: db})
+	d, err := activity.Declare(Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"},
+		Transactional: true, TransactionalDB: db})
 	require.NoError(t, err)
 	assert.Same(t, db, d.TransactionalDB())
 	_, err = d.WithProbe(func(context.Context, activity.ProbeRequest) (activity.ProbeAnswer, error) {
 		return activity.ProbeAnswer{}, nil
 	})
 	assert.ErrorIs(t, err, activity.ErrInvalidDeclaration, "WithProbe on a transactional declaration")
+}
+
+// A declaration that does not say what its key is is refused: read as one
+// key per run, every call of the activity in a run after the first got the
+// first one's answer and never ran (two orders, one charge). The message
+// names the ways to say it.
+func TestDeclareRefusesAnUnstatedKey(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []activity.Kind{activity.KindEffectful, activity.KindIdempotent} {
+		t.Run(kind.String(), func(t *testing.T) {
+			t.Parallel()
+			_, err := activity.Declare(Book, activity.Policy{Kind: kind})
+			require.ErrorIs(t, err, activity.ErrInvalidDeclaration)
+			var de *activity.DeclarationError
+			require.ErrorAs(t, err, &de)
+			assert.Equal(t, "Policy.KeyArguments", de.Field)
+			for _, want := range []string{"Policy.KeyAllArguments", "Policy.OncePerRun", "names no key arguments"} {
+				assert.Contains(t, err.Error(), want)
+			}
+		})
+	}
+	assert.PanicsWithError(t, mustErr(activity.Declare(Book, activity.Policy{Kind: activity.KindEffectful})).Error(),
+		func() { activity.Effectful(Book) }, "the shorthand with no key arguments")
+	assert.Panics(t, func() { activity.Idempotent(Book) })
+	assert.Panics(t, func() { activity.Transactional(Book) })
+
+	for name, p := range map[string]activity.Policy{
+		"KeysAndAll":          {Kind: activity.KindEffectful, KeyArguments: []string{"flight"}, KeyAllArguments: true},
+		"KeysAndOnce":         {Kind: activity.KindEffectful, KeyArguments: []string{"flight"}, OncePerRun: true},
+		"AllAndOnce":          {Kind: activity.KindIdempotent, KeyAllArguments: true, OncePerRun: true},
+		"AllAndCheck":         {Kind: activity.KindEffectful, KeyAllArguments: true, CheckArguments: []string{"flight"}},
+		"ReadOnlyWithOnce":    {Kind: activity.KindReadOnly, OncePerRun: true},
+		"ReadOnlyWithAllArgs": {Kind: activity.KindReadOnly, KeyAllArguments: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := activity.Declare(Book, p)
+			require.ErrorIs(t, err, activity.ErrInvalidDeclaration)
+		})
+	}
+}
+
+func mustErr(_ *activity.Declaration, err error) error { return err }
+
+// KeyAllArguments keys on every argument: calls that differ in any argument
+// are two keys, identical calls (a retry carries its first attempt's input)
+// one. OncePerRun keeps the key a declaration without key arguments had.
+func TestDeclarationKeyChoices(t *testing.T) {
+	t.Parallel()
+	all := activity.MustDeclare(Book, activity.Policy{Kind: activity.KindEffectful, KeyAllArguments: true})
+	allPositional := activity.MustDeclare(Charge, activity.Policy{Kind: activity.KindEffectful, KeyAllArguments: true})
+	once := activity.MustDeclare(Book, activity.Policy{Kind: activity.KindEffectful, OncePerRun: true})
+	key := func(d *activity.Declaration, args ...any) keyspace.Key {
+		k, err := d.Key("acme", "run", args)
+		require.NoError(t, err)
+		return k
+	}
+	a := BookRequest{Flight: "BA117", RequestID: "a"}
+	assert.Equal(t, key(all, a), key(all, a), "a retry")
+	assert.NotEqual(t, key(all, a), key(all, BookRequest{Flight: "BA118", RequestID: "a"}), "another order")
+	assert.NotEqual(t, key(all, a), key(all, BookRequest{Flight: "BA117", RequestID: "b"}), "every argument is in the key")
+	assert.Equal(t, key(allPositional, "4242", 100, "r1"), key(allPositional, "4242", 100, "r1"))
+	assert.NotEqual(t, key(allPositional, "4242", 100, "r1"), key(allPositional, "4242", 101, "r1"))
+	assert.NotEqual(t, key(all, a), key(once, a))
+
+	// The key a declaration without key arguments had before OncePerRun.
+	old, err := keyspace.Derive(keyspace.Input{Tenant: "acme", Run: "run", Activity: "Book", Arguments: a})
+	require.NoError(t, err)
+	assert.Equal(t, old, key(once, a))
+	assert.Equal(t, old, key(once, BookRequest{Flight: "BA118"}), "one key per run, whatever the arguments")
 }

@@ -578,3 +578,23 @@ func TestIndeterminateKeyOutlivesTheWindow(t *testing.T) {
 	requireIndeterminate(t, err, activity.ReasonRecorded, false)
 	assert.Equal(t, 1, h.acts.ledger.count("Book"), "the effect ran once")
 }
+
+// Two orders in one run under a declaration keyed on every argument are
+// two effects; the same order again is one. (Declared with no key
+// arguments, which is now refused, they were one key: the second order got
+// the first one's answer and was never charged.)
+func TestKeyAllArgumentsTwoOrdersTwoEffects(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	require.NoError(t, h.ic.Declare(activity.MustDeclare(h.acts.Plain, activity.Policy{Kind: activity.KindEffectful, KeyAllArguments: true})))
+	env := h.activityEnv(t, "acme")
+	a, err := book(env, h.acts.Plain, BookRequest{Flight: "o-A", RequestID: "1"})
+	require.NoError(t, err)
+	b, err := book(env, h.acts.Plain, BookRequest{Flight: "o-B", RequestID: "1"})
+	require.NoError(t, err)
+	again, err := book(env, h.acts.Plain, BookRequest{Flight: "o-A", RequestID: "1"})
+	require.NoError(t, err)
+	assert.Equal(t, 2, h.acts.ledger.count("Plain"), "two orders, two charges")
+	assert.NotEqual(t, a.Key, b.Key)
+	assert.Equal(t, a, again, "the same order again gets the first answer")
+}

@@ -89,8 +89,8 @@ func TestDeclare(t *testing.T) {
 		is    error
 	}{
 		{"AlreadyDeclared", []*activity.Declaration{activity.Idempotent(a.Book, "flight")}, interceptor.ErrAlreadyDeclared},
-		{"TwiceInOneCall", []*activity.Declaration{activity.Idempotent(a.Reserve), activity.Effectful(a.Reserve)}, interceptor.ErrAlreadyDeclared},
-		{"Nil", []*activity.Declaration{activity.Idempotent(a.Notify), nil}, nil},
+		{"TwiceInOneCall", []*activity.Declaration{activity.Idempotent(a.Reserve, "flight"), activity.Effectful(a.Reserve, "flight")}, interceptor.ErrAlreadyDeclared},
+		{"Nil", []*activity.Declaration{activity.Idempotent(a.Notify, "flight"), nil}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

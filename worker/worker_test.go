@@ -142,7 +142,7 @@ func TestRegisterNameTakenBySDK(t *testing.T) {
 	t.Parallel()
 	w := newWorker(t, worker.Options{})
 	w.RegisterActivityWithOptions(Cancel, sdkactivity.RegisterOptions{Name: "Cancel"})
-	err := w.Register(activity.Effectful(Cancel))
+	err := w.Register(activity.MustDeclare(Cancel, activity.Policy{Kind: activity.KindEffectful, OncePerRun: true}))
 	require.ErrorIs(t, err, worker.ErrRegistration, "the SDK's panic on a duplicate name becomes an error")
 	assert.Contains(t, err.Error(), `"Cancel"`)
 	_, declared := w.Interceptor().Declaration("Cancel")
@@ -157,7 +157,7 @@ func TestRegisterStopsAtSDKRefusal(t *testing.T) {
 	w.RegisterActivityWithOptions(Cancel, sdkactivity.RegisterOptions{Name: "Cancel"})
 	book := activity.Effectful((&Bookings{}).Book, "flight")
 	lookup := activity.ReadOnly((&Bookings{}).Lookup)
-	err := w.Register(book, activity.Effectful(Cancel), lookup)
+	err := w.Register(book, activity.MustDeclare(Cancel, activity.Policy{Kind: activity.KindEffectful, OncePerRun: true}), lookup)
 	require.ErrorIs(t, err, worker.ErrRegistration)
 
 	_, ok := w.Interceptor().Declaration("Book")
@@ -211,7 +211,7 @@ func TestRegisterActivitiesRefuses(t *testing.T) {
 		is       error
 		mentions []string
 	}{
-		{"UnknownMethod", &Bookings{}, with(func(p map[string]activity.Policy) { p["Refund"] = activity.Policy{Kind: activity.KindEffectful} }), nil, []string{"Refund"}},
+		{"UnknownMethod", &Bookings{}, with(func(p map[string]activity.Policy) { p["Refund"] = activity.Policy{Kind: activity.KindEffectful, OncePerRun: true} }), nil, []string{"Refund"}},
 		{"MethodWithoutPolicy", &Bookings{}, with(func(p map[string]activity.Policy) { delete(p, "Reserve") }), nil, []string{"Reserve", "no policy"}},
 		{"BadDeclaration", &Bookings{}, with(func(p map[string]activity.Policy) {
 			p["Book"] = activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flihgt"}}
