@@ -211,7 +211,9 @@ func TestRegisterActivitiesRefuses(t *testing.T) {
 		is       error
 		mentions []string
 	}{
-		{"UnknownMethod", &Bookings{}, with(func(p map[string]activity.Policy) { p["Refund"] = activity.Policy{Kind: activity.KindEffectful, OncePerRun: true} }), nil, []string{"Refund"}},
+		{"UnknownMethod", &Bookings{}, with(func(p map[string]activity.Policy) {
+			p["Refund"] = activity.Policy{Kind: activity.KindEffectful, OncePerRun: true}
+		}), nil, []string{"Refund"}},
 		{"MethodWithoutPolicy", &Bookings{}, with(func(p map[string]activity.Policy) { delete(p, "Reserve") }), nil, []string{"Reserve", "no policy"}},
 		{"BadDeclaration", &Bookings{}, with(func(p map[string]activity.Policy) {
 			p["Book"] = activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flihgt"}}
