@@ -8,6 +8,7 @@ import (
 	"time"
 
 	sdkactivity "go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 
 	"github.com/tesserix/idempotency/activity"
@@ -170,6 +171,11 @@ func (e *Env) prepare(ctx context.Context, d *activity.Declaration, info sdkacti
 	run := info.WorkflowExecution.RunID
 	if e.scope == interceptor.ScopeWorkflow {
 		run = info.WorkflowExecution.ID
+	} else if p, ok := sdkinterceptor.Header(ctx)[interceptor.RunScopeHeader]; ok {
+		// The run a reset keeps, as the dispatcher scopes it.
+		if err := converter.GetDefaultDataConverter().FromPayload(p, &run); err != nil {
+			return err
+		}
 	}
 	key, err := d.Key(e.tenant, run, args)
 	if err != nil {

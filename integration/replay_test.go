@@ -47,6 +47,8 @@ const historiesDir = "testdata/histories"
 //	       attempts, and whether the first ask is sent at once (a wait
 //	       on an outcome nobody asked the probe about: timed_out,
 //	       recorded)
+//	gen7-  keys scoped by the run a reset keeps (RunScopeChangeID): a
+//	       version marker at the first activity call
 //
 // A generation's histories are never re-recorded by a later one: they are
 // what the later code must replay.

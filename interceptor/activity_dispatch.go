@@ -147,6 +147,16 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 		run = StandaloneRun(x.info.Namespace, x.info.ActivityID)
 	case x.opts.Scope == ScopeWorkflow:
 		run = x.info.WorkflowExecution.ID
+	default:
+		// The run a reset keeps, when the workflow says so: see
+		// RunScopeChangeID.
+		scope, ok, err := headerRunScope(ctx)
+		if err != nil {
+			return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
+		}
+		if ok {
+			run = scope
+		}
 	}
 	if run == "" {
 		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable,

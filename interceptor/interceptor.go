@@ -23,10 +23,12 @@ import (
 type Scope uint8
 
 const (
-	// ScopeRun scopes keys by the workflow run ID, as the specification
-	// does. A reset, a workflow retry or a continue-as-new starts a new run
-	// with a new run ID, and an activity repeated there is a new key: its
-	// effect happens again.
+	// ScopeRun scopes keys by the workflow run, as the specification
+	// does: by the run ID a reset keeps (workflow.Info.OriginalRunID, see
+	// RunScopeChangeID), so a run made by a reset finds the records of
+	// the run it was reset from. A workflow retry or a continue-as-new
+	// starts a run of its own, and an activity repeated there is a new
+	// key: its effect happens again.
 	ScopeRun Scope = iota
 	// ScopeWorkflow scopes keys by the workflow ID, so effects are not
 	// repeated across runs of one workflow ID (resets, retries,

@@ -71,6 +71,9 @@ type workflowOutbound struct {
 	tenantSource  tenantSource // where the workflow's tenant came from
 	tenantProblem string       // why it has none, when its memo gave none
 
+	scopeKnown bool   // RunScopeChangeID asked
+	scopeRun   string // the run ID its calls' keys are scoped by; "" for the current one
+
 	waits      map[string]*wait           // key → the wait open on it
 	storeWaits map[string]*storeWait      // calls waiting for the store, by key and count
 	rejected   []decision.PendingDecision // the latest rejected signals, oldest first
@@ -113,6 +116,7 @@ func (o *workflowOutbound) isRouted(ctx workflow.Context) bool {
 
 func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
 	o.markTenantProblem(ctx)
+	o.markRunScope(ctx)
 	if activityType == decision.ResolveActivityName || activityType == decision.ProbeActivityName || !o.isRouted(ctx) {
 		return o.Next.ExecuteActivity(ctx, activityType, args...)
 	}
@@ -123,6 +127,7 @@ func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 
 func (o *workflowOutbound) ExecuteLocalActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
 	o.markTenantProblem(ctx)
+	o.markRunScope(ctx)
 	if !o.isRouted(ctx) {
 		return o.Next.ExecuteLocalActivity(ctx, activityType, args...)
 	}

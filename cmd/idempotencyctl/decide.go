@@ -11,6 +11,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -169,6 +170,13 @@ func decide(ctx context.Context, b *backend, out io.Writer, req decideRequest) e
 
 	desc, err := c.DescribeWorkflowExecution(ctx, wfID, runID)
 	var notFound *serviceerror.NotFound
+	if reset := resetRun(desc, err); reset != "" && req.runID == "" {
+		// Reset since the record was made: the run made by the reset
+		// scopes its keys by the same original run and waits on the key
+		// now (interceptor.RunScopeChangeID).
+		runID, where = reset, "workflow "+printable(wfID)+" run "+printable(reset)+" (reset from "+printable(runID)+")"
+		desc, err = c.DescribeWorkflowExecution(ctx, wfID, runID)
+	}
 	if err == nil && desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW && req.runID == "" {
 		// Keys scoped by workflow ID outlive a continue-as-new: the run
 		// that waits now is the latest.
@@ -242,6 +250,10 @@ func waitsOn(ctx context.Context, c client.Client, wfID, runID, key string) bool
 // has ended, or takes no pending query, waits on nothing.
 func waitsOnKey(ctx context.Context, c client.Client, wfID, runID, key string) (bool, error) {
 	desc, err := c.DescribeWorkflowExecution(ctx, wfID, runID)
+	if reset := resetRun(desc, err); reset != "" {
+		runID = reset
+		desc, err = c.DescribeWorkflowExecution(ctx, wfID, runID)
+	}
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
@@ -265,6 +277,15 @@ func waitsOnKey(ctx context.Context, c client.Client, wfID, runID, key string) (
 		}
 	}
 	return false, nil
+}
+
+// resetRun returns the run a described run that ended was last reset to,
+// if it was: the run that carries on its calls, and their keys.
+func resetRun(desc *workflowservice.DescribeWorkflowExecutionResponse, err error) string {
+	if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return ""
+	}
+	return desc.GetWorkflowExtendedInfo().GetResetRunId()
 }
 
 func describeDecision(d decision.Decision) string {
