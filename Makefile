@@ -42,6 +42,7 @@ test: ## Run every test: the library (on the SDK go.mod names and on the newest)
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	scripts/mod-why-pgstore.sh
 	TEST_TIMEOUT=$(TEST_TIMEOUT) scripts/newest-sdk.sh
+	TEST_TIMEOUT=$(TEST_TIMEOUT) SERVER_TOOLCHAIN=$(SERVER_TOOLCHAIN) scripts/previous-release.sh
 	@for m in $(dir $(CONTRIB_MODULES)); do \
 		echo "== $$m"; \
 		(cd $$m && go test -count=1 -timeout $(TEST_TIMEOUT) ./...) || exit 1; \
@@ -50,6 +51,10 @@ test: ## Run every test: the library (on the SDK go.mod names and on the newest)
 		echo "== $$m (GOTOOLCHAIN=$(SERVER_TOOLCHAIN))"; \
 		(cd $$m && GOTOOLCHAIN=$(SERVER_TOOLCHAIN) go test -count=1 -timeout $(TEST_TIMEOUT) ./...) || exit 1; \
 	done
+
+.PHONY: test-previous-release
+test-previous-release: ## Replay every committed workflow history with the previous release's workflow code (PREVIOUS_RELEASE=commit for another).
+	TEST_TIMEOUT=$(TEST_TIMEOUT) SERVER_TOOLCHAIN=$(SERVER_TOOLCHAIN) scripts/previous-release.sh
 
 .PHONY: test-newest-sdk
 test-newest-sdk: ## Build, vet and test the library on the newest Temporal Go SDK (SDK_VERSION=v1.x.y for another), in a copy.

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Replays every workflow history committed under integration/testdata/histories
+# (those this release records included) with the PREVIOUS release's workflow
+# code, under that release's own replay configurations (the router on and off,
+# with and without the activities declared, another DefaultTenant): during a
+# rolling deploy and after a rollback the previous release's workflow workers
+# replay what this release's workers wrote. The previous release is built from
+# its pinned commit in a throwaway directory (git archive), as the newest-SDK
+# check builds a copy of the module.
+#
+# A history the previous release cannot replay, and why, is listed in
+# integration/testdata/previous-release-unreplayable.txt ("file: reason"): a
+# history of a behaviour this release writes only once switched on, or one the
+# previous release already could not replay (its own list). Anything else that
+# fails to replay is a rollback that would wedge workflows: the script fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# The previous release: v0.1.0, the code published before this release.
+previous=${PREVIOUS_RELEASE:-5ddb97befa57ab63a5d214c759fb7ee9a414ac99}
+if ! git cat-file -e "$previous^{commit}" 2>/dev/null; then
+	echo "previous-release: commit $previous is not in this clone's history (a shallow clone?): fetch it, or set PREVIOUS_RELEASE" >&2
+	exit 1
+fi
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+git archive "$previous" | tar -x -C "$dir"
+
+histories=integration/testdata/histories
+skip=integration/testdata/previous-release-unreplayable.txt
+copied=0
+for f in "$histories"/*.json; do
+	name=$(basename "$f")
+	if [ -f "$skip" ] && grep -q "^$name:" "$skip"; then
+		rm -f "$dir/$histories/$name"
+		continue
+	fi
+	if [ ! -f "$dir/$histories/$name" ]; then
+		copied=$((copied + 1))
+	fi
+	cp "$f" "$dir/$histories/$name"
+done
+echo "== the previous release (${previous:0:7}) replays this release's histories ($copied new since it)"
+cd "$dir/integration"
+GOTOOLCHAIN=${SERVER_TOOLCHAIN:-go1.27.3} go test -count=1 -timeout "${TEST_TIMEOUT:-15m}" -run '^TestReplayHistories$' ./
