@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
+
 	"github.com/tesserix/idempotency/keyspace"
 )
 
@@ -75,6 +77,18 @@ type Policy struct {
 	// that is renumbered per call must stay out of the key). Not with
 	// KeyArguments, OncePerRun or CheckArguments.
 	KeyAllArguments bool
+	// DefiniteErrors names the error types (temporal.ApplicationError's
+	// Type, as a retry policy's NonRetryableErrorTypes names them) whose
+	// failure of an EFFECTFUL body is a definite outcome, not an unknown
+	// one: a card declined, an order refused. Such a failure is recorded as
+	// the key's outcome and returned as the body returned it — never as
+	// IndeterminateOutcomeError, never to a person — and a duplicate gets
+	// the same error from the record. Any other failure stays
+	// indeterminate. EFFECTFUL only, and not with Transactional (whose
+	// failures roll back and free the key). A worker of a release before
+	// this field existed reads such a record as a result it cannot decode:
+	// name them once every worker runs a release that reads them.
+	DefiniteErrors []string
 	// OncePerRun makes the activity's name alone, within the tenant and
 	// run, the key: one effect per run, whatever the arguments — a second
 	// call in the run with other arguments gets the first call's answer.
@@ -223,6 +237,23 @@ func Declare(fn any, p Policy) (*Declaration, error) {
 	case p.Transactional && p.Probe != nil:
 		return fail("", "a transactional activity is never indeterminate: it takes no probe")
 	}
+	if len(p.DefiniteErrors) > 0 {
+		p.DefiniteErrors = slices.Clone(p.DefiniteErrors)
+		switch {
+		case p.Kind != KindEffectful:
+			return nil, &DeclarationError{Activity: name, Field: "Policy.DefiniteErrors",
+				Reason: fmt.Sprintf("applies to EFFECTFUL activities only, not %s: their failures are never indeterminate", p.Kind)}
+		case p.Transactional:
+			return nil, &DeclarationError{Activity: name, Field: "Policy.DefiniteErrors",
+				Reason: "a transactional activity's failure rolls back and frees the key: it records no failure"}
+		}
+		if dup, ok := firstDuplicate(p.DefiniteErrors); ok {
+			return nil, &DeclarationError{Activity: name, Field: "Policy.DefiniteErrors", Reason: fmt.Sprintf("%q named twice", dup)}
+		}
+		if slices.Contains(p.DefiniteErrors, "") {
+			return nil, &DeclarationError{Activity: name, Field: "Policy.DefiniteErrors", Reason: "holds an empty error type"}
+		}
+	}
 	if err := checkKeyChoice(name, p); err != nil {
 		return nil, err
 	}
@@ -352,6 +383,17 @@ func Transactional(fn any, keyArguments ...string) *Declaration {
 	return MustDeclare(fn, Policy{Kind: KindEffectful, KeyArguments: keyArguments, Transactional: true})
 }
 
+// IsDefinite reports whether err is a definite outcome of the body
+// (Policy.DefiniteErrors): an *temporal.ApplicationError in its chain whose
+// type the declaration names.
+func (d *Declaration) IsDefinite(err error) bool {
+	if len(d.policy.DefiniteErrors) == 0 {
+		return false
+	}
+	var ae *temporal.ApplicationError
+	return errors.As(err, &ae) && slices.Contains(d.policy.DefiniteErrors, ae.Type())
+}
+
 // IsTransactional reports whether the body runs in the store's transaction
 // (Policy.Transactional).
 func (d *Declaration) IsTransactional() bool { return d.policy.Transactional }
@@ -375,6 +417,7 @@ func (d *Declaration) Policy() Policy {
 	p.KeyArguments = slices.Clone(p.KeyArguments)
 	p.CheckArguments = slices.Clone(p.CheckArguments)
 	p.Params = slices.Clone(p.Params)
+	p.DefiniteErrors = slices.Clone(p.DefiniteErrors)
 	return p
 }
 

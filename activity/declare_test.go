@@ -3,11 +3,13 @@ package activity_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/keyspace"
@@ -399,4 +401,30 @@ func TestDeclarationKeyChoices(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, old, key(once, a))
 	assert.Equal(t, old, key(once, BookRequest{Flight: "BA118"}), "one key per run, whatever the arguments")
+}
+
+// DefiniteErrors applies to EFFECTFUL, non-transactional declarations, and
+// names each type once; IsDefinite matches an application error of a named
+// type anywhere in the chain.
+func TestDefiniteErrors(t *testing.T) {
+	t.Parallel()
+	for name, p := range map[string]activity.Policy{
+		"Idempotent":    {Kind: activity.KindIdempotent, KeyArguments: []string{"flight"}, DefiniteErrors: []string{"Declined"}},
+		"Transactional": {Kind: activity.KindEffectful, KeyArguments: []string{"flight"}, Transactional: true, DefiniteErrors: []string{"Declined"}},
+		"Twice":         {Kind: activity.KindEffectful, KeyArguments: []string{"flight"}, DefiniteErrors: []string{"Declined", "Declined"}},
+		"Empty":         {Kind: activity.KindEffectful, KeyArguments: []string{"flight"}, DefiniteErrors: []string{""}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := activity.Declare(Book, p)
+			var de *activity.DeclarationError
+			require.ErrorAs(t, err, &de)
+			assert.Equal(t, "Policy.DefiniteErrors", de.Field)
+		})
+	}
+	d := activity.MustDeclare(Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}, DefiniteErrors: []string{"Declined"}})
+	assert.True(t, d.IsDefinite(fmt.Errorf("charging: %w", temporal.NewNonRetryableApplicationError("no", "Declined", nil))))
+	assert.False(t, d.IsDefinite(temporal.NewApplicationError("no", "Timeout")))
+	assert.False(t, d.IsDefinite(errors.New("Declined")))
+	assert.False(t, activity.Effectful(Book, "flight").IsDefinite(temporal.NewApplicationError("no", "Declined")))
 }

@@ -3,11 +3,14 @@ package interceptor
 import (
 	"context"
 	"fmt"
-	"github.com/tesserix/idempotency/decision"
 
 	commonpb "go.temporal.io/api/common/v1"
+	failurepb "go.temporal.io/api/failure/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tesserix/idempotency/decision"
 )
 
 type dataConverterKey struct{}
@@ -76,7 +79,70 @@ func (x *execution) answer(recorded *commonpb.Payloads) (any, error) {
 	if err := x.dc.FromPayloads(recorded, &raw); err != nil {
 		return nil, x.unreadable(err)
 	}
+	if enc := string(raw.Payload().GetMetadata()[converter.MetadataEncoding]); enc == FailureEncoding {
+		var f failurepb.Failure
+		if err := proto.Unmarshal(raw.Payload().GetData(), &f); err != nil {
+			return nil, x.unreadable(fmt.Errorf("a recorded failure: %w", err))
+		}
+		return nil, x.failureConverter().FailureToError(&f)
+	}
 	return raw, nil
+}
+
+// FailureEncoding marks the payload of a recorded definite failure
+// (activity.Policy.DefiniteErrors): a temporal.api.failure.v1.Failure in
+// protobuf wire form, made by the failure converter over the recording
+// data converter, so the failure's details go through its codecs. The
+// payload itself goes through them too, as a recorded result does.
+const FailureEncoding = "binary/x-idempotency-failure"
+
+// failureConverter converts a definite failure to and from its recorded
+// form, with the converter outcomes are recorded with.
+func (x *execution) failureConverter() converter.FailureConverter {
+	return failureConverter(x.dc)
+}
+
+func failureConverter(dc converter.DataConverter) converter.FailureConverter {
+	return temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{DataConverter: dc})
+}
+
+// encodeFailure encodes err as a recorded definite failure, with dc.
+func encodeFailure(dc converter.DataConverter, err error) (*commonpb.Payloads, error) {
+	b, merr := proto.Marshal(failureConverter(dc).ErrorToFailure(err))
+	if merr != nil {
+		return nil, merr
+	}
+	return dc.ToPayloads(converter.NewRawValue(&commonpb.Payload{
+		Metadata: map[string][]byte{converter.MetadataEncoding: []byte(FailureEncoding)},
+		Data:     b,
+	}))
+}
+
+// EncodeFailure encodes err as the dispatcher records a definite failure
+// (activity.Policy.DefiniteErrors), in protobuf wire form: what a
+// duplicate then receives as its error. dc nil is the SDK's default.
+func EncodeFailure(dc converter.DataConverter, err error) ([]byte, error) {
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
+	p, perr := encodeFailure(dc, err)
+	if perr != nil {
+		return nil, fmt.Errorf("idempotency: encoding a failure: %w", perr)
+	}
+	return proto.Marshal(p)
+}
+
+// recordFailure records err, a definite outcome of the body, as the key's
+// outcome, for every duplicate to receive.
+func (x *execution) recordFailure(ctx context.Context, err error) {
+	payloads, perr := encodeFailure(x.dc, err)
+	if perr != nil {
+		// The failure cannot be recorded: the key is freed, as for a
+		// failure with no effect, rather than left to read as unknown.
+		x.release(ctx, fmt.Errorf("recording a definite failure: %w (the failure: %w)", perr, err))
+		return
+	}
+	x.record(ctx, payloads)
 }
 
 // unreadable is the non-retryable error for a recorded outcome that cannot

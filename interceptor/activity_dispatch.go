@@ -460,12 +460,21 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 		if err == nil {
 			return result, nil
 		}
+		if x.decl.IsDefinite(err) {
+			// Known, though it can no longer be recorded under the key.
+			return nil, err
+		}
 		if x.kind == activity.KindEffectful && !activity.IsNoEffect(err) {
 			return nil, x.indeterminate(sctx, activity.ReasonHolderLost, true, fmt.Errorf("%w: %w", ErrSuperseded, err))
 		}
 		return nil, temporal.NewApplicationErrorWithCause(
 			fmt.Sprintf("idempotency: activity %q stopped: %v", x.decl.Name(), ErrSuperseded),
 			decision.ErrorTypeSuperseded, activity.UnwrapNoEffect(err))
+	}
+	if err != nil && panicked == nil && x.decl.IsDefinite(err) {
+		// A definite outcome: recorded, and answered to every duplicate.
+		x.recordFailure(sctx, err)
+		return nil, err
 	}
 	if run.lapsed && err != nil && x.kind == activity.KindEffectful && !activity.IsNoEffect(err) {
 		// The body was stopped because its lease may have run out: it is

@@ -3,6 +3,7 @@ package interceptor_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -597,4 +598,41 @@ func TestKeyAllArgumentsTwoOrdersTwoEffects(t *testing.T) {
 	assert.Equal(t, 2, h.acts.ledger.count("Plain"), "two orders, two charges")
 	assert.NotEqual(t, a.Key, b.Key)
 	assert.Equal(t, a, again, "the same order again gets the first answer")
+}
+
+// A failure the declaration names as definite (a card declined) is the
+// key's outcome: returned as the body returned it, not indeterminate, and
+// recorded, so a duplicate gets the same error without running the body.
+// Any other failure stays indeterminate.
+func TestDefiniteFailureIsAnOutcome(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	require.NoError(t, h.ic.Declare(activity.MustDeclare(h.acts.Plain, activity.Policy{Kind: activity.KindEffectful,
+		KeyArguments: []string{"flight"}, DefiniteErrors: []string{"CardDeclined"}})))
+	h.acts.on("Plain", func(_ context.Context, _ int, req BookRequest) error {
+		if req.Flight == "declined" {
+			return temporal.NewNonRetryableApplicationError("card declined", "CardDeclined", nil, "insufficient funds")
+		}
+		return errors.New("gateway timeout")
+	})
+	env := h.activityEnv(t, "acme")
+	for i := range 2 {
+		_, err := book(env, h.acts.Plain, BookRequest{Flight: "declined", RequestID: strconv.Itoa(i)})
+		_, indeterminate := activity.AsIndeterminate(err)
+		require.False(t, indeterminate, "call %d: a declined card is not a question for a person: %v", i, err)
+		var ae *temporal.ApplicationError
+		require.ErrorAs(t, err, &ae, "call %d", i)
+		assert.Equal(t, "CardDeclined", ae.Type())
+		assert.True(t, ae.NonRetryable())
+		assert.Contains(t, ae.Error(), "card declined")
+		var detail string
+		require.NoError(t, ae.Details(&detail))
+		assert.Equal(t, "insufficient funds", detail)
+	}
+	assert.Equal(t, 1, h.acts.ledger.count("Plain"), "the duplicate got the recorded failure")
+	assert.Equal(t, 1, h.rec.count(interceptor.EventDeduplicated))
+	assert.Zero(t, h.rec.count(interceptor.EventIndeterminate))
+
+	_, err := book(env, h.acts.Plain, BookRequest{Flight: "timeout"})
+	requireIndeterminate(t, err, activity.ReasonBodyFailed, true)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/temporal"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
@@ -465,6 +466,14 @@ var storeCases = []struct {
 		for _, field := range []string{"token", "lease_until", "expires_at", "created_at", "updated_at"} {
 			assert.Contains(t, r.stdout, "\n"+field+" ")
 		}
+	}},
+	{"show a recorded definite failure", func(t *testing.T, f fixture, tenant string) {
+		b, err := interceptor.EncodeFailure(nil, temporal.NewNonRetryableApplicationError("card declined", "CardDeclined", nil))
+		require.NoError(t, err)
+		seedCompleted(t, f.st, tenant, testKey, b)
+		r := f.run(t, "show", "-tenant", tenant, "-key", testKey)
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Contains(t, r.stdout, "outcome      failed: card declined (type CardDeclined) (a definite failure, ")
 	}},
 	{"show names the execution that made the record", func(t *testing.T, f fixture, tenant string) {
 		res, err := f.st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: testKey, Holder: "test-holder", Lease: time.Minute, Origin: testOrigin})

@@ -8,6 +8,7 @@ import (
 	"io"
 
 	commonpb "go.temporal.io/api/common/v1"
+	failurepb "go.temporal.io/api/failure/v1"
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/proto"
 
@@ -57,6 +58,7 @@ type outcomeView struct {
 	size     int    // bytes recorded
 	encoding string // the payload's encoding metadata, when it has one
 	json     []byte // the decoded value as compact JSON; nil when not decoded
+	failure  string // a recorded definite failure, described; "" for none
 }
 
 // viewOutcome decodes a recorded outcome the way the dispatcher would hand
@@ -71,6 +73,15 @@ func viewOutcome(outcome []byte) outcomeView {
 	var p commonpb.Payloads
 	if proto.Unmarshal(outcome, &p) == nil && len(p.GetPayloads()) > 0 {
 		v.encoding = string(p.GetPayloads()[0].GetMetadata()[converter.MetadataEncoding])
+	}
+	if v.encoding == interceptor.FailureEncoding {
+		// A definite failure (activity.Policy.DefiniteErrors), unless a
+		// codec hides it.
+		var f failurepb.Failure
+		if proto.Unmarshal(p.GetPayloads()[0].GetData(), &f) == nil {
+			v.failure = fmt.Sprintf("failed: %s (type %s)", f.GetMessage(), f.GetApplicationFailureInfo().GetType())
+		}
+		return v
 	}
 	var value any
 	if err := interceptor.DecodeOutcome(outcomeConverter, outcome, &value); err != nil {
@@ -91,6 +102,8 @@ func (v outcomeView) String() string {
 		return "(none)"
 	case v.json != nil:
 		return fmt.Sprintf("%s (%s, %d bytes)", v.json, orUnknown(v.encoding), v.size)
+	case v.failure != "":
+		return fmt.Sprintf("%s (a definite failure, %d bytes)", printable(v.failure), v.size)
 	default:
 		return fmt.Sprintf("(encoded: %d bytes, encoding %s; the default data converter cannot read it, so a payload codec is probably in use)",
 			v.size, orUnknown(v.encoding))
