@@ -25,12 +25,12 @@ RACE_TIMEOUT     ?= 45m
 
 .PHONY: help
 help: ## Show this help.
-	@awk 'BEGIN {FS = ":.*## "; printf "Targets:\n"} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "; printf "Targets:\n"} /^[a-zA-Z_-]+:.*## / {printf "  %-22s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
 run: ## Run the main job: the booking example against an in-process Temporal server (RUN_ARGS="-store postgres").
 	@echo "make run: building the booking example with an embedded Temporal server ($(SERVER_TOOLCHAIN), which the go command"
-	@echo "          fetches once). The first build prints nothing for several minutes (up to ~20 on two busy cores); later runs start in seconds."
+	@echo "          fetches once). The first build downloads modules and compiles for several minutes (up to ~20 on two busy cores); later runs start in seconds."
 	cd examples/booking && GOTOOLCHAIN=$(SERVER_TOOLCHAIN) go run . $(RUN_ARGS)
 
 .PHONY: services

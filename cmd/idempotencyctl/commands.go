@@ -398,7 +398,7 @@ func writeRecord(out io.Writer, rec store.Record) {
 		{"holder", printable(rec.Holder)},
 		{"token", strconv.FormatInt(rec.Token, 10)},
 		{"lease_until", formatTime(rec.LeaseUntil)},
-		{"expires_at", formatTime(rec.ExpiresAt)},
+		{"expires_at", expiresText(rec)},
 		{"created_at", formatTime(rec.CreatedAt)},
 		{"updated_at", formatTime(rec.UpdatedAt)},
 		{"reason", printableOrDash(rec.Reason)},
@@ -561,4 +561,13 @@ func toRecordJSON(rec store.Record) recordJSON {
 		j.Resolution = &resolutionJSON{Action: r.Action.String(), By: r.By, Reason: r.Reason, Reference: r.Reference, At: jsonTime(r.At)}
 	}
 	return j
+}
+
+// expiresText says when rec expires: never, for a record kept until a
+// person decides (store.NeverExpires), rather than that sentinel's date.
+func expiresText(rec store.Record) string {
+	if !rec.ExpiresAt.Before(store.NeverExpires) {
+		return "never (kept until a person decides)"
+	}
+	return formatTime(rec.ExpiresAt)
 }

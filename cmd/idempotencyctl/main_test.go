@@ -460,6 +460,7 @@ var storeCases = []struct {
 			"holder       test-holder\n",
 			"reason       charge timed out\n",
 			"outcome      (none)\n",
+			"expires_at   never (kept until a person decides)\n",
 		} {
 			assert.Contains(t, r.stdout, want)
 		}
