@@ -43,6 +43,7 @@ func main() {
 	flag.StringVar(&sc.prefix, "prefix", envOr("IDEMPOTENCY_PREFIX", redisstore.DefaultPrefix), "Redis key prefix for -store redis (or $IDEMPOTENCY_PREFIX)")
 	ledger := flag.String("ledger", "airline.ledger", "the file the stand-in airline appends each seat it sells to")
 	metrics := flag.String("metrics", "", "serve Prometheus metrics at http://host:port/metrics (empty: off)")
+	await := flag.Bool("await", false, "a call whose outcome nobody can state waits for a person's decision instead of failing the workflow")
 	flag.Parse()
 
 	logger, _ := zap.NewDevelopment()
@@ -57,7 +58,7 @@ func main() {
 	// client's converter for the records, the Resolve activity.
 	airline := &quickstart.Airline{Ledger: *ledger}
 	idempotency, err := worker.NewPlugin(worker.PluginOptions{
-		Idempotency:  interceptor.Options{Store: st},
+		Idempotency:  interceptor.Options{Store: st, AwaitDecision: *await}, // -await: a person decides
 		Declarations: quickstart.Declarations(airline),
 		Logger:       logger,
 	})
