@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,6 +79,8 @@ func TestDecisionListQueryFindsWaitingWorkflows(t *testing.T) {
 	var md sdkpb.WorkflowMetadata
 	require.NoError(t, v.Get(&md))
 	assert.Contains(t, md.GetCurrentDetails(), o.Key, "the current details show what the workflow waits on")
+	assert.Contains(t, md.GetCurrentDetails(), "\n\nKEY: `"+o.Key+"`\n\n", "the key whole, on a line of its own")
+	assert.True(t, strings.HasPrefix(md.GetCurrentDetails(), "**A person decides**"), "what to do comes first: %q", md.GetCurrentDetails())
 	described := map[string]string{}
 	for _, q := range md.GetDefinition().GetQueryDefinitions() {
 		described[q.GetName()] = q.GetDescription()

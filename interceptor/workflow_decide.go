@@ -61,21 +61,39 @@ const DecisionChangeID = "idempotency.decision"
 // the signal rejected.
 const DecisionOrderChangeID = "idempotency.decision-order"
 
+// The handlers' descriptions, which the Web UI and the temporal CLI show
+// beside them (the workflow's metadata query): what each is for and, for
+// the Update, a decision ready to paste.
+const (
+	queryDescription = "The calls of this workflow that wait for a person's decision: each one's key, activity, " +
+		"reason, and whether its effect may have landed. Decide one with the " + decision.UpdateName + " Update."
+	updateDescription = "Decide a call that waits for a person (its key from the " + decision.QueryName + " query). " +
+		`Input, ready to paste: {"key":"v1:...","action":"complete","result":"<the activity's result, as JSON>",` +
+		`"by":"you@example.com","reason":"confirmed with the downstream"}. ` +
+		"action: complete (the effect happened: result is what the activity returned), free (it did not: run it again), " +
+		"retry (the record was settled elsewhere: run the call again), fail (give up: the workflow gets the error). " +
+		"A malformed decision is refused with its reason and changes nothing."
+	signalDescription = "For clients without Workflow Update: the same decision as the " + decision.UpdateName +
+		" Update, as JSON; a rejected one is listed, with its reason, in the " + decision.QueryName + " query's answer."
+)
+
 // register sets the query, the update and the signal that reach this
-// workflow's waits. The SDK marks the options that give a query, a signal
-// or an update a description experimental, so they go without one; the
-// update's validator has no other way in, and is kept.
+// workflow's waits, each with its description. The SDK marks the
+// description options experimental; there is no other way to give the
+// handlers one, and none of them writes to the history.
 func (o *workflowOutbound) register(ctx workflow.Context) {
 	log := o.Next.GetLogger(ctx)
-	if err := o.Next.SetQueryHandler(ctx, decision.QueryName, o.pendingAnswer); err != nil {
+	if err := o.Next.SetQueryHandlerWithOptions(ctx, decision.QueryName, o.pendingAnswer,
+		workflow.QueryHandlerOptions{Description: queryDescription}); err != nil {
 		log.Error("idempotency: cannot set the pending-decision query", "error", err)
 	}
 	if err := o.Next.SetUpdateHandler(ctx, decision.UpdateName, o.decideUpdate, workflow.UpdateHandlerOptions{
-		Validator: o.validateUpdate,
+		Validator:   o.validateUpdate,
+		Description: updateDescription,
 	}); err != nil {
 		log.Error("idempotency: cannot set the decision update", "error", err)
 	}
-	signals := o.Next.GetSignalChannel(ctx, decision.SignalName)
+	signals := o.Next.GetSignalChannelWithOptions(ctx, decision.SignalName, workflow.SignalChannelOptions{Description: signalDescription})
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	o.Next.Go(dctx, "idempotency:decisions", func(ctx workflow.Context) {
 		for {

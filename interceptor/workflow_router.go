@@ -300,10 +300,14 @@ func (o *workflowOutbound) showDetails(ctx workflow.Context, open []string) {
 	switch len(open) {
 	case 0:
 	case 1:
+		// What to do first, then the key on a line of its own, in a code
+		// span the Web UI neither wraps mid-key nor cuts.
 		p := o.waits[open[0]].pending.Outcome
 		first = fmt.Sprintf(
-			"waiting for a person's decision: activity %s, tenant %s, key %s (%s); query %s, decide with update %s",
-			p.Activity, p.Tenant, p.Key, p.Reason, decision.QueryName, decision.UpdateName)
+			"**A person decides** whether the effect of activity %s happened (%s). "+
+				"Send the Update %s with {\"key\": KEY, \"action\": \"complete\" | \"free\" | \"retry\" | \"fail\", \"by\": WHO} "+
+				"(with \"result\" for complete); the query %s has the details.\n\nKEY: `%s`\n\ntenant: %s",
+			p.Activity, p.Reason, decision.UpdateName, decision.QueryName, p.Key, p.Tenant)
 	default:
 		first = fmt.Sprintf(
 			"waiting for a person's decision on %d keys; query %s, decide with update %s",
