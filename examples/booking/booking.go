@@ -26,8 +26,15 @@ type Airline struct {
 	// process (the starter) can look at the airline.
 	ledger string
 	// lostAnswers lists flights whose next booking lands but whose answer
-	// never comes back: a gateway timeout after the seat was taken.
+	// never comes back: a gateway timeout after the seat was taken. A
+	// booking sent with a reference (a trip's idempotency key) loses its
+	// answer the first time that reference books the flight, so every trip
+	// a worker books goes through it; one sent without, the first time
+	// the flight is booked.
 	lostAnswers map[string]bool
+	// answered holds the flight and reference pairs whose answer was lost
+	// once already.
+	answered map[string]bool
 	// references maps the reference each booking was sent with (the
 	// idempotency key) to its confirmation, so the airline can answer
 	// "what happened to the booking with reference K?".
@@ -55,9 +62,9 @@ func (a *Airline) Lookup(reference string) (confirmation string, found bool, err
 }
 
 // NewAirline returns an airline that loses the answer to the first booking
-// of each flight in lostAnswers.
+// of each flight in lostAnswers under each reference (see lostAnswers).
 func NewAirline(lostAnswers ...string) *Airline {
-	a := &Airline{bookings: map[string][]string{}, lostAnswers: map[string]bool{}, references: map[string]string{}}
+	a := &Airline{bookings: map[string][]string{}, lostAnswers: map[string]bool{}, answered: map[string]bool{}, references: map[string]string{}}
 	for _, f := range lostAnswers {
 		a.lostAnswers[f] = true
 	}
@@ -66,7 +73,7 @@ func NewAirline(lostAnswers ...string) *Airline {
 
 // OpenAirline returns an airline whose bookings live in the ledger file
 // (created if missing), and that loses the answer to the first booking of
-// each flight in lostAnswers made through this value.
+// each flight in lostAnswers under each reference made through this value.
 func OpenAirline(ledger string, lostAnswers ...string) *Airline {
 	a := NewAirline(lostAnswers...)
 	a.ledger = ledger
@@ -109,8 +116,14 @@ func (a *Airline) book(flight, passenger, reference string) (string, error) {
 		}
 	}
 	if a.lostAnswers[flight] {
-		delete(a.lostAnswers, flight)
-		return "", errors.New("airline gateway timeout: no answer after the request was sent")
+		if reference == "" {
+			delete(a.lostAnswers, flight)
+			return "", errors.New("airline gateway timeout: no answer after the request was sent")
+		}
+		if once := flight + "\x00" + reference; !a.answered[once] {
+			a.answered[once] = true
+			return "", errors.New("airline gateway timeout: no answer after the request was sent")
+		}
 	}
 	return confirmation, nil
 }

@@ -67,14 +67,12 @@ func TestDecidingAsDocumented(t *testing.T) {
 	build(t, ".", filepath.Join(bin, "booking"))
 	build(t, "../../cmd/idempotencyctl", filepath.Join(bin, "idempotencyctl"))
 
-	// The page's environment block, then where this test's servers are.
+	// Where this test's servers are; each terminal's block exports the rest.
 	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"IDEMPOTENCY_POSTGRES_URL="+pgenv.PostgresURL(), "TEMPORAL_ADDRESS="+frontend)
-	for _, line := range blocks["env"] {
-		env = append(env, strings.Fields(strings.TrimPrefix(line, "export "))...)
-	}
-	table := envValue(env, "IDEMPOTENCY_TABLE")
-	require.NotEmpty(t, table, "the page sets IDEMPOTENCY_TABLE")
+	workerEnv, workerLine := exported(env, blocks["worker"])
+	table := envValue(workerEnv, "IDEMPOTENCY_TABLE")
+	require.NotEmpty(t, table, "the worker's terminal exports IDEMPOTENCY_TABLE")
 	_, _ = pool.Exec(ctx, "DROP TABLE IF EXISTS "+table)
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
 
@@ -83,13 +81,27 @@ func TestDecidingAsDocumented(t *testing.T) {
 		line = strings.Replace(line, "go run . ", filepath.Join(bin, "booking")+" ", 1)
 		return strings.ReplaceAll(line, documentedFrontend, frontend)
 	}
-	require.Len(t, blocks["worker"], 1)
-	worker := startProcess(ctx, t, dir, env, command(blocks["worker"][0]))
+	worker := startProcess(ctx, t, dir, workerEnv, command(workerLine))
 	worker.waitFor(t, "Worker polling", time.Minute)
 	require.Len(t, blocks["starter"], 1)
+
+	// Walked twice in a row, with the same worker: every trip waits for a
+	// person, and each decision settles its own trip.
+	for trip := 1; trip <= 2; trip++ {
+		t.Logf("trip %d", trip)
+		walkOnce(ctx, t, c, dir, env, blocks, command, worker, trip)
+	}
+}
+
+// walkOnce walks the page's trip and the person's commands once, the
+// trip'th time with the worker already running, and checks the ledger: one
+// seat per flight per trip, the decided one the person's.
+func walkOnce(ctx context.Context, t *testing.T, c client.Client, dir string, env []string, blocks map[string][]string,
+	command func(string) string, worker *process, trip int) {
+	t.Helper()
 	starter := startProcess(ctx, t, dir, env, command(blocks["starter"][0]))
 	starter.waitFor(t, "waits for you", 2*time.Minute)
-	worker.waitFor(t, "indeterminate: Book", 10*time.Second)
+	worker.waitForCount(t, "indeterminate: Book", trip, 10*time.Second)
 
 	// The search attribute lists the waiting workflow, by the page's query.
 	query := regexp.MustCompile(`--query '([^']+)'`).FindStringSubmatch(readDoc(t))
@@ -113,9 +125,27 @@ func TestDecidingAsDocumented(t *testing.T) {
 
 	starter.wait(t, time.Minute)
 	ledger := readLedger(filepath.Join(dir, "airline.ledger"))
-	assert.Len(t, ledger["BA117"], 1, "one seat on BA117: %v", ledger)
-	require.Len(t, ledger["BA118"], 1, "one seat on BA118: %v", ledger)
-	assert.Contains(t, starter.output(), fmt.Sprintf("%q (decided by a person: true)", ledger["BA118"][0]))
+	assert.Len(t, ledger["BA117"], trip, "one seat on BA117 per trip: %v", ledger)
+	require.Len(t, ledger["BA118"], trip, "one seat on BA118 per trip: %v", ledger)
+	assert.Contains(t, starter.output(), fmt.Sprintf("%q (decided by a person: true)", ledger["BA118"][trip-1]))
+}
+
+// exported applies the export lines of a terminal's block to env and
+// returns it with the block's one command.
+func exported(env []string, block []string) ([]string, string) {
+	env = append([]string(nil), env...)
+	var cmd []string
+	for _, line := range block {
+		if rest, ok := strings.CutPrefix(line, "export "); ok {
+			env = append(env, strings.Fields(rest)...)
+			continue
+		}
+		cmd = append(cmd, line)
+	}
+	if len(cmd) != 1 {
+		panic(fmt.Sprintf("a terminal's block holds %d commands besides its exports: %q", len(cmd), block))
+	}
+	return env, cmd[0]
 }
 
 // documentedBlocks returns the page's marked sh blocks by name
@@ -138,7 +168,7 @@ func documentedBlocks(t *testing.T) map[string][]string {
 			blocks[name] = append(blocks[name], line)
 		}
 	}
-	for _, n := range []string{"env", "worker", "starter", "person"} {
+	for _, n := range []string{"worker", "starter", "person"} {
 		require.NotEmpty(t, blocks[n], "%s has no %q block", decidingDoc, n)
 	}
 	return blocks
@@ -227,6 +257,13 @@ func startProcess(ctx context.Context, t *testing.T, dir string, env []string, l
 }
 
 // waitFor waits until the process has printed text.
+// waitForCount waits until the process has printed text n times.
+func (p *process) waitForCount(t *testing.T, text string, n int, within time.Duration) {
+	t.Helper()
+	require.Eventually(t, func() bool { return strings.Count(p.output(), text) >= n }, within, 20*time.Millisecond,
+		"%q printed %d times; output so far:\n%s", text, n, p.output())
+}
+
 func (p *process) waitFor(t *testing.T, text string, within time.Duration) {
 	t.Helper()
 	require.Eventually(t, func() bool { return strings.Contains(p.output(), text) }, within, 50*time.Millisecond,
