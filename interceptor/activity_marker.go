@@ -72,8 +72,12 @@ func (o *activityOutbound) GetHeartbeatDetails(ctx context.Context, d ...any) er
 // body sends none (a heartbeat may deliver a cancellation, and the body of
 // an activity that does not heartbeat was never cancelled mid-way); the
 // body's own heartbeats carry the stage. Local activities do not heartbeat.
+// A transactional declaration carries no marker: its outcome is always in
+// the record (its commit and its record are one), so its timeout is
+// Temporal's own, never indeterminate, and a call made again answers from
+// the record.
 func (x *execution) mark(ctx context.Context, stage string, send bool) {
-	if x.out == nil || x.kind != activity.KindEffectful || x.info.IsLocalActivity {
+	if x.out == nil || x.kind != activity.KindEffectful || x.decl.IsTransactional() || x.info.IsLocalActivity {
 		return
 	}
 	x.out.marker.Store(&activity.TimeoutMarker{

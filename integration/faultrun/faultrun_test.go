@@ -197,3 +197,55 @@ func TestFaultRunPerson(t *testing.T) {
 	}
 	t.Logf("\n%s", faultrun.Table(sums...))
 }
+
+// TestFaultRunTransactional is docs/RELIABILITY.md's transactional round at
+// a size that fits in make test: the EFFECTFUL activity declared
+// Transactional on PostgreSQL, workers killed while bodies hold their
+// transactions open, the store restarted. Beside the usual problems, any
+// indeterminate outcome or key left for a person fails it: a transactional
+// call's outcome is always in the record. (Its Temporal timeouts, from
+// slow_respect, are typed timeouts, not indeterminate; before issue 30 they
+// carried the EFFECTFUL timeout marker and read as indeterminate.)
+func TestFaultRunTransactional(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes and a private PostgreSQL; skipped with -short")
+	}
+	srv := temporaltest.NewServer(temporaltest.WithT(t))
+	sum, err := faultrun.Run(t.Context(), faultrun.Config{
+		Frontend:      srv.GetFrontendHostPort(),
+		Namespace:     srv.GetDefaultNamespace(),
+		Store:         faultrun.StorePostgres,
+		Transactional: true,
+		WorkerCommand: []string{os.Args[0]},
+		WorkerEnv:     []string{workerEnv + "=1"},
+		Workers:       3,
+		Workflows:     20,
+		Concurrency:   10,
+		KillEvery:     3 * time.Second,
+		MaxKills:      2,
+		Restarts:      1,
+		StoreDown:     time.Second,
+		Bound:         150 * time.Second,
+		Seed:          1,
+		Logf:          t.Logf,
+	})
+	if errors.Is(err, faultrun.ErrMissingTool) {
+		testenv.Unreachable(t, faultrun.StorePostgres+" (private instance)", err)
+	}
+	if err != nil {
+		t.Fatalf("transactional round: %v", err)
+	}
+	for _, s := range sum.Samples {
+		t.Logf("%s: %s", sum.Store, s)
+	}
+	if sum.Kills < 1 || sum.Restarts < 1 {
+		t.Errorf("transactional round: %d kills, %d restarts: the faults did not happen", sum.Kills, sum.Restarts)
+	}
+	if !sum.Transactional {
+		t.Errorf("the round did not declare the activity transactional")
+	}
+	for _, p := range sum.Problems() {
+		t.Errorf("transactional round: %s", p)
+	}
+	t.Logf("\n%s", faultrun.Table(sum))
+}
