@@ -73,6 +73,13 @@ const (
 	// store refuses every time (a result the data converter cannot encode,
 	// an action that records nothing). Non-retryable.
 	ErrorTypeBadDecision = "IdempotencyBadDecision"
+	// ErrorTypeForeignRecord: a request to the library's own activities
+	// ([ResolveActivityName], [ProbeActivityName]) named a record the
+	// execution that scheduled it may not touch: another tenant's than the
+	// one it runs under, or one another workflow made. Nothing was read or
+	// written. Non-retryable. Operators settle any record with
+	// idempotencyctl, which holds the store's credentials.
+	ErrorTypeForeignRecord = "IdempotencyForeignRecord"
 )
 
 // RejectedError is the error [Send] returns when the workflow's validator

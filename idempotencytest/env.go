@@ -168,7 +168,7 @@ func New(suite *testsuite.WorkflowTestSuite, opts Options) (*Env, error) {
 	for _, d := range e.decls {
 		env.RegisterActivityWithOptions(d.Func(), sdkactivity.RegisterOptions{Name: d.Name()})
 	}
-	env.RegisterActivityWithOptions(interceptor.ResolveActivity(e.st, nil),
+	env.RegisterActivityWithOptions(e.ic.ResolveActivity(),
 		sdkactivity.RegisterOptions{Name: decision.ResolveActivityName})
 	e.TestWorkflowEnvironment = env
 	return e, nil

@@ -98,6 +98,14 @@ const (
 	// returns; an EFFECTFUL body that failed is indeterminate
 	// (ReasonHolderLost).
 	EventLeaseLapsed
+	// EventForeignRecord: a request to the library's own activities
+	// (idempotency.Resolve, idempotency.Probe) named a record the
+	// scheduling execution may not touch — another tenant's, or another
+	// workflow's — and was refused with the non-retryable
+	// [decision.ErrorTypeForeignRecord] error (Event.Err says which);
+	// nothing was read or written. Event.Tenant and Event.Key are the
+	// request's; WorkflowID and RunID the scheduling workflow's.
+	EventForeignRecord
 )
 
 // String returns the event's name.
@@ -141,6 +149,8 @@ func (k EventKind) String() string {
 		return "waited"
 	case EventLeaseLapsed:
 		return "lease_lapsed"
+	case EventForeignRecord:
+		return "foreign_record"
 	default:
 		return "unknown"
 	}

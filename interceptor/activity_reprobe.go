@@ -16,7 +16,9 @@ import (
 )
 
 // ProbeActivity returns the activity a waiting workflow asks a declared
-// probe again through ([decision.ProbeActivityName]; see [SettleChangeID]). It reads
+// probe again through ([decision.ProbeActivityName]; see [SettleChangeID]). A
+// request for another tenant than the execution's, or for a record another
+// workflow made, is refused as [Interceptor.ResolveActivity] refuses one. It reads
 // the key's record: unless it is the indeterminate record the wait is
 // about, it answers Settled without asking. A record held by a holder
 // whose lease runs is waited on first, within the ask's time less a
@@ -34,6 +36,9 @@ func (i *Interceptor) ProbeActivity() func(context.Context, decision.ProbeReques
 			return decision.ProbeReply{Landing: activity.CannotTell.String(), Token: req.Token, Detail: fmt.Sprintf(format, args...)}, nil
 		}
 		defer heartbeatWhile(ctx)()
+		if err := bindRequest(ctx, i.opts.Store, i.tenantOf, i.observe, decision.ProbeActivityName, req.Tenant, req.Key); err != nil {
+			return decision.ProbeReply{}, err
+		}
 		decl, ok := i.Declaration(req.Activity)
 		if !ok || decl.Probe() == nil {
 			return cannot("this worker declares no probe for activity %q", req.Activity)

@@ -34,8 +34,44 @@ type DecisionAudit struct {
 // carries it, else the default). A record that is no longer indeterminate (someone
 // settled it already) or no longer exists is not an error: the workflow
 // runs the activity again, which answers from whatever the record now says.
+//
+// A request is bound to the execution that runs it: one that names another
+// tenant than the one in the activity's [TenantHeader] header, or a record
+// another workflow made, is refused with the non-retryable
+// [decision.ErrorTypeForeignRecord] error, touching nothing. A worker whose
+// Options.Tenant resolves tenants otherwise (TenantFromNamespace, a
+// TenantFunc) registers [Interceptor.ResolveActivity] instead, as the
+// worker package does.
 func ResolveActivity(st store.Store, dc converter.DataConverter) func(context.Context, decision.ResolveRequest) error {
+	return resolveActivity(st, dc, TenantFromHeader, nil)
+}
+
+// ResolveActivity is the package's [ResolveActivity] on the interceptor's
+// store and converter, its requests bound to the tenant Options.Tenant
+// resolves for the execution that runs it, and its refusals reported to
+// Options.Observer ([EventForeignRecord]).
+func (i *Interceptor) ResolveActivity() func(context.Context, decision.ResolveRequest) error {
+	return resolveActivity(i.opts.Store, i.opts.DataConverter, i.tenantOf, i.observe)
+}
+
+// tenantOf resolves the tenant an execution runs under, as the dispatcher
+// does for a declared call.
+func (i *Interceptor) tenantOf(ctx context.Context, info sdkactivity.Info) (string, bool) {
+	return i.opts.Tenant(ctx, info)
+}
+
+// observe reports e to Options.Observer, if any.
+func (i *Interceptor) observe(e Event) {
+	if i.opts.Observer != nil {
+		i.opts.Observer.Observe(context.Background(), e)
+	}
+}
+
+func resolveActivity(st store.Store, dc converter.DataConverter, tenantOf TenantFunc, observe func(Event)) func(context.Context, decision.ResolveRequest) error {
 	return func(ctx context.Context, req decision.ResolveRequest) error {
+		if err := bindRequest(ctx, st, tenantOf, observe, decision.ResolveActivityName, req.Tenant, req.Key); err != nil {
+			return err
+		}
 		p := store.ResolveParams{Tenant: req.Tenant, Key: req.Key, Token: req.Token,
 			By: req.By, Reason: req.Reason, Reference: req.Reference, Check: req.Check, Retention: req.Retention}
 		switch req.Action {

@@ -139,7 +139,8 @@ func TestEventKindString(t *testing.T) {
 		{interceptor.EventArgumentsMismatch, "arguments_mismatch"},
 		{interceptor.EventWaited, "waited"},
 		{interceptor.EventLeaseLapsed, "lease_lapsed"},
-		{interceptor.EventLeaseLapsed + 1, "unknown"},
+		{interceptor.EventForeignRecord, "foreign_record"},
+		{interceptor.EventForeignRecord + 1, "unknown"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

@@ -420,7 +420,7 @@ func (o *workflowOutbound) apply(ctx workflow.Context, w *wait, d decision.Decis
 			}
 			req.Outcome = w.outcome
 		}
-		rctx := workflow.WithActivityOptions(ctx, opts)
+		rctx := workflow.WithActivityOptions(o.libraryContext(ctx), opts)
 		w.err = o.Next.ExecuteActivity(rctx, decision.ResolveActivityName, req).Get(ctx, nil)
 		res.Applied = decision.AppliedRecorded
 		if d.Action == decision.ActionFree {

@@ -70,6 +70,7 @@ type workflowOutbound struct {
 
 	tenantSource  tenantSource // where the workflow's tenant came from
 	tenantProblem string       // why it has none, when its memo gave none
+	tenant        string       // the tenant, when it came from the memo or a default
 
 	scopeKnown bool   // RunScopeChangeID asked
 	scopeRun   string // the run ID its calls' keys are scoped by; "" for the current one

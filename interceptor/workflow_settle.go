@@ -203,7 +203,7 @@ func (o *workflowOutbound) startProbing(ctx workflow.Context, w *wait, cfg probe
 			w.probe.Next = time.Time{}
 			o.publish(gctx)
 		}()
-		actx := workflow.WithActivityOptions(gctx, cfg.askOptions(ao.TaskQueue, out))
+		actx := workflow.WithActivityOptions(o.libraryContext(gctx), cfg.askOptions(ao.TaskQueue, out))
 		// The first ask waits First, unless cfg.Now sends it at once;
 		// each later one waits twice the one before, at most Cap.
 		delay, timed := cfg.First, !cfg.Now

@@ -55,7 +55,7 @@ func (i *Interceptor) workflowTenant(ctx workflow.Context, o *workflowOutbound) 
 	}
 	memo, problem := memoTenant(workflow.GetInfo(ctx).Memo)
 	if problem == "" && memo != "" {
-		o.tenantSource = tenantFromMemo
+		o.tenantSource, o.tenant = tenantFromMemo, memo
 		return WithWorkflowTenant(ctx, memo)
 	}
 	// What is left comes from the worker's configuration, which a redeploy
@@ -69,7 +69,7 @@ func (i *Interceptor) workflowTenant(ctx workflow.Context, o *workflowOutbound) 
 			o.Next.GetLogger(ctx).Warn("idempotency: the tenant memo does not hold a tenant", "memo", TenantMemo, "problem", problem)
 		}
 		if t := i.opts.DefaultTenant; t != "" {
-			o.tenantSource = tenantConfigured
+			o.tenantSource, o.tenant = tenantConfigured, t
 			return WithWorkflowTenant(ctx, t)
 		}
 		return ctx
@@ -87,8 +87,21 @@ func (i *Interceptor) workflowTenant(ctx workflow.Context, o *workflowOutbound) 
 	if t == "" {
 		return ctx
 	}
-	o.tenantSource = tenantRecorded
+	o.tenantSource, o.tenant = tenantRecorded, t
 	return WithWorkflowTenant(ctx, t)
+}
+
+// libraryContext returns the context the library's own activities
+// (Resolve, Probe) are scheduled with from the workflow's handlers and
+// goroutines: with the tenant the workflow's calls run under, which those
+// activities are bound to. A tenant from the start's header is in every
+// context of the workflow already; one from the memo or the worker's
+// default was put only in the context the workflow's code runs with.
+func (o *workflowOutbound) libraryContext(ctx workflow.Context) workflow.Context {
+	if o.tenant == "" {
+		return ctx
+	}
+	return WithWorkflowTenant(ctx, o.tenant)
 }
 
 // memoTenant reads the tenant of a [TenantMemo] memo: the tenant, or why

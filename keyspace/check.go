@@ -38,8 +38,11 @@ type Check string
 // CheckInput is what a [Check] is derived from.
 type CheckInput struct {
 	// Tenant, Run and Activity scope the digest as they scope the key, so
-	// that equal values in two scopes give two digests and a digest
-	// cannot be looked up in a table of likely values. Required.
+	// that equal values in two scopes give two digests and no table of
+	// likely values precomputed for one scope serves another. They sit in
+	// the record beside the digest, though: whoever reads a record can try
+	// every likely value of a low-entropy argument (a card's last four
+	// digits, an amount) against it in milliseconds. Required.
 	Tenant, Run, Activity string
 	// Arguments are read as [Input.Arguments] is.
 	Arguments any

@@ -327,7 +327,7 @@ func (p *Plugin) register(pw *pluginWorker, r registry) error {
 	// The probe activity likewise: a waiting workflow asks the probes of
 	// the activities this worker declares through it.
 	regs := []reg{
-		{interceptor.ResolveActivity(p.cfg.iopts.Store, p.cfg.iopts.DataConverter), decision.ResolveActivityName},
+		{pw.ic.ResolveActivity(), decision.ResolveActivityName},
 		{pw.ic.ProbeActivity(), decision.ProbeActivityName},
 	}
 	for _, d := range p.cfg.decls {
