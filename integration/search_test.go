@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -17,10 +18,14 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/internal/testenv"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -139,4 +144,65 @@ func TestRecordSearchAttributeHistory(t *testing.T) {
 			opts:   interceptor.Options{AwaitDecision: true, PendingSearchAttribute: interceptor.DefaultPendingSearchAttribute},
 			decide: updateDecision(decision.Decision{Action: decision.ActionFree, By: "ops@acme"})},
 	})
+}
+
+// ManyBookings books n flights at once and returns their confirmations.
+func ManyBookings(ctx workflow.Context, n int) ([]string, error) {
+	ctx = activityOptions(ctx, 30*time.Second, 100*time.Millisecond)
+	fs := make([]workflow.Future, n)
+	for i := range fs {
+		fs[i] = workflow.ExecuteActivity(ctx, "Book", BookRequest{Flight: fmt.Sprintf("F%03d", i), RequestID: "many"})
+	}
+	out := make([]string, n)
+	for i, f := range fs {
+		if err := f.Get(ctx, &out[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// A workflow waiting for a person on 100 keys at once keeps running: the
+// pending search attribute lists the keys that fit the server's limit on a
+// value and says how many more there are, where it listed them all and the
+// server terminated the workflow at about 30. Every wait is decided, and
+// the workflow completes.
+func TestHundredWaitsKeepTheWorkflowRunning(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, registerPendingAttribute())
+	st, err := store.NewMemory(store.MemoryOptions{})
+	require.NoError(t, err)
+	opts := awaitOpts
+	opts.PendingSearchAttribute = interceptor.DefaultPendingSearchAttribute
+	const n = 100
+	e := newAirlineEnvWith(t, st, activity.KindEffectful, &airline{lostAnswers: n}, opts, ManyBookings)
+	ctx, cancel := context.WithTimeout(interceptor.WithTenant(context.Background(), "acme"), 3*time.Minute)
+	defer cancel()
+	run, err := e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: testenv.UniqueName("wf"), TaskQueue: e.queue}, ManyBookings, n)
+	require.NoError(t, err)
+	var pending []decision.PendingDecision
+	require.Eventually(t, func() bool {
+		v, err := e.client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), decision.QueryName)
+		return err == nil && v.Get(&pending) == nil && len(pending) == n
+	}, 90*time.Second, 200*time.Millisecond, "the workflow waits on every key")
+
+	desc, err := e.client.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
+	require.NoError(t, err)
+	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, desc.GetWorkflowExecutionInfo().GetStatus())
+	var listed []string
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(
+		desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[interceptor.DefaultPendingSearchAttribute], &listed))
+	require.NotEmpty(t, listed)
+	assert.Less(t, len(listed), n, "the attribute lists what fits")
+	assert.Contains(t, listed[len(listed)-1], "more (query "+decision.QueryName+")")
+
+	for _, p := range pending {
+		seat := fmt.Sprintf("%q", "seat on "+p.Outcome.Key[:12])
+		_, err := decide(ctx, e.client, run, decision.Decision{Key: p.Outcome.Key, Action: decision.ActionComplete,
+			Result: json.RawMessage(seat), By: "ops@acme"})
+		require.NoError(t, err)
+	}
+	var got []string
+	require.NoError(t, run.Get(ctx, &got))
+	assert.Len(t, got, n)
 }

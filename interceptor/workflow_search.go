@@ -9,6 +9,8 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/tesserix/idempotency/decision"
 )
 
 // DefaultPendingSearchAttribute is the search attribute name the
@@ -76,8 +78,33 @@ func (i *Interceptor) searchAttribute() string {
 	return i.opts.PendingSearchAttribute
 }
 
+// searchAttributeBudget bounds, in bytes of the keys it lists, the value
+// publish sets the search attribute to: the server refuses a value larger
+// than its per-value limit (2 KiB by default) and terminates the workflow
+// whose task upserted it, which at about 30 open waits it did.
+const searchAttributeBudget = 1024
+
+// attributeValue is what the search attribute lists for the open keys: all
+// of them while they fit searchAttributeBudget, else as many as fit, in
+// order, and a last entry "+N more (query idempotency.pending)" — the
+// attribute stays set, so the list query finds the workflow, and its
+// pending query lists every key.
+func attributeValue(open []string) []string {
+	size := 0
+	for i, k := range open {
+		if size+len(k) > searchAttributeBudget {
+			return append(slices.Clone(open[:i]), fmt.Sprintf("+%d more (query %s)", len(open)-i, decision.QueryName))
+		}
+		size += len(k)
+	}
+	return open
+}
+
 // publish shows the workflow's open waits where Temporal users look: the
-// current details, and the search attribute recorded for this run.
+// current details, and the search attribute recorded for this run. It
+// upserts the attribute whenever the open keys change, as it always did,
+// whatever part of them the attribute lists (see attributeValue), so the
+// history holds the same upserts on every release.
 func (o *workflowOutbound) publish(ctx workflow.Context) {
 	open := o.openKeys()
 	o.showDetails(ctx, open)
@@ -85,7 +112,7 @@ func (o *workflowOutbound) publish(ctx workflow.Context) {
 		return
 	}
 	key := temporal.NewSearchAttributeKeyKeywordList(o.searchAttribute)
-	upd := key.ValueSet(open)
+	upd := key.ValueSet(attributeValue(open))
 	if len(open) == 0 {
 		upd = key.ValueUnset()
 	}
