@@ -98,7 +98,26 @@
 // commit with the record: a write through another pool, even to the same
 // database, is outside the promise, and a declaration naming another pool
 // (activity.Policy.TransactionalDB) is refused by [Store.CheckTransactional].
-// The body must not commit or roll back the transaction itself.
+//
+// The body must not commit or roll back the transaction itself, and cannot:
+// the handle [Tx] returns refuses Commit and Rollback, and the commit guard
+// refuses a COMMIT the body sends as SQL (COMMIT, END, COMMIT AND CHAIN).
+// Every transaction begins by inserting a row into the guard table
+// (EnsureSchema creates it beside the records), whose constraint trigger,
+// deferred to COMMIT, fails any COMMIT the dispatcher's fenced completion
+// did not approve; the body's writes roll back with it. A body that ends
+// its transaction with ROLLBACK AND CHAIN is caught when the completion
+// finds itself in another transaction than the one that began (the
+// transaction's mark, a transaction-local setting, is gone), and a body
+// that left its transaction failed or ended is caught by the connection's
+// state; each ends as [store.ErrTransactionEnded], which the dispatcher
+// reports indeterminate. Out of reach: a write the body commits through
+// another connection (a second pool, pgx.Connect), and a COMMIT the body
+// sends after ROLLBACK AND CHAIN in the chained, unguarded transaction; both
+// break the contract the declaration states. On a schema made before the
+// guard existed, transactions begin without it (a body's own COMMIT is
+// then caught afterwards, as before, not refused) until EnsureSchema
+// (idempotencyctl schema) creates it.
 //
 // # Listing
 //

@@ -132,6 +132,10 @@ func indexName(table string) string { return indexNameWith(table, "_expires_at_i
 // completed, which the listings read, named like indexName.
 func listIndexName(table string) string { return indexNameWith(table, "_waiting_idx") }
 
+// guardName is the name of the table and trigger that refuse a COMMIT a
+// transactional body sends itself (see txguard.go), named like indexName.
+func guardName(table string) string { return indexNameWith(table, "_txguard") }
+
 func indexNameWith(table, suffix string) string {
 	if len(table)+len(suffix) <= maxIdentifierLength {
 		return table + suffix

@@ -38,6 +38,10 @@ type Store struct {
 	channel   string // quoted, for LISTEN
 	sql       statements
 	l         *listener
+	// guardSQL and guard are the commit guard of transactional bodies
+	// (txguard.go).
+	guardSQL guardStatements
+	guard    guardState
 	// server is the clock that follows PostgreSQL's, unless Options.Clock
 	// was given.
 	server *store.ServerClock
@@ -88,7 +92,8 @@ func newStore(pool *pgxpool.Pool, opts Options, local store.Clock) (*Store, erro
 		tableName: table,
 		channel:   pgx.Identifier{o.NotifyChannel}.Sanitize(),
 		sql: buildStatements(table, pgx.Identifier{indexName(o.Table)}.Sanitize(),
-			pgx.Identifier{listIndexName(o.Table)}.Sanitize()),
+			pgx.Identifier{listIndexName(o.Table)}.Sanitize(), pgx.Identifier{o.Schema, guardName(o.Table)}.Sanitize()),
+		guardSQL: buildGuard(o.Schema, o.Table),
 		server: server,
 	}
 	s.l = newListener(s)
@@ -156,6 +161,9 @@ func (s *Store) EnsureSchema(ctx context.Context) error {
 						return err
 					}
 				}
+			}
+			if err := s.guardDDL(ctx, tx); err != nil {
+				return err
 			}
 			// A table made by an earlier version lacks the newer columns.
 			for _, c := range addedColumns {

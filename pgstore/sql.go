@@ -51,14 +51,14 @@ type statements struct {
 
 	claim, claimInsert, claimRead, lookup       string
 	renew, complete, release, markIndeterminate string
-	completeTx                                  string
+	completeTx, completeTxGuarded               string
 	resolveComplete, resolveFree, forget, sweep string
 	resolveGone                                 string
 	cancelClaim, endLease                       string
 }
 
-func buildStatements(table, index, listIndex string) statements {
-	r := strings.NewReplacer("{t}", table, "{i}", index, "{li}", listIndex, "{cols}", columns)
+func buildStatements(table, index, listIndex, guard string) statements {
+	r := strings.NewReplacer("{t}", table, "{i}", index, "{li}", listIndex, "{g}", guard, "{cols}", columns)
 	return statements{
 		createTable: r.Replace(`CREATE TABLE IF NOT EXISTS {t} (
 	tenant      text        NOT NULL,
@@ -202,12 +202,36 @@ SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($7, $8) END) FROM u
 		// expression depends on the aggregate, so the planner cannot fold
 		// it into an error raised on every call. The parameters are
 		// complete's.
+		//
+		// It runs only in the transaction that began (its mark, $9, is
+		// the transaction-local setting BEGIN set: a body that ended its
+		// transaction with ROLLBACK AND CHAIN runs it in a chained one,
+		// which has lost it), and approves the COMMIT that follows it for
+		// the commit guard (txguard.go): it sets the commit setting to the
+		// mark and, in completeTxGuarded, deletes the guard's row.
 		completeTx: r.Replace(`WITH upd AS (
 	UPDATE {t} SET state = 2, outcome = $6, updated_at = $4, expires_at = ` + window("$4", "$5") + `
 	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
 	RETURNING watched
 )
-SELECT CASE WHEN count(*) = 1 THEN 1 + 0 * count(CASE WHEN watched THEN pg_notify($7, $8) END)
+SELECT CASE
+	WHEN current_setting('` + markSetting + `', true) IS DISTINCT FROM $9::text
+		THEN ('` + txEndedMarker + ` (' || count(*) || ' rows)')::bigint
+	WHEN count(*) = 1 THEN 1 + 0 * count(CASE WHEN watched THEN pg_notify($7, $8) END)
+		+ 0 * length(set_config('` + commitSetting + `', $9::text, true))
+	ELSE ('` + fenceMarker + ` (' || count(*) || ' rows)')::bigint END FROM upd`),
+		completeTxGuarded: r.Replace(`WITH upd AS (
+	UPDATE {t} SET state = 2, outcome = $6, updated_at = $4, expires_at = ` + window("$4", "$5") + `
+	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
+	RETURNING watched
+), unguard AS (
+	DELETE FROM {g} WHERE mark = $9::text
+)
+SELECT CASE
+	WHEN current_setting('` + markSetting + `', true) IS DISTINCT FROM $9::text
+		THEN ('` + txEndedMarker + ` (' || count(*) || ' rows)')::bigint
+	WHEN count(*) = 1 THEN 1 + 0 * count(CASE WHEN watched THEN pg_notify($7, $8) END)
+		+ 0 * length(set_config('` + commitSetting + `', $9::text, true))
 	ELSE ('` + fenceMarker + ` (' || count(*) || ' rows)')::bigint END FROM upd`),
 		// $1 tenant, $2 key, $3 token, $4 now, $5 channel, $6 payload.
 		release: r.Replace(`WITH del AS (

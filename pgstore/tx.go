@@ -81,16 +81,23 @@ func (s *Store) BeginTransaction(ctx context.Context, p store.TransactionParams)
 	if err := begin(ctx, op, p); err != nil {
 		return nil, err
 	}
-	var tx pgx.Tx
-	err := s.retry(ctx, func(ctx context.Context) error {
+	mark, err := newMark()
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	var (
+		tx      pgx.Tx
+		guarded bool
+	)
+	err = s.retry(ctx, func(ctx context.Context) error {
 		var err error
-		tx, err = s.pool.Begin(ctx)
+		tx, guarded, err = s.beginGuarded(ctx, mark)
 		return err
 	})
 	if err != nil {
 		return nil, s.interpret(ctx, op, err)
 	}
-	return &transaction{s: s, tx: tx, p: p}, nil
+	return &transaction{s: s, tx: tx, p: p, mark: mark, guarded: guarded}, nil
 }
 
 // transaction is one [store.Transaction] of the store.
@@ -99,6 +106,10 @@ type transaction struct {
 	p store.TransactionParams
 	// tx is the transaction itself.
 	tx pgx.Tx
+	// mark is the transaction's mark (txguard.go); guarded, whether it
+	// holds the commit guard's row.
+	mark    string
+	guarded bool
 	// beforeCommit, when set (by tests), is called between the fenced
 	// completion and the COMMIT.
 	beforeCommit func()
@@ -141,11 +152,22 @@ func (t *transaction) Commit(ctx context.Context, outcome []byte) error {
 	}
 	now := s.now(ctx)
 	var n int64
-	err := t.tx.QueryRow(ctx, s.sql.completeTx, p.Tenant, p.Key, p.Token, now, now.Add(s.opts.TTL), outcome,
-		s.opts.NotifyChannel, payloadFor(p.Tenant, p.Key)).Scan(&n)
+	complete := s.sql.completeTx
+	if t.guarded {
+		complete = s.sql.completeTxGuarded
+	}
+	err := t.tx.QueryRow(ctx, complete, p.Tenant, p.Key, p.Token, now, now.Add(s.opts.TTL), outcome,
+		s.opts.NotifyChannel, payloadFor(p.Tenant, p.Key), t.mark).Scan(&n)
 	if err != nil {
 		_ = t.rollback()
-		if fenced(err) {
+		switch {
+		case txEnded(err):
+			// The body ended the transaction it was given and began
+			// another (ROLLBACK AND CHAIN): what it wrote before may have
+			// been committed by nothing, or by itself.
+			return fmt.Errorf("pgstore: %s %q in tenant %q: the body ended its transaction and began another: %w",
+				op, p.Key, p.Tenant, store.ErrTransactionEnded)
+		case fenced(err):
 			return s.notHolder(ctx, op, p.Tenant, p.Key, p.Token)
 		}
 		return s.interpretCommit(ctx, op, err)

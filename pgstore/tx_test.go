@@ -125,11 +125,95 @@ func TestBodyCannotEndItsTransaction(t *testing.T) {
 	assert.Equal(t, rec.Token, got.Token)
 }
 
-// A body that sends COMMIT itself lands its writes without the record: the
-// dispatcher is told so, typed, and marks nothing completed.
-func TestBodyThatSendsCommitIsCaught(t *testing.T) {
+// A body that sends COMMIT itself — plain or AND CHAIN — is refused by the
+// commit guard: its writes roll back, and the dispatcher is told, typed, that
+// the body ended its transaction; nothing is marked completed. Before the
+// guard a COMMIT AND CHAIN landed the body's writes and left a new
+// transaction open, in which a key taken over meanwhile read as "not the
+// holder", as if nothing had landed: the taker then ran the body again.
+func TestBodyThatSendsCommitIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, commit := range []string{"COMMIT", "COMMIT AND CHAIN", "END"} {
+		t.Run(commit, func(t *testing.T) {
+			t.Parallel()
+			s, l, rec, txn := txFixture(t)
+			ctx := txn.Context(context.Background())
+			require.NoError(t, l.write(ctx, "body"))
+			tx, err := pgstore.Tx(ctx)
+			require.NoError(t, err)
+			_, err = tx.Exec(ctx, commit)
+			require.Error(t, err, "the guard refuses the body's %s", commit)
+			assert.Zero(t, l.effects(t, "body"), "the body's %s landed its writes", commit)
+
+			// The claim is taken over before the dispatcher commits (the
+			// body's lease ran out): the body's writes must not be there.
+			taken, err := s.Claim(context.Background(), store.ClaimParams{Tenant: "t", Key: "k", Holder: "taker", Lease: time.Minute, Supersede: rec.Token})
+			require.NoError(t, err)
+			require.Equal(t, store.StatusAcquired, taken.Status)
+			err = txn.Commit(context.Background(), []byte("o"))
+			require.Error(t, err)
+			assert.Zero(t, l.effects(t, "body"), "the body's writes landed beside a taker that will write them again")
+		})
+	}
+}
+
+// A body that ends its transaction with ROLLBACK AND CHAIN and writes on in
+// the chained one: the completion runs in another transaction than the one
+// that began, and refuses; nothing commits.
+func TestBodyThatChainsARollbackIsCaught(t *testing.T) {
 	t.Parallel()
 	s, l, _, txn := txFixture(t)
+	ctx := txn.Context(context.Background())
+	require.NoError(t, l.write(ctx, "before"))
+	tx, err := pgstore.Tx(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "ROLLBACK AND CHAIN")
+	require.NoError(t, err)
+	require.NoError(t, l.write(ctx, "after"))
+	require.ErrorIs(t, txn.Commit(context.Background(), []byte("o")), store.ErrTransactionEnded)
+	assert.Zero(t, l.effects(t, "before"))
+	assert.Zero(t, l.effects(t, "after"), "the chained transaction committed with the record")
+	got, err := s.Lookup(context.Background(), store.LookupParams{Tenant: "t", Key: "k"})
+	require.NoError(t, err)
+	assert.Equal(t, store.StatePending, got.State)
+}
+
+// A body that rolls back to a savepoint it did not make, or releases one,
+// fails its statement and leaves the transaction aborted: nothing lands.
+func TestBodySavepointTricksLandNothing(t *testing.T) {
+	t.Parallel()
+	for _, stmt := range []string{"ROLLBACK TO SAVEPOINT nobody", "RELEASE SAVEPOINT nobody"} {
+		t.Run(stmt, func(t *testing.T) {
+			t.Parallel()
+			_, l, _, txn := txFixture(t)
+			ctx := txn.Context(context.Background())
+			require.NoError(t, l.write(ctx, "body"))
+			tx, err := pgstore.Tx(ctx)
+			require.NoError(t, err)
+			_, err = tx.Exec(ctx, stmt)
+			require.Error(t, err)
+			require.Error(t, txn.Commit(context.Background(), []byte("o")))
+			assert.Zero(t, l.effects(t, "body"))
+		})
+	}
+}
+
+// On a schema made before the guard existed (EnsureSchema not run since),
+// transactions run without it, as before: a body's COMMIT lands, and is
+// caught afterwards.
+func TestWithoutTheGuardACommitIsCaught(t *testing.T) {
+	t.Parallel()
+	pool, schema := pgenv.Postgres(t)
+	table := testenv.UniqueName("r")
+	s := newStore(t, pool, schema, pgstore.Options{Table: table})
+	_, err := pool.Exec(context.Background(), "DROP TABLE "+pgx.Identifier{schema, table + "_txguard"}.Sanitize())
+	require.NoError(t, err)
+	l := newLedger(t, pool, schema)
+	res, err := s.Claim(context.Background(), store.ClaimParams{Tenant: "t", Key: "k", Holder: "h", Lease: time.Minute})
+	require.NoError(t, err)
+	txn, err := s.BeginTransaction(context.Background(), store.TransactionParams{Tenant: "t", Key: "k", Token: res.Record.Token})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = txn.Rollback(context.Background()) })
 	ctx := txn.Context(context.Background())
 	require.NoError(t, l.write(ctx, "body"))
 	tx, err := pgstore.Tx(ctx)
@@ -139,7 +223,7 @@ func TestBodyThatSendsCommitIsCaught(t *testing.T) {
 	require.ErrorIs(t, txn.Commit(context.Background(), []byte("o")), store.ErrTransactionEnded)
 	got, err := s.Lookup(context.Background(), store.LookupParams{Tenant: "t", Key: "k"})
 	require.NoError(t, err)
-	assert.Equal(t, store.StatePending, got.State, "the record says completed for a commit the body made")
+	assert.Equal(t, store.StatePending, got.State)
 }
 
 // A body that swallowed a failed statement left its transaction aborted:
@@ -271,7 +355,20 @@ func TestCommitInFlightIsWaitedFor(t *testing.T) {
 		released <- direct.Release(rctx, store.ReleaseParams{Tenant: "t", Key: "k", Token: token})
 	}()
 	proxy.Resume(netfault.Up)
-	require.ErrorIs(t, <-released, store.ErrNotHolder, "the release freed a key whose commit landed")
+	// The COMMIT lands when it arrives — unless the cancel pgx sent when
+	// the commit's context ended is still pending in the server, which
+	// then cancels the COMMIT at its first interrupt check (the commit
+	// guard's trigger has one). Either way the release waited for it, and
+	// the record and the effects agree: freed and nothing, or completed and
+	// one.
+	rerr := <-released
+	if rerr == nil {
+		_, err = direct.Lookup(ctx, store.LookupParams{Tenant: "t", Key: "k"})
+		require.ErrorIs(t, err, store.ErrNotFound)
+		assert.Zero(t, effects(), "the release freed a key whose commit landed")
+		return
+	}
+	require.ErrorIs(t, rerr, store.ErrNotHolder)
 	got, err = direct.Lookup(ctx, store.LookupParams{Tenant: "t", Key: "k"})
 	require.NoError(t, err)
 	assert.Equal(t, store.StateCompleted, got.State)
