@@ -94,7 +94,7 @@ func newStore(pool *pgxpool.Pool, opts Options, local store.Clock) (*Store, erro
 		sql: buildStatements(table, pgx.Identifier{indexName(o.Table)}.Sanitize(),
 			pgx.Identifier{listIndexName(o.Table)}.Sanitize(), pgx.Identifier{o.Schema, guardName(o.Table)}.Sanitize()),
 		guardSQL: buildGuard(o.Schema, o.Table),
-		server: server,
+		server:   server,
 	}
 	s.l = newListener(s)
 	return s, nil
