@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkactivity "go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tesserix/idempotency/activity"
@@ -310,4 +311,61 @@ func redisLinkUp(addr string) bool {
 	defer func() { _ = client.Close() }()
 	info, err := client.Info(context.Background(), "replication").Result()
 	return err == nil && strings.Contains(info, "master_link_status:up")
+}
+
+// A takeover refused for want of replica acknowledgements is taken back by
+// the store, and the next claim is answered with that undone takeover's
+// record — the echo of the attempt's own failure, not the store answering
+// again. Before the fix that answer reset Options.ClaimRetry's window, and
+// the attempt took the key over about every 100 ms until Temporal timed it
+// out; now the outage window runs on, and the attempt ends within it, as
+// one that ran nothing (IdempotencyStoreUnavailable), for its retry policy
+// or its workflow to run again.
+func TestRefusedTakeoverEndsWithinClaimRetry(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		testenv.Unreachable(t, "redis-server", err)
+	}
+	master := startRedisServer(t)
+	link, err := netfault.Start(master)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = link.Close() })
+	host, port, _ := strings.Cut(link.Addr(), ":")
+	replica := startRedisServer(t, "--replicaof", host, port)
+	require.Eventually(t, func() bool { return redisLinkUp(replica) }, 20*time.Second, 20*time.Millisecond, "the replica's link")
+	client := redis.NewClient(&redis.Options{Addr: master})
+	t.Cleanup(func() { _ = client.Close() })
+	st, err := redisstore.New(client, redisstore.Options{Prefix: "loop", ReplicaAcks: 1, ReplicaAckTimeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+
+	p := &partitioned{Store: st}
+	release := make(chan struct{})
+	a := &airline{landed: func(ctx context.Context) {
+		if sdkactivity.GetInfo(ctx).Attempt == 1 {
+			link.Stall(netfault.Down) // the replica lags from here on
+			<-release                 // the worker is gone: this body never returns in time
+		}
+	}}
+	e := newAirlineEnvWith(t, p, activity.KindEffectful, a,
+		interceptor.Options{Lease: time.Second, ClaimRetry: time.Second}, BookAttempts)
+	t.Cleanup(func() { close(release) })
+
+	var seat string
+	err = e.execute("acme", BookAttempts, &seat, "BA117", 8*time.Second, int32(2))
+	var te *temporal.TimeoutError
+	require.False(t, errors.As(err, &te), "the attempt went round its refused takeovers until Temporal timed it out: %v", err)
+	n, ok := activity.AsNotRun(err)
+	require.Truef(t, ok, "the attempt ran nothing: %v", err)
+	assert.Equal(t, activity.ReasonStoreUnavailable, n.Reason)
+	assert.Equal(t, 1, e.ledger.Effects("BA117"), "the lost attempt's booking, and no other")
+	refused := 0
+	for _, ev := range e.events.all() {
+		if ev.Kind == interceptor.EventStoreError && ev.Attempt == 2 && ev.Err != nil &&
+			strings.Contains(ev.Err.Error(), "not acknowledged by enough replicas") {
+			refused++
+		}
+	}
+	t.Logf("error %v; refused takeovers in attempt 2: %d", err, refused)
+	assert.LessOrEqual(t, refused, 5, "takeovers refused within one ClaimRetry window (1 s), not until the attempt's deadline (8 s)")
 }

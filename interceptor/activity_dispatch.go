@@ -190,7 +190,16 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 			}
 			return nil, x.storeFailed(ctx, err)
 		}
-		retry.answered()
+		if !(res.Status == store.StatusHeld && res.LeaseExpired) {
+			// The store answered, and the outage, if any, is over. A
+			// holder gone is not that answer: after a takeover the store
+			// took back (too few replicas acknowledged it, or its answer
+			// was lost and the store undid it), the next claim finds the
+			// undone takeover's own record, and a window started afresh on
+			// it would take the key over again and again until the
+			// activity's deadline.
+			retry.answered()
+		}
 		switch res.Status {
 		case store.StatusAcquired:
 			x.token = res.Record.Token
