@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -544,7 +545,8 @@ func (s *Store) Forget(ctx context.Context, p store.ForgetParams) (int, error) {
 			}
 		}
 		if len(members) == 0 {
-			return total, nil
+			n, err := s.forgetUnindexed(ctx, p.Tenant)
+			return total + n, err
 		}
 		keys := make([]string, 2, len(members)+2)
 		keys[0], keys[1] = age, idx
@@ -584,6 +586,53 @@ func (s *Store) Sweep(ctx context.Context, p store.SweepParams) (int, error) {
 	}
 	return deleted, nil
 }
+
+// forgetUnindexed deletes the tenant's records that no index names (an
+// index entry lost, a record written around the indexes): a SCAN of the
+// tenant's record keys on every master, once the indexes are empty, so
+// that Forget leaves nothing of the tenant whatever state its keys are in.
+func (s *Store) forgetUnindexed(ctx context.Context, tenant string) (int, error) {
+	nodes, err := s.masters(ctx)
+	if err != nil {
+		return 0, translate(ctx, "forget", err)
+	}
+	base := s.tenantBase(tenant)
+	pattern := globEscaper.Replace(base+recordInfix) + "*"
+	age := s.ageKey(tenant)
+	pub, channel := s.publisher(ctx, tenant)
+	total := 0
+	for _, node := range nodes {
+		var cursor uint64
+		for {
+			found, next, err := node.Scan(ctx, cursor, pattern, 256).Result()
+			if err != nil {
+				return total, translate(ctx, "forget", err)
+			}
+			if len(found) > 0 {
+				keys := []string{age, s.indexKey(tenant)}
+				args := []any{pub, channel}
+				for _, k := range found {
+					keys = append(keys, k)
+					args = append(args, strings.TrimPrefix(k, base+recordInfix))
+				}
+				v, err := s.run(ctx, forgetScript, keys, args...)
+				if err != nil {
+					return total, translate(ctx, "forget", err)
+				}
+				n, _ := v.(int64)
+				total += int(n)
+			}
+			if next == 0 {
+				break
+			}
+			cursor = next
+		}
+	}
+	return total, nil
+}
+
+// globEscaper escapes what SCAN's MATCH reads as a pattern.
+var globEscaper = strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`)
 
 // eachAge calls f with every age index of the store, found with SCAN on
 // every master, until f returns false or an error.

@@ -154,8 +154,15 @@ type Store interface {
 	// waiting are left out.
 	CountBacklog(ctx context.Context) ([]BacklogCount, error)
 
-	// Forget erases every record of the tenant outright and returns how many
-	// it erased.
+	// Forget erases every record of the tenant outright, in every state and
+	// layout, and returns how many it erased. It does not ask what the
+	// records are for: a held record's duplicates, an indeterminate
+	// record's decision rerun, and any later call of a completed one find
+	// the key free and run their effect again. idempotencyctl forget
+	// refuses while the tenant has held or indeterminate records (unless
+	// -force); a program of its own lists them first
+	// (ListParams.States) and stops the tenant's workers for a strict
+	// guarantee.
 	Forget(ctx context.Context, params ForgetParams) (int, error)
 
 	// Sweep deletes up to params.Limit records whose retention window has

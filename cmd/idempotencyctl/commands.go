@@ -107,9 +107,14 @@ var commands = []command{
 	{
 		name:     "forget",
 		summary:  "erase every record of a tenant (needs -yes)",
-		synopsis: "-tenant T -yes",
-		detail:   "Erases every record of the tenant outright, in every state, including\nindeterminate records awaiting a decision. It cannot be undone, and the\nrecords cannot be counted without erasing them: -yes is required.",
-		flags:    forgetFlags,
+		synopsis: "-tenant T -yes [-force]",
+		detail: "Erases every record of the tenant outright, in every state. It cannot be\nundone: -yes is required.\n" +
+			"It refuses, naming them, while any record of the tenant is held (a call's\nbody may be running: its duplicates would run it again beside it) or\n" +
+			"indeterminate (a workflow may wait on it for a person: the call would run\nagain without anybody deciding whether its effect happened).\n" +
+			"-force erases them anyway, for an erasure the law requires; its cost: every\ncall of the tenant made again after it — a retry, a duplicate, a running\n" +
+			"workflow's next call, a decision's rerun — finds its key free and runs its\neffect a second time. Completed records are erased without refusal, at the\n" +
+			"same cost for workflows of the tenant still running: stop the tenant's\nworkers (or let its workflows finish) first. A claim made between the check\nand the erasure is erased too.",
+		flags: forgetFlags,
 	},
 	{
 		name:     "sweep",
@@ -285,6 +290,7 @@ func reasonSuffix(rec store.Record) string {
 func forgetFlags(fs *flag.FlagSet, _ func(string) string) func() (action, error) {
 	tenant := fs.String("tenant", "", "the tenant whose records are erased (required)")
 	yes := fs.Bool("yes", false, "confirm: erase every record of the tenant, which cannot be undone")
+	force := fs.Bool("force", false, "erase held and indeterminate records too: their calls, made again, run their effects a second time")
 	return func() (action, error) {
 		if *tenant == "" {
 			return nil, errors.New("-tenant is required")
@@ -296,6 +302,11 @@ func forgetFlags(fs *flag.FlagSet, _ func(string) string) func() (action, error)
 			return nil, fmt.Errorf("refusing to erase tenant %s without -yes: every record of the tenant, indeterminate ones awaiting a decision included, is deleted outright and cannot be counted beforehand or restored", printable(*tenant))
 		}
 		return func(ctx context.Context, b *backend, out io.Writer) error {
+			if !*force {
+				if err := refuseLive(ctx, b, *tenant); err != nil {
+					return err
+				}
+			}
 			n, err := b.Forget(ctx, store.ForgetParams{Tenant: *tenant})
 			if err != nil {
 				return partial(n, "erased", "record", err)
@@ -304,6 +315,45 @@ func forgetFlags(fs *flag.FlagSet, _ func(string) string) func() (action, error)
 			return nil
 		}, nil
 	}
+}
+
+// refuseLive refuses to forget a tenant while any of its records is held or
+// indeterminate, naming up to ten of them and how many there are.
+func refuseLive(ctx context.Context, b *backend, tenant string) error {
+	const shown = 10
+	var keys []string
+	total := 0
+	params := store.ListParams{Tenant: tenant, States: []store.State{store.StatePending, store.StateIndeterminate}, Limit: 500}
+	for {
+		page, err := b.List(ctx, params)
+		if err != nil {
+			return fmt.Errorf("listing the tenant's held and indeterminate records before erasing: %w", err)
+		}
+		for _, rec := range page.Records {
+			total++
+			if len(keys) < shown {
+				keys = append(keys, fmt.Sprintf("%s (%s)", printable(rec.Key), rec.State))
+			}
+		}
+		if page.Next == "" {
+			break
+		}
+		params.Cursor = page.Next
+	}
+	if total == 0 {
+		return nil
+	}
+	more := ""
+	if total > len(keys) {
+		more = fmt.Sprintf(", and %d more", total-len(keys))
+	}
+	are := "records are"
+	if total == 1 {
+		are = "record is"
+	}
+	return fmt.Errorf("refusing to erase tenant %s: %d %s held or waiting for a decision, whose calls would run their effects again: %s%s; "+
+		"settle them first (decide, resolve), or stop the tenant's workers, or pass -force to erase them anyway",
+		printable(tenant), total, are, strings.Join(keys, ", "), more)
 }
 
 func sweepFlags(fs *flag.FlagSet, _ func(string) string) func() (action, error) {

@@ -187,7 +187,7 @@ func TestHelp(t *testing.T) {
 		{"decide", []string{"decide", "-h"}, []string{"(-outcome JSON | -free | -retry | -fail) -by WHO", "$TEMPORAL_ADDRESS", "$TEMPORAL_NAMESPACE", "$TEMPORAL_API_KEY",
 			"$TEMPORAL_TLS)", "$TEMPORAL_TLS_CLIENT_CERT_PATH", "$TEMPORAL_TLS_CLIENT_KEY_PATH", "$TEMPORAL_TLS_SERVER_CA_CERT_PATH", "$TEMPORAL_TLS_SERVER_NAME",
 			"-profile", "$TEMPORAL_PROFILE", "-config-file", "$TEMPORAL_CONFIG_FILE", "$TEMPORAL_TLS_CERT, $TEMPORAL_TLS_KEY and $TEMPORAL_TLS_CA", "-workflow-id", "-reference"}},
-		{"forget", []string{"forget", "-h"}, []string{"forget -tenant T -yes", "cannot be undone"}},
+		{"forget", []string{"forget", "-h"}, []string{"forget -tenant T -yes [-force]", "cannot be undone", "a second time"}},
 		{"sweep", []string{"sweep", "-h"}, []string{"sweep [-limit N]", "(default 1000)"}},
 	}
 	for _, tt := range tests {
@@ -932,6 +932,26 @@ var storeCases = []struct {
 		state, err := lookupState(t, f.st, other, "a")
 		require.NoError(t, err, "another tenant's records are not erased")
 		assert.Equal(t, store.StateIndeterminate, state)
+	}},
+	{"forget refuses while records are held or indeterminate", func(t *testing.T, f fixture, tenant string) {
+		seedCompleted(t, f.st, tenant, "done", encode(t, "done"))
+		claim(t, f.st, tenant, "running")
+		seedIndeterminate(t, f.st, tenant, "waiting", "charge timed out")
+
+		r := f.run(t, "forget", "-tenant", tenant, "-yes")
+		assert.Equal(t, exitFailed, r.code, "stdout: %s", r.stdout)
+		requireOneErrorLine(t, r, "refusing to erase tenant "+tenant+": 2 records are held or waiting for a decision")
+		assert.Contains(t, r.stderr, "running (pending)")
+		assert.Contains(t, r.stderr, "waiting (indeterminate)")
+		assert.Contains(t, r.stderr, "-force")
+		for _, k := range []string{"done", "running", "waiting"} {
+			_, err := lookupState(t, f.st, tenant, k)
+			require.NoError(t, err, "a refused forget erased %s", k)
+		}
+
+		r = f.run(t, "forget", "-tenant", tenant, "-yes", "-force")
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Equal(t, "erased 3 records of tenant "+tenant+"\n", r.stdout)
 	}},
 	{"schema", func(t *testing.T, f fixture, tenant string) {
 		for range 2 {
