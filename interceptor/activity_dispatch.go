@@ -402,8 +402,6 @@ func (x *execution) wait(ctx context.Context, token int64) (store.Result, time.D
 	}
 }
 
-// runBody runs the activity's body under the claim, renewing the lease
-// while it runs, and records what it returned.
 // bodyRun is what a body run under its lease returned.
 type bodyRun struct {
 	result     any
@@ -449,6 +447,8 @@ func (x *execution) runUnderLease(ctx, base context.Context, in *interceptor.Exe
 	return run
 }
 
+// runBody runs the activity's body under the claim, renewing the lease
+// while it runs, and records what it returned.
 func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivityInput) (result any, err error) {
 	x.mark(ctx, activity.StageBody, false)
 	run := x.runUnderLease(ctx, activity.WithKey(ctx, keyspace.Key(x.key)), in)

@@ -21,7 +21,9 @@ const (
 	// its answer instead of running alongside it.
 	EventWaiting
 	// EventTakenOver: the execution took the key over from a holder that is
-	// gone (an IDEMPOTENT activity only).
+	// gone and runs the body: an IDEMPOTENT activity, or a transactional
+	// one whose record only transactions touched (an EFFECTFUL takeover
+	// that marks the key reports EventIndeterminate instead).
 	EventTakenOver
 	// EventCompleted: the body returned and its outcome was recorded.
 	EventCompleted

@@ -126,11 +126,15 @@ type Options struct {
 	// cannot be reached before the body runs (the claim, or the wait for
 	// another holder), with backoff and heartbeats, counted from the first
 	// failed call of each outage (a long wait for another holder does not
-	// use it up), and never past the activity's own deadline. A store that
-	// is down never reads as
-	// permission: when it stays down the call ends with the store error
-	// (IDEMPOTENT) or the indeterminate error (EFFECTFUL). Negative turns
-	// retrying off. Defaults to 15 seconds ([DefaultClaimRetry]).
+	// use it up), and never past the activity's own deadline. A claim
+	// answered with a holder that is gone does not end an outage: a
+	// takeover the store keeps taking back stays within one window. A
+	// store that is down never reads as permission: when it stays down the
+	// call ends, whatever its kind, with the retryable
+	// IdempotencyStoreUnavailable error carrying [activity.NotRun] — it ran
+	// nothing — for its retry policy, or its workflow (AwaitDecision waits
+	// for the store), to run it again. Negative turns retrying off.
+	// Defaults to 15 seconds ([DefaultClaimRetry]).
 	ClaimRetry time.Duration
 	// OrphanRetry is how long the dispatcher keeps trying, in the
 	// background, a write that settles a claim after its body returned
