@@ -910,10 +910,13 @@ func (x *execution) noTenant(ctx context.Context) error {
 		why += " (" + p + ")"
 	}
 	return x.misconfigured(ctx, decision.ErrorTypeNoTenant, fmt.Errorf("%w: %s; give the workflow one: "+
-		"start it with interceptor.WithTenant(ctx, tenant) on a client whose ContextPropagators hold interceptor.TenantPropagator() "+
-		"(the %s header), or with the memo %s holding the tenant as a string "+
-		"(temporal workflow start --memo '%s=\"acme\"'), or set Options.DefaultTenant on its worker",
-		errNoTenant, why, TenantHeader, TenantMemo, TenantMemo))
+		"start it with interceptor.WithTenant(ctx, tenant) on a client that carries the plugin "+
+		"(worker.NewPlugin, worker.ClientPlugin() or worker.Dial), "+
+		"or give its worker a default, worker.PluginOptions{Idempotency: interceptor.Options{DefaultTenant: \"acme\"}} "+
+		"(Options.DefaultTenant), "+
+		"or start it with the memo %s holding the tenant as a string (temporal workflow start --memo '%s=\"acme\"'); "+
+		"a client without the plugin needs interceptor.TenantPropagator() in its ContextPropagators (the %s header)",
+		errNoTenant, why, TenantMemo, TenantMemo, TenantHeader))
 }
 
 // misconfigured refuses, before any store call, an execution the

@@ -522,6 +522,10 @@ func TestNoTenant(t *testing.T) {
 			} {
 				assert.Contains(t, err.Error(), way, "the message names every way to give a tenant")
 			}
+			msg := err.Error()
+			assert.Less(t, strings.Index(msg, "worker.ClientPlugin()"), strings.Index(msg, "interceptor.TenantPropagator()"),
+				"the plugin the docs teach comes before the propagator")
+			assert.Contains(t, msg, `worker.PluginOptions{Idempotency: interceptor.Options{DefaultTenant: "acme"}}`)
 			assert.Zero(t, h.acts.ledger.total(), "the body is never entered")
 			assert.Zero(t, h.mem.Len())
 			assert.Equal(t, []interceptor.EventKind{interceptor.EventMisconfigured}, h.rec.kinds())
