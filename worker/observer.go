@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 
+	sdkactivity "go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/log"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -69,6 +71,49 @@ func Observers(obs ...interceptor.Observer) interceptor.Observer {
 			if o != nil {
 				o.Observe(ctx, e)
 			}
+		}
+	})
+}
+
+// SDKLogObserver returns an observer that logs each dispatcher event, with
+// the fields and at the levels [ZapObserver] uses, through the logger the
+// worker already has: the SDK's logger of the activity the event is about
+// (activity.GetLogger, which carries the activity's own fields), or
+// fallback for an event reported outside an activity (a workflow's
+// decision, a refused request of the library's own activities). A nil
+// fallback drops those. [NewPlugin] and [New] install it when no zap
+// logger is given, so events reach the client's logger
+// (client.Options.Logger, or the SDK's default) instead of vanishing.
+func SDKLogObserver(fallback log.Logger) interceptor.Observer {
+	return interceptor.ObserverFunc(func(ctx context.Context, e interceptor.Event) {
+		logger := fallback
+		if sdkactivity.IsActivity(ctx) {
+			logger = sdkactivity.GetLogger(ctx)
+		}
+		if logger == nil {
+			return
+		}
+		kv := []any{"activity", e.Activity, "idempotency_kind", e.ActivityKind.String(), "tenant", e.Tenant, "key", e.Key,
+			"workflow_id", e.WorkflowID, "run_id", e.RunID, "activity_id", e.ActivityID, "attempt", e.Attempt}
+		if e.Reason != "" {
+			kv = append(kv, "reason", string(e.Reason))
+		}
+		if e.Duration > 0 {
+			kv = append(kv, "duration", e.Duration)
+		}
+		if e.Err != nil {
+			kv = append(kv, "error", e.Err)
+		}
+		msg := "idempotency: " + e.Kind.String()
+		switch eventLevel(e.Kind) {
+		case zapcore.ErrorLevel:
+			logger.Error(msg, kv...)
+		case zapcore.WarnLevel:
+			logger.Warn(msg, kv...)
+		case zapcore.InfoLevel:
+			logger.Info(msg, kv...)
+		default:
+			logger.Debug(msg, kv...)
 		}
 	})
 }

@@ -42,8 +42,10 @@ type PluginOptions struct {
 	// under one name are refused.
 	Declarations []*activity.Declaration
 	// Logger receives the library's events (as worker.Options.Logger does)
-	// and, on a client without a logger of its own, the SDK's logs. Defaults
-	// to zap.NewNop().
+	// and, on a client without a logger of its own, the SDK's logs. Without
+	// it the events go to the logger the worker already has
+	// ([SDKLogObserver]: the SDK's logger of each activity, which is the
+	// client's).
 	Logger *zap.Logger
 	// MetricsHandler receives the backlog gauges of every worker the plugin
 	// configures; see Options.MetricsHandler. Defaults to the
@@ -146,11 +148,14 @@ func NewPlugin(opts PluginOptions) (*Plugin, error) {
 			Reason: fmt.Sprintf("%v is below the minimum of %v (zero means the default, negative turns sweeping off)", opts.SweepInterval, MinSweepInterval)}
 	}
 	logger := opts.Logger
+	events := SDKLogObserver(nil) // the worker's own logger, when no zap logger is given
 	if logger == nil {
 		logger = zap.NewNop()
+	} else {
+		events = ZapObserver(logger)
 	}
 	iopts := opts.Idempotency
-	iopts.Observer = Observers(ZapObserver(logger), iopts.Observer)
+	iopts.Observer = Observers(events, iopts.Observer)
 	// Validated once here, so a worker is never refused later for them.
 	probe, err := interceptor.New(iopts)
 	if err != nil {

@@ -35,7 +35,8 @@ type Options struct {
 	// the client's encoding. When Observer is nil, events are logged
 	// through Logger; when it is set, they go to both.
 	Idempotency interceptor.Options
-	// Logger receives the library's events. Defaults to zap.NewNop().
+	// Logger receives the library's events. Without it they go to the
+	// logger the worker already has ([SDKLogObserver]).
 	Logger *zap.Logger
 	// MetricsHandler, when set, receives the backlog gauges on the
 	// sweeper's schedule (idempotency_backlog_indeterminate and
