@@ -22,6 +22,9 @@ import (
 	"github.com/tesserix/idempotency/store"
 )
 
+// Version is this module's release, as CHANGELOG.md numbers it.
+const Version = "0.2.0"
+
 // PluginName is the name the plugin gives the SDK (client.Plugin.Name,
 // sdkworker.Plugin.Name), reported in the worker's heartbeats.
 const PluginName = "tesserix.idempotency"
