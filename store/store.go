@@ -567,3 +567,14 @@ func NewToken() int64 {
 	}
 	return t
 }
+
+// Pinger is implemented by a store that can tell whether its backend
+// answers: the PostgreSQL and Redis stores. The worker package pings the
+// store when a worker starts, and refuses to start one whose store does
+// not answer, with one error naming where it looked, rather than start and
+// fail every declared call while it stays away.
+type Pinger interface {
+	// Ping returns nil once the backend answered, or an error matching
+	// [ErrUnavailable] that names the address it tried.
+	Ping(ctx context.Context) error
+}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"sync/atomic"
 
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/log"
@@ -17,9 +18,18 @@ import (
 // settled log at info; take-overs, store errors, superseded bodies and
 // probes that settled nothing at warn; indeterminate and orphaned outcomes
 // at error; the rest at debug.
+//
+// A store that goes away is reported once per change of state, not once per
+// failed call: the first store error after the store last answered logs at
+// warn, the ones after it at debug, and the first answer after them logs
+// "idempotency: store answers again" at info.
 func ZapObserver(z *zap.Logger) interceptor.Observer {
+	var state storeState
 	return interceptor.ObserverFunc(func(_ context.Context, e interceptor.Event) {
-		lvl := eventLevel(e.Kind)
+		lvl := state.level(e.Kind, eventLevel(e.Kind))
+		if state.recovered(e.Kind) {
+			z.Info("idempotency: store answers again", zap.String("activity", e.Activity), zap.String("tenant", e.Tenant))
+		}
 		ce := z.Check(lvl, "idempotency: "+e.Kind.String())
 		if ce == nil {
 			return
@@ -85,6 +95,7 @@ func Observers(obs ...interceptor.Observer) interceptor.Observer {
 // logger is given, so events reach the client's logger
 // (client.Options.Logger, or the SDK's default) instead of vanishing.
 func SDKLogObserver(fallback log.Logger) interceptor.Observer {
+	var state storeState
 	return interceptor.ObserverFunc(func(ctx context.Context, e interceptor.Event) {
 		logger := fallback
 		if sdkactivity.IsActivity(ctx) {
@@ -92,6 +103,10 @@ func SDKLogObserver(fallback log.Logger) interceptor.Observer {
 		}
 		if logger == nil {
 			return
+		}
+		lvl := state.level(e.Kind, eventLevel(e.Kind))
+		if state.recovered(e.Kind) {
+			logger.Info("idempotency: store answers again", "activity", e.Activity, "tenant", e.Tenant)
 		}
 		kv := []any{"activity", e.Activity, "idempotency_kind", e.ActivityKind.String(), "tenant", e.Tenant, "key", e.Key,
 			"workflow_id", e.WorkflowID, "run_id", e.RunID, "activity_id", e.ActivityID, "attempt", e.Attempt}
@@ -105,7 +120,7 @@ func SDKLogObserver(fallback log.Logger) interceptor.Observer {
 			kv = append(kv, "error", e.Err)
 		}
 		msg := "idempotency: " + e.Kind.String()
-		switch eventLevel(e.Kind) {
+		switch lvl {
 		case zapcore.ErrorLevel:
 			logger.Error(msg, kv...)
 		case zapcore.WarnLevel:
@@ -116,4 +131,28 @@ func SDKLogObserver(fallback log.Logger) interceptor.Observer {
 			logger.Debug(msg, kv...)
 		}
 	})
+}
+
+// storeState follows whether the store answers, as an observer sees it, so
+// that a store that goes away is logged once per change of state.
+type storeState struct{ down atomic.Bool }
+
+// level is the level to log an event of kind at: a store error while the
+// store is known down is demoted to debug.
+func (s *storeState) level(kind interceptor.EventKind, lvl zapcore.Level) zapcore.Level {
+	if kind == interceptor.EventStoreError && s.down.Swap(true) {
+		return zapcore.DebugLevel
+	}
+	return lvl
+}
+
+// recovered reports whether an event of kind is the first answer of the
+// store after it was down.
+func (s *storeState) recovered(kind interceptor.EventKind) bool {
+	switch kind {
+	case interceptor.EventClaimed, interceptor.EventDeduplicated, interceptor.EventCompleted,
+		interceptor.EventReleased, interceptor.EventWaited:
+		return s.down.Swap(false)
+	}
+	return false
 }

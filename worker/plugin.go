@@ -305,6 +305,12 @@ func (p *Plugin) StartWorker(
 	if !first {
 		return next(ctx, o)
 	}
+	if err := pingStore(ctx, pw.ic.Store()); err != nil {
+		p.mu.Lock()
+		pw.started = false
+		p.mu.Unlock()
+		return err
+	}
 	if err := p.register(pw, o.WorkerRegistry); err != nil {
 		return err
 	}
@@ -315,6 +321,25 @@ func (p *Plugin) StartWorker(
 	if err := next(ctx, o); err != nil {
 		p.stopSweeper(pw)
 		return err
+	}
+	return nil
+}
+
+// StartPingTimeout bounds the ping of the store when a worker starts.
+const StartPingTimeout = 10 * time.Second
+
+// pingStore refuses to start a worker whose store does not answer (a
+// store.Pinger: the PostgreSQL and Redis stores), with one error naming
+// where it looked, rather than start and fail every declared call.
+func pingStore(ctx context.Context, st store.Store) error {
+	p, ok := st.(store.Pinger)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, StartPingTimeout)
+	defer cancel()
+	if err := p.Ping(ctx); err != nil {
+		return fmt.Errorf("idempotency: the worker does not start: its store does not answer: %w", err)
 	}
 	return nil
 }
