@@ -2,10 +2,16 @@ package faultrun_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"go.temporal.io/server/temporaltest"
 
 	"github.com/tesserix/idempotency/integration/faultrun"
@@ -248,4 +254,107 @@ func TestFaultRunTransactional(t *testing.T) {
 		t.Errorf("transactional round: %s", p)
 	}
 	t.Logf("\n%s", faultrun.Table(sum))
+}
+
+// previousWorker builds the previous release's faultrun worker (the test
+// binary of its integration/faultrun package, which is a worker process
+// with workerEnv set) from the commit scripts/previous-release.sh pins, in
+// a temporary directory, and returns its path.
+func previousWorker(t *testing.T) string {
+	t.Helper()
+	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		testenv.Unreachable(t, "the repository's history (git)", err)
+	}
+	top := strings.TrimSpace(string(root))
+	script, err := os.ReadFile(filepath.Join(top, "scripts", "previous-release.sh"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`previous=\$\{PREVIOUS_RELEASE:-([0-9a-f]{40})\}`).FindSubmatch(script)
+	require.NotNil(t, m, "scripts/previous-release.sh pins the previous release")
+	commit := string(m[1])
+	if c := os.Getenv("PREVIOUS_RELEASE"); c != "" {
+		commit = c
+	}
+	dir := t.TempDir()
+	archive := exec.Command("git", "-C", top, "archive", commit)
+	untar := exec.Command("tar", "-x", "-C", dir)
+	pipe, err := archive.StdoutPipe()
+	require.NoError(t, err)
+	untar.Stdin = pipe
+	var stderr strings.Builder
+	archive.Stderr = &stderr
+	require.NoError(t, untar.Start())
+	if err := archive.Run(); err != nil {
+		testenv.Unreachable(t, "the previous release's commit "+commit[:7], fmt.Errorf("%v: %s", err, stderr.String()))
+	}
+	require.NoError(t, untar.Wait())
+	bin := filepath.Join(dir, "previous-worker")
+	build := exec.Command("go", "test", "-c", "-o", bin, "./faultrun")
+	build.Dir = filepath.Join(dir, "integration") // the module that embeds the server
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "building the previous release's worker: %s", out)
+	return bin
+}
+
+// TestFaultRunMixedFleet is a rolling deploy that never ends: every other
+// worker process, and every other replacement of a killed one, runs the
+// previous release (built from its pinned commit), the others this one,
+// on one task queue and one store, with AwaitDecision on and the probe
+// declared, on both stores. No key may have two effects, no answer may
+// differ from the ledger, no workflow may hang or fail (a history one
+// release could not replay would stall its workflow), and nobody may be
+// asked: the probe settles what a person would be.
+func TestFaultRunMixedFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the previous release and starts worker processes; skipped with -short")
+	}
+	prev := previousWorker(t)
+	srv := temporaltest.NewServer(temporaltest.WithT(t))
+	// The two stores' rounds run side by side: each has its own private
+	// store, task queue and ledger.
+	for _, st := range []string{faultrun.StorePostgres, faultrun.StoreRedis} {
+		t.Run(st, func(t *testing.T) {
+			t.Parallel()
+			sum, err := faultrun.Run(t.Context(), faultrun.Config{
+				Frontend:              srv.GetFrontendHostPort(),
+				Namespace:             srv.GetDefaultNamespace(),
+				Store:                 st,
+				Probe:                 true,
+				AwaitDecision:         true,
+				WorkerCommand:         []string{os.Args[0]},
+				WorkerEnv:             []string{workerEnv + "=1"},
+				PreviousWorkerCommand: []string{prev},
+				PreviousWorkerEnv:     []string{workerEnv + "=1"},
+				Workers:               4,
+				Workflows:             12,
+				Concurrency:           12,
+				KillEvery:             3 * time.Second,
+				MaxKills:              2,
+				Restarts:              1,
+				StoreDown:             time.Second,
+				Bound:                 180 * time.Second,
+				Seed:                  1,
+				Logf:                  t.Logf,
+			})
+			if errors.Is(err, faultrun.ErrMissingTool) {
+				testenv.Unreachable(t, st+" (private instance)", err)
+			}
+			if err != nil {
+				t.Fatalf("%s round: %v", st, err)
+			}
+			for _, p := range sum.Problems() {
+				t.Errorf("%s mixed-fleet round: %s", sum.Store, p)
+			}
+			if sum.Person == nil {
+				t.Fatalf("%s round: no person", sum.Store)
+			}
+			if decided, _ := sum.Person.Total(); decided > 0 {
+				t.Errorf("%s mixed-fleet round: a person was asked %d times with the probe declared (%v)", sum.Store, decided, sum.Person.Decided)
+			}
+			if sum.Kills < 1 {
+				t.Errorf("%s mixed-fleet round: no worker was killed and replaced", sum.Store)
+			}
+			t.Logf("\n%s", faultrun.Table(sum))
+		})
+	}
 }

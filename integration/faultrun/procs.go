@@ -286,6 +286,8 @@ type workerPool struct {
 	argv   func() []string
 	env    []string
 	logDir string
+	// previous, when set, starts every other process (argv and env only).
+	previous *workerPool
 
 	mu    sync.Mutex
 	procs []*proc
@@ -295,9 +297,12 @@ type workerPool struct {
 func (w *workerPool) spawn() (*proc, error) {
 	w.mu.Lock()
 	w.n++
-	log := filepath.Join(w.logDir, fmt.Sprintf("worker-%d.log", w.n))
+	n := w.n
 	w.mu.Unlock()
-	return startProc(w.argv(), w.env, log)
+	if w.previous != nil && n%2 == 0 {
+		return startProc(w.previous.argv(), w.previous.env, filepath.Join(w.logDir, fmt.Sprintf("worker-%d-previous.log", n)))
+	}
+	return startProc(w.argv(), w.env, filepath.Join(w.logDir, fmt.Sprintf("worker-%d.log", n)))
 }
 
 // add starts a worker in a new slot.

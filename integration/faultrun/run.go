@@ -63,6 +63,13 @@ type Config struct {
 	// worker's flags are appended. WorkerEnv is added to its environment.
 	WorkerCommand []string
 	WorkerEnv     []string
+	// PreviousWorkerCommand, when set, makes the fleet mixed: every other
+	// worker process the run starts (and every replacement of a killed
+	// one, in turn) runs it instead, a worker of the previous release,
+	// with PreviousWorkerEnv — the fleet of a rolling deploy or a rollback,
+	// old and new workers on one task queue and one store.
+	PreviousWorkerCommand []string
+	PreviousWorkerEnv     []string
 	// Workers is how many worker processes run at once (at least 3).
 	Workers int
 	// Workflows is how many workflows the round starts; Concurrency bounds
@@ -311,8 +318,8 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 
 	queue := fmt.Sprintf("faultrun-%s-%d", cfg.Store, time.Now().UnixNano())
-	workerArgs := func() []string {
-		argv := append(append([]string(nil), cfg.WorkerCommand...),
+	workerArgs := func(command []string) []string {
+		argv := append(append([]string(nil), command...),
 			"-frontend", cfg.Frontend, "-namespace", cfg.Namespace, "-queue", queue,
 			"-store", kind, "-store-addr", storeAddr, "-ledger", ledgerDir,
 			"-lease", cfg.Lease.String(), "-parent", fmt.Sprint(os.Getpid()),
@@ -323,7 +330,10 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 		return argv
 	}
-	pool := &workerPool{argv: workerArgs, env: cfg.WorkerEnv, logDir: dir}
+	pool := &workerPool{argv: func() []string { return workerArgs(cfg.WorkerCommand) }, env: cfg.WorkerEnv, logDir: dir}
+	if len(cfg.PreviousWorkerCommand) > 0 {
+		pool.previous = &workerPool{argv: func() []string { return workerArgs(cfg.PreviousWorkerCommand) }, env: cfg.PreviousWorkerEnv}
+	}
 	defer pool.killAll()
 	for range cfg.Workers {
 		if err := pool.add(); err != nil {
