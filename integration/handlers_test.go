@@ -30,6 +30,15 @@ func TestDecisionHandlersDescribed(t *testing.T) {
 	require.NoError(t, err)
 	var md sdkpb.WorkflowMetadata
 	require.NoError(t, v.Get(&md))
+	described := handlerDescriptions(&md)
+	assert.Contains(t, described[decision.QueryName], "wait for a person")
+	assert.Contains(t, described[decision.UpdateName], `{"key":"v1:...","action":"complete"`)
+	assert.Contains(t, described[decision.SignalName], "without Workflow Update")
+}
+
+// handlerDescriptions maps each handler a workflow's metadata lists —
+// queries, updates, signals — to its description.
+func handlerDescriptions(md *sdkpb.WorkflowMetadata) map[string]string {
 	described := map[string]string{}
 	for _, q := range md.GetDefinition().GetQueryDefinitions() {
 		described[q.GetName()] = q.GetDescription()
@@ -40,7 +49,5 @@ func TestDecisionHandlersDescribed(t *testing.T) {
 	for _, s := range md.GetDefinition().GetSignalDefinitions() {
 		described[s.GetName()] = s.GetDescription()
 	}
-	assert.Contains(t, described[decision.QueryName], "wait for a person")
-	assert.Contains(t, described[decision.UpdateName], `{"key":"v1:...","action":"complete"`)
-	assert.Contains(t, described[decision.SignalName], "without Workflow Update")
+	return described
 }

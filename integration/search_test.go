@@ -86,16 +86,7 @@ func TestDecisionListQueryFindsWaitingWorkflows(t *testing.T) {
 	assert.Contains(t, md.GetCurrentDetails(), o.Key, "the current details show what the workflow waits on")
 	assert.Contains(t, md.GetCurrentDetails(), "\n\nKEY: `"+o.Key+"`\n\n", "the key whole, on a line of its own")
 	assert.True(t, strings.HasPrefix(md.GetCurrentDetails(), "**A person decides**"), "what to do comes first: %q", md.GetCurrentDetails())
-	described := map[string]string{}
-	for _, q := range md.GetDefinition().GetQueryDefinitions() {
-		described[q.GetName()] = q.GetDescription()
-	}
-	for _, u := range md.GetDefinition().GetUpdateDefinitions() {
-		described[u.GetName()] = u.GetDescription()
-	}
-	for _, s := range md.GetDefinition().GetSignalDefinitions() {
-		described[s.GetName()] = s.GetDescription()
-	}
+	described := handlerDescriptions(&md)
 	for _, name := range []string{decision.QueryName, decision.UpdateName, decision.SignalName} {
 		_, listed := described[name]
 		assert.True(t, listed, name)

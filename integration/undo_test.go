@@ -175,22 +175,7 @@ func TestUndoneTakeoverNeverBooksTwice(t *testing.T) {
 	t.Parallel()
 	t.Run("RedisReplicaLag", func(t *testing.T) {
 		t.Parallel()
-		if _, err := exec.LookPath("redis-server"); err != nil {
-			testenv.Unreachable(t, "redis-server", err)
-		}
-		master := startRedisServer(t)
-		link, err := netfault.Start(master)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = link.Close() })
-		host, port, _ := strings.Cut(link.Addr(), ":")
-		replica := startRedisServer(t, "--replicaof", host, port)
-		require.Eventually(t, func() bool { return redisLinkUp(replica) }, 20*time.Second, 20*time.Millisecond, "the replica's link")
-
-		client := redis.NewClient(&redis.Options{Addr: master})
-		t.Cleanup(func() { _ = client.Close() })
-		st, err := redisstore.New(client, redisstore.Options{Prefix: "undo", ReplicaAcks: 1, ReplicaAckTimeout: 100 * time.Millisecond})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = st.Close() })
+		st, link := laggableReplicaStore(t, "undo")
 
 		// The replica lags from the moment the lost attempt has booked
 		// until the second attempt gives up (its takeovers never
@@ -323,21 +308,7 @@ func redisLinkUp(addr string) bool {
 // or its workflow to run again.
 func TestRefusedTakeoverEndsWithinClaimRetry(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		testenv.Unreachable(t, "redis-server", err)
-	}
-	master := startRedisServer(t)
-	link, err := netfault.Start(master)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = link.Close() })
-	host, port, _ := strings.Cut(link.Addr(), ":")
-	replica := startRedisServer(t, "--replicaof", host, port)
-	require.Eventually(t, func() bool { return redisLinkUp(replica) }, 20*time.Second, 20*time.Millisecond, "the replica's link")
-	client := redis.NewClient(&redis.Options{Addr: master})
-	t.Cleanup(func() { _ = client.Close() })
-	st, err := redisstore.New(client, redisstore.Options{Prefix: "loop", ReplicaAcks: 1, ReplicaAckTimeout: 100 * time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
+	st, link := laggableReplicaStore(t, "loop")
 
 	p := &partitioned{Store: st}
 	release := make(chan struct{})
@@ -352,7 +323,7 @@ func TestRefusedTakeoverEndsWithinClaimRetry(t *testing.T) {
 	t.Cleanup(func() { close(release) })
 
 	var seat string
-	err = e.execute("acme", BookAttempts, &seat, "BA117", 8*time.Second, int32(2))
+	err := e.execute("acme", BookAttempts, &seat, "BA117", 8*time.Second, int32(2))
 	var te *temporal.TimeoutError
 	require.False(t, errors.As(err, &te), "the attempt went round its refused takeovers until Temporal timed it out: %v", err)
 	n, ok := activity.AsNotRun(err)
@@ -368,4 +339,27 @@ func TestRefusedTakeoverEndsWithinClaimRetry(t *testing.T) {
 	}
 	t.Logf("error %v; refused takeovers in attempt 2: %d", err, refused)
 	assert.LessOrEqual(t, refused, 5, "takeovers refused within one ClaimRetry window (1 s), not until the attempt's deadline (8 s)")
+}
+
+// laggableReplicaStore is a redisstore on a private primary whose one
+// replica follows it through link, with ReplicaAcks 1: stalling the link's
+// Down direction makes the replica lag, and every claim's WAIT time out.
+func laggableReplicaStore(t *testing.T, prefix string) (*redisstore.Store, *netfault.Proxy) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		testenv.Unreachable(t, "redis-server", err)
+	}
+	master := startRedisServer(t)
+	link, err := netfault.Start(master)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = link.Close() })
+	host, port, _ := strings.Cut(link.Addr(), ":")
+	replica := startRedisServer(t, "--replicaof", host, port)
+	require.Eventually(t, func() bool { return redisLinkUp(replica) }, 20*time.Second, 20*time.Millisecond, "the replica's link")
+	client := redis.NewClient(&redis.Options{Addr: master})
+	t.Cleanup(func() { _ = client.Close() })
+	st, err := redisstore.New(client, redisstore.Options{Prefix: prefix, ReplicaAcks: 1, ReplicaAckTimeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return st, link
 }

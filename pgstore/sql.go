@@ -57,6 +57,21 @@ type statements struct {
 	cancelClaim, endLease                       string
 }
 
+// completeTxSQL is completeTx's statement, with more CTEs after its update.
+func completeTxSQL(more string) string {
+	return `WITH upd AS (
+	UPDATE {t} SET state = 2, outcome = $6, updated_at = $4, expires_at = ` + window("$4", "$5") + `
+	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
+	RETURNING watched
+)` + more + `
+SELECT CASE
+	WHEN current_setting('` + markSetting + `', true) IS DISTINCT FROM $9::text
+		THEN ('` + txEndedMarker + ` (' || count(*) || ' rows)')::bigint
+	WHEN count(*) = 1 THEN 1 + 0 * count(CASE WHEN watched THEN pg_notify($7, $8) END)
+		+ 0 * length(set_config('` + commitSetting + `', $9::text, true))
+	ELSE ('` + fenceMarker + ` (' || count(*) || ' rows)')::bigint END FROM upd`
+}
+
 func buildStatements(table, index, listIndex, guard string) statements {
 	r := strings.NewReplacer("{t}", table, "{i}", index, "{li}", listIndex, "{g}", guard, "{cols}", columns)
 	return statements{
@@ -209,30 +224,8 @@ SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify($7, $8) END) FROM u
 		// which has lost it), and approves the COMMIT that follows it for
 		// the commit guard (txguard.go): it sets the commit setting to the
 		// mark and, in completeTxGuarded, deletes the guard's row.
-		completeTx: r.Replace(`WITH upd AS (
-	UPDATE {t} SET state = 2, outcome = $6, updated_at = $4, expires_at = ` + window("$4", "$5") + `
-	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
-	RETURNING watched
-)
-SELECT CASE
-	WHEN current_setting('` + markSetting + `', true) IS DISTINCT FROM $9::text
-		THEN ('` + txEndedMarker + ` (' || count(*) || ' rows)')::bigint
-	WHEN count(*) = 1 THEN 1 + 0 * count(CASE WHEN watched THEN pg_notify($7, $8) END)
-		+ 0 * length(set_config('` + commitSetting + `', $9::text, true))
-	ELSE ('` + fenceMarker + ` (' || count(*) || ' rows)')::bigint END FROM upd`),
-		completeTxGuarded: r.Replace(`WITH upd AS (
-	UPDATE {t} SET state = 2, outcome = $6, updated_at = $4, expires_at = ` + window("$4", "$5") + `
-	WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > $4
-	RETURNING watched
-), unguard AS (
-	DELETE FROM {g} WHERE mark = $9::text
-)
-SELECT CASE
-	WHEN current_setting('` + markSetting + `', true) IS DISTINCT FROM $9::text
-		THEN ('` + txEndedMarker + ` (' || count(*) || ' rows)')::bigint
-	WHEN count(*) = 1 THEN 1 + 0 * count(CASE WHEN watched THEN pg_notify($7, $8) END)
-		+ 0 * length(set_config('` + commitSetting + `', $9::text, true))
-	ELSE ('` + fenceMarker + ` (' || count(*) || ' rows)')::bigint END FROM upd`),
+		completeTx:        r.Replace(completeTxSQL("")),
+		completeTxGuarded: r.Replace(completeTxSQL(", unguard AS (\n\tDELETE FROM {g} WHERE mark = $9::text\n)")),
 		// $1 tenant, $2 key, $3 token, $4 now, $5 channel, $6 payload.
 		release: r.Replace(`WITH del AS (
 	DELETE FROM {t}
