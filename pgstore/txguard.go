@@ -112,12 +112,6 @@ func isMissingGuard(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "42P01" // undefined_table
 }
 
-// guardRefused reports whether err is the guard refusing a COMMIT.
-func guardRefused(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && strings.Contains(pgErr.Message, guardMarker)
-}
-
 // txEnded reports whether err is the completion refusing to run in a
 // transaction other than the one that began.
 func txEnded(err error) bool {
