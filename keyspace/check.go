@@ -15,6 +15,8 @@ const CheckVersion = "c1"
 
 const checkPrefix = CheckVersion + ":"
 
+const keyedCheckPrefix = KeyedCheckVersion + ":"
+
 // checkDomain opens the encoding of a check, apart from every key's.
 const checkDomain = "github.com/tesserix/idempotency/keyspace check " + CheckVersion
 
@@ -27,12 +29,13 @@ const checkLen = len(checkPrefix) + 16 + 1 + 64
 
 // Check is the digest of the arguments an activity declares to be checked
 // (arguments that are not part of the key, but must match the call that
-// made the record): "c1:", 16 hexadecimal digits that stand for the names
-// of the checked arguments, ":" and the 64 hexadecimal digits of a SHA-256
-// of their values, 84 bytes in all. It never holds the values, and two
-// digests are compared only when they check the same names ([Check.Comparable]):
-// a declaration that checks other arguments than the one that made a
-// record cannot tell whether the call matches.
+// made the record): "c1:" ("c2:" under a [Secret]), 16 hexadecimal digits
+// that stand for the names of the checked arguments, ":" and the 64
+// hexadecimal digits of a SHA-256 of their values (an HMAC-SHA-256 under a
+// [Secret]), 84 bytes in all. It never holds the values, and two digests
+// are compared only when they check the same names ([Check.Comparable]): a
+// declaration that checks other arguments than the one that made a record
+// cannot tell whether the call matches.
 type Check string
 
 // CheckInput is what a [Check] is derived from.
@@ -42,7 +45,8 @@ type CheckInput struct {
 	// likely values precomputed for one scope serves another. They sit in
 	// the record beside the digest, though: whoever reads a record can try
 	// every likely value of a low-entropy argument (a card's last four
-	// digits, an amount) against it in milliseconds. Required.
+	// digits, an amount) against it in milliseconds, unless the digest is
+	// derived under a [CheckInput.Secret]. Required.
 	Tenant, Run, Activity string
 	// Arguments are read as [Input.Arguments] is.
 	Arguments any
@@ -51,6 +55,9 @@ type CheckInput struct {
 	// carry (or that encoding/json would omit) is encoded as absent, which
 	// differs from every value, null included.
 	Names []string
+	// Secret, when set, keys the digest of the values (an HMAC-SHA-256
+	// under it, [KeyedCheckVersion]), as [Input.Secret] keys a key.
+	Secret *Secret
 }
 
 // DeriveCheck returns the digest of the checked arguments of in. Values
@@ -109,11 +116,17 @@ func DeriveCheck(in CheckInput) (c Check, err error) {
 		}
 	}
 	e.buf = append(e.buf, tagObjectEnd)
-	sum := sha256.Sum256(e.buf)
+	prefix := checkPrefix
+	var sum [32]byte
+	if in.Secret != nil {
+		prefix, sum = keyedCheckPrefix, in.Secret.sum(e.buf)
+	} else {
+		sum = sha256.Sum256(e.buf)
+	}
 
 	var b strings.Builder
 	b.Grow(checkLen)
-	b.WriteString(checkPrefix)
+	b.WriteString(prefix)
 	b.WriteString(hex.EncodeToString(namesSum[:8]))
 	b.WriteByte(':')
 	b.WriteString(hex.EncodeToString(sum[:]))
@@ -123,21 +136,22 @@ func DeriveCheck(in CheckInput) (c Check, err error) {
 // String returns the digest as text.
 func (c Check) String() string { return string(c) }
 
-// names returns the part of c that stands for the checked names, or "" for
-// a string that is not a Check of the current version.
+// names returns the part of c that stands for its version and the checked
+// names, or "" for a string that is not a Check of a current version.
 func (c Check) names() string {
 	s := string(c)
-	if len(s) != checkLen || !strings.HasPrefix(s, checkPrefix) || s[len(checkPrefix)+16] != ':' {
+	if len(s) != checkLen || !(strings.HasPrefix(s, checkPrefix) || strings.HasPrefix(s, keyedCheckPrefix)) || s[len(checkPrefix)+16] != ':' {
 		return ""
 	}
-	return s[len(checkPrefix) : len(checkPrefix)+16]
+	return s[:len(checkPrefix)+16]
 }
 
 // Comparable reports whether c and other can be compared: both are checks
-// of the current version over the same checked names. A record kept
-// without a check (written before checks existed, or by a declaration that
-// checks nothing) or under other names is not comparable: a call cannot be
-// said to differ from it.
+// of one current version ([CheckVersion], or [KeyedCheckVersion]) over the
+// same checked names. A record kept without a check (written before checks
+// existed, or by a declaration that checks nothing), under other names or
+// under the other version is not comparable: a call cannot be said to
+// differ from it.
 func (c Check) Comparable(other Check) bool {
 	n := c.names()
 	return n != "" && n == other.names()

@@ -33,11 +33,17 @@ type Input struct {
 	// tenant+run+activity). Order does not matter; a name must not be
 	// empty or repeated.
 	KeyArguments []string
+	// Secret, when set, keys the derivation: the key is an HMAC-SHA-256
+	// under it ([KeyedVersion]) instead of a SHA-256 ([Version]), so that
+	// whoever reads it cannot try likely argument values against it. Nil
+	// derives the unkeyed key.
+	Secret *Secret
 }
 
 // Derive returns the idempotency key of in: the SHA-256 of the canonical
 // encoding described in the package documentation, as a [Key] of the
-// current [Version].
+// current [Version]; under [Input.Secret], the HMAC-SHA-256 of the same
+// encoding keyed by the secret, as a [Key] of [KeyedVersion].
 //
 // Two inputs that are spellings of one payload (map keys in another order,
 // strings in another Unicode normal form, 2 for 2.0, a struct for a map
@@ -71,7 +77,10 @@ func Derive(in Input) (key Key, err error) {
 	if err := e.encodeInput(&in); err != nil {
 		return "", err
 	}
-	return formatKey(sha256.Sum256(e.buf)), nil
+	if in.Secret != nil {
+		return formatKeyAs(keyedPrefix, in.Secret.sum(e.buf)), nil
+	}
+	return formatKeyAs(keyPrefix, sha256.Sum256(e.buf)), nil
 }
 
 func appendField(dst []byte, s string) []byte {

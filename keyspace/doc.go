@@ -144,6 +144,19 @@
 // below applies to checks as to keys, with [CheckVersion] in place of
 // [Version].
 //
+// # Keyed derivation (versions k1 and c2)
+//
+// A SHA-256 digest hides nothing its reader can guess: the tenant, run and
+// activity sit in the record beside the key, so whoever reads a record can
+// try every likely value of a low-entropy argument (a card's last four
+// digits, an amount in cents) and find the one that matches in
+// milliseconds. Under a [Secret] ([Input.Secret], [CheckInput.Secret]) the
+// same bytes are hashed with HMAC-SHA-256 keyed by the secret: the key is
+// [KeyedVersion], ':' and its 64 hexadecimal digits, the check
+// [KeyedCheckVersion] and the same names' part as a c1 check. Without the
+// secret no value can be tried. Keyed and unkeyed keys never coincide, and
+// a keyed and an unkeyed check are never compared.
+//
 // # Version rule
 //
 // Keys are a compatibility promise: a key stored under v1 must keep matching

@@ -1,0 +1,88 @@
+package keyspace
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"hash"
+	"strconv"
+	"sync"
+)
+
+// KeyedVersion opens every [Key] derived under a [Secret]: an HMAC-SHA-256
+// of the same canonical encoding as a [Version] key, keyed by the secret.
+// The two never coincide (their prefixes differ), so a record made under
+// one derivation never answers a call derived under the other.
+const KeyedVersion = "k1"
+
+// KeyedCheckVersion opens every [Check] derived under a [Secret].
+const KeyedCheckVersion = "c2"
+
+// MinSecretLength is the fewest bytes a [Secret] may have: 32, the size
+// of SHA-256's output, below which the HMAC is no stronger than its key.
+const MinSecretLength = 32
+
+// MaxSecretGeneration bounds a [Secret]'s generation. A workflow records
+// the generation its keys are derived under as a workflow.GetVersion
+// version, an int.
+const MaxSecretGeneration = 1 << 20
+
+// Secret is a deployment secret under which keys and check digests are
+// derived as HMAC-SHA-256 instead of SHA-256 ([KeyedVersion],
+// [KeyedCheckVersion]). Whoever reads a record (the store, the search
+// attribute, an error message) then cannot try likely argument values
+// against its key or check: without the secret, a key reveals nothing of
+// its arguments.
+//
+// Each secret has a generation, a small positive integer the operator
+// numbers secrets by (1, 2, …): a workflow records the generation its calls
+// are keyed under, and the worker that runs a call looks the secret up by
+// it, so a rotation never changes the keys of a running workflow. Two
+// secrets of one deployment must not share a generation.
+//
+// A Secret never prints its bytes: String and GoString name the
+// generation only. It is safe for concurrent use.
+type Secret struct {
+	generation int
+	key        []byte
+	pool       sync.Pool // of keyed HMAC states, reset between uses
+}
+
+// NewSecret returns the secret of the given generation (1 to
+// [MaxSecretGeneration]) made of key, which must hold at least
+// [MinSecretLength] bytes of random data (read them from a secret store,
+// never from code). The key is copied. Errors match [ErrInvalidInput].
+func NewSecret(generation int, key []byte) (*Secret, error) {
+	switch {
+	case generation < 1 || generation > MaxSecretGeneration:
+		return nil, &InputError{Field: "Secret.Generation", Reason: "want 1 to " + strconv.Itoa(MaxSecretGeneration) + ", got " + strconv.Itoa(generation)}
+	case len(key) < MinSecretLength:
+		return nil, &InputError{Field: "Secret.Key", Reason: "want at least " + strconv.Itoa(MinSecretLength) + " bytes, got " + strconv.Itoa(len(key))}
+	}
+	s := &Secret{generation: generation, key: append([]byte(nil), key...)}
+	s.pool.New = func() any { return hmac.New(sha256.New, s.key) }
+	return s, nil
+}
+
+// Generation returns the secret's generation.
+func (s *Secret) Generation() int { return s.generation }
+
+// String names the secret by its generation, never its bytes.
+func (s *Secret) String() string {
+	if s == nil {
+		return "keyspace.Secret(nil)"
+	}
+	return "keyspace.Secret(generation " + strconv.Itoa(s.generation) + ")"
+}
+
+// GoString is String, so that %#v does not print the bytes either.
+func (s *Secret) GoString() string { return s.String() }
+
+// sum returns the HMAC-SHA-256 of b under s.
+func (s *Secret) sum(b []byte) (out [32]byte) {
+	h := s.pool.Get().(hash.Hash)
+	h.Reset()
+	h.Write(b)
+	h.Sum(out[:0])
+	s.pool.Put(h)
+	return out
+}
