@@ -446,7 +446,14 @@ func (d *Declaration) WithProbe(probe Probe) (*Declaration, error) {
 // It returns an error matching keyspace.ErrMissingArgument when a named key
 // argument is absent, and the keyspace package's other errors as they are.
 func (d *Declaration) Key(tenant, run string, args []any) (keyspace.Key, error) {
-	in := keyspace.Input{Tenant: tenant, Run: run, Activity: d.name, KeyArguments: d.policy.KeyArguments}
+	return d.KeyUnder(nil, tenant, run, args)
+}
+
+// KeyUnder is [Declaration.Key] derived under secret (keyspace.Input.Secret),
+// as the dispatcher derives the keys of a workflow keyed under it; a nil
+// secret derives what Key does.
+func (d *Declaration) KeyUnder(secret *keyspace.Secret, tenant, run string, args []any) (keyspace.Key, error) {
+	in := keyspace.Input{Tenant: tenant, Run: run, Activity: d.name, KeyArguments: d.policy.KeyArguments, Secret: secret}
 	if d.policy.KeyAllArguments {
 		if args == nil {
 			args = []any{}
@@ -470,11 +477,17 @@ const allArguments = "arguments"
 // execution, as the dispatcher does; "" when the declaration checks none.
 // A checked argument the call does not carry is digested as absent.
 func (d *Declaration) Check(tenant, run string, args []any) (keyspace.Check, error) {
+	return d.CheckUnder(nil, tenant, run, args)
+}
+
+// CheckUnder is [Declaration.Check] derived under secret
+// (keyspace.CheckInput.Secret); a nil secret derives what Check does.
+func (d *Declaration) CheckUnder(secret *keyspace.Secret, tenant, run string, args []any) (keyspace.Check, error) {
 	if len(d.policy.CheckArguments) == 0 {
 		return "", nil
 	}
 	return keyspace.DeriveCheck(keyspace.CheckInput{Tenant: tenant, Run: run, Activity: d.name,
-		Arguments: d.arguments(args, d.policy.CheckArguments), Names: d.policy.CheckArguments})
+		Arguments: d.arguments(args, d.policy.CheckArguments), Names: d.policy.CheckArguments, Secret: secret})
 }
 
 // arguments returns what the keyspace reads names from: the one struct

@@ -80,6 +80,13 @@ const (
 	// written. Non-retryable. Operators settle any record with
 	// idempotencyctl, which holds the store's credentials.
 	ErrorTypeForeignRecord = "IdempotencyForeignRecord"
+	// ErrorTypeUnknownKeySecret: the workflow's keys are derived under a
+	// secret (interceptor.Options.KeySecret) of a generation the worker
+	// that got the call does not hold. The body did not run and nothing
+	// was recorded. Retryable: a worker that holds the secret runs the
+	// retry; give every worker of the task queue every generation its
+	// running workflows were keyed under (interceptor.Options.KeySecrets).
+	ErrorTypeUnknownKeySecret = "IdempotencyUnknownKeySecret"
 )
 
 // RejectedError is the error [Send] returns when the workflow's validator

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/keyspace"
 )
 
 // updateDecision returns a decide function that sends d (its key filled in)
@@ -59,5 +61,37 @@ func TestRecordDecisionHistories(t *testing.T) {
 			decide: func(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, _ activity.IndeterminateOutcome) {
 				require.NoError(t, c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()))
 			}},
+	})
+}
+
+// replaySecret is the secret of generation 1 the gen8- histories were
+// keyed under (TestRecordKeyedHistories); replaySecret2 is a later
+// generation a replaying worker may hold instead.
+var (
+	replaySecret  = mustReplaySecret(1, 0x5a)
+	replaySecret2 = mustReplaySecret(2, 0xa5)
+)
+
+func mustReplaySecret(gen int, fill byte) *keyspace.Secret {
+	s, err := keyspace.NewSecret(gen, bytes.Repeat([]byte{fill}, keyspace.MinSecretLength))
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// TestRecordKeyedHistories records workflows keyed under a secret
+// (Options.KeySecret): the gen8- histories, with the KeySecretChangeID
+// marker at the first activity call.
+func TestRecordKeyedHistories(t *testing.T) {
+	keyed := interceptor.Options{KeySecret: replaySecret}
+	on := interceptor.Options{KeySecret: replaySecret, AwaitDecision: true}
+	recordScenarios(t, []historyScenario{
+		{name: "keyed-off-ok", opts: keyed},
+		{name: "keyed-off-indeterminate", opts: keyed, failures: 1},
+		{name: "keyed-on-update-complete", opts: on, failures: 1, decide: updateDecision(decision.Decision{
+			Action: decision.ActionComplete, Result: json.RawMessage(`"seat 9 on BA117"`), By: "ops", Reason: "confirmed"})},
+		{name: "keyed-on-local-update-free", opts: on, failures: 1, workflow: BookLocally, args: []any{"BA117"},
+			decide: updateDecision(decision.Decision{Action: decision.ActionFree, By: "ops@acme"})},
 	})
 }

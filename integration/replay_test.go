@@ -49,6 +49,8 @@ const historiesDir = "testdata/histories"
 //	       recorded)
 //	gen7-  keys scoped by the run a reset keeps (RunScopeChangeID): a
 //	       version marker at the first activity call
+//	gen8-  keys derived under a secret (KeySecretChangeID): a version
+//	       marker whose version is the secret's generation
 //
 // A generation's histories are never re-recorded by a later one: they are
 // what the later code must replay.
@@ -81,8 +83,10 @@ func init() {
 // replayConfigs are the worker configurations every history must replay
 // under: the router off and on; DecisionTimeout removed, shortened and
 // lengthened; a DefaultTenant other than the one the histories were
-// recorded under (acme); and the activities declared on the workflow
-// worker (declare), which the workers that recorded them did not always.
+// recorded under (acme); a KeySecret, the one the gen8- histories were
+// keyed under and a later generation; and the activities declared on the
+// workflow worker (declare), which the workers that recorded them did not
+// always.
 var replayConfigs = []struct {
 	name    string
 	opts    interceptor.Options
@@ -98,6 +102,8 @@ var replayConfigs = []struct {
 	{"on-default-acme-eu", interceptor.Options{AwaitDecision: true, DefaultTenant: "acme-eu"}, false},
 	{"off-default-acme-eu-declared", interceptor.Options{DefaultTenant: "acme-eu"}, true},
 	{"on-default-acme-eu-declared", interceptor.Options{AwaitDecision: true, DefaultTenant: "acme-eu"}, true},
+	{"on-keyed-1", interceptor.Options{AwaitDecision: true, KeySecret: replaySecret}, false},
+	{"off-keyed-2-declared", interceptor.Options{KeySecret: replaySecret2}, true},
 }
 
 // replayDeclarations are the declarations of the activities the recorded

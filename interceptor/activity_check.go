@@ -15,8 +15,8 @@ import (
 
 // deriveCheck derives the digest of the execution's checked arguments, if
 // its declaration checks any.
-func (x *execution) deriveCheck(tenant, run string, args []any) error {
-	c, err := x.decl.Check(tenant, run, args)
+func (x *execution) deriveCheck(secret *keyspace.Secret, tenant, run string, args []any) error {
+	c, err := x.decl.CheckUnder(secret, tenant, run, args)
 	if err != nil {
 		return err
 	}

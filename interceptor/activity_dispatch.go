@@ -162,12 +162,18 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable,
 			errors.New("idempotency: the execution belongs to no workflow run"))
 	}
-	key, err := x.decl.Key(tenant, run, in.Args)
+	// The secret the workflow's keys are derived under, if any: see
+	// KeySecretChangeID.
+	secret, err := x.keySecret(ctx)
+	if err != nil {
+		return nil, err
+	}
+	key, err := x.decl.KeyUnder(secret, tenant, run, in.Args)
 	if err != nil {
 		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
 	}
 	x.key, x.event.Key = string(key), string(key)
-	if err := x.deriveCheck(tenant, run, in.Args); err != nil {
+	if err := x.deriveCheck(secret, tenant, run, in.Args); err != nil {
 		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
 	}
 	x.holder = holderName(x.info, x.opts.Identity)

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -198,6 +199,26 @@ type Options struct {
 	// --name IdempotencyPendingKeys --type KeywordList); see
 	// [Interceptor.CheckSearchAttribute]. Empty: none is set.
 	PendingSearchAttribute string
+	// KeySecret, when set, keys the derivation of the keys and check
+	// digests of the declared calls of new workflows: each is an
+	// HMAC-SHA-256 under the secret (keyspace "k1:" keys, "c2:" checks)
+	// instead of a SHA-256, so that whoever reads a record, the search
+	// attribute or an error message cannot try likely argument values (a
+	// card's last four digits, an amount) against it. A workflow records at
+	// its first activity call the generation of the secret in force (see
+	// [KeySecretChangeID]) and keeps it for its life, so setting, changing
+	// or removing this option never changes a running workflow's keys.
+	// Off by default. Switch it on, and rotate it, in two deploys: first
+	// give every worker the secret in KeySecrets, then make it KeySecret
+	// (docs/OPERATING.md, "Keyed derivation").
+	KeySecret *keyspace.Secret
+	// KeySecrets are the other secrets this worker derives with: those of
+	// the generations running workflows were keyed under (until every such
+	// workflow has closed) and the next one, deployed before it becomes
+	// KeySecret. A call keyed under a generation the worker does not hold
+	// fails, retryably, with [decision.ErrorTypeUnknownKeySecret] and runs
+	// nothing. Two secrets must not share a generation.
+	KeySecrets []*keyspace.Secret
 }
 
 // Interceptor is the worker interceptor that makes declared activities safe
@@ -214,6 +235,9 @@ type Interceptor struct {
 
 	mu    sync.RWMutex
 	decls map[string]*activity.Declaration
+
+	// secrets are Options.KeySecret and Options.KeySecrets by generation.
+	secrets map[int]*keyspace.Secret
 
 	// noSearchAttribute is set when the namespace lacks
 	// Options.PendingSearchAttribute.
@@ -316,6 +340,10 @@ func New(opts Options) (*Interceptor, error) {
 			return nil, optionsError("DefaultTenant", err.Error())
 		}
 	}
+	secrets, err := secretsByGeneration(opts.KeySecret, opts.KeySecrets)
+	if err != nil {
+		return nil, err
+	}
 	for _, d := range []struct {
 		field    string
 		value    time.Duration
@@ -349,7 +377,7 @@ func New(opts Options) (*Interceptor, error) {
 		opts.Identity = host + "@" + strconv.Itoa(os.Getpid())
 	}
 	bgCtx, bgCancel := context.WithCancel(context.Background())
-	return &Interceptor{opts: opts, decls: make(map[string]*activity.Declaration),
+	return &Interceptor{opts: opts, decls: make(map[string]*activity.Declaration), secrets: secrets,
 		tenantFromHeader: reflect.ValueOf(opts.Tenant).Pointer() == reflect.ValueOf(TenantFromHeader).Pointer(),
 		bgCtx:            bgCtx, bgCancel: bgCancel, bgLimit: MaxOrphanRetries}, nil
 }

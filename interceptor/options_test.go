@@ -1,6 +1,7 @@
 package interceptor_test
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/optdoc"
+	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -18,6 +20,11 @@ func TestNewRefuses(t *testing.T) {
 	t.Parallel()
 	mem, err := store.NewMemory(store.MemoryOptions{})
 	require.NoError(t, err)
+	secret := func(gen int, fill byte) *keyspace.Secret {
+		s, err := keyspace.NewSecret(gen, bytes.Repeat([]byte{fill}, keyspace.MinSecretLength))
+		require.NoError(t, err)
+		return s
+	}
 	long := make([]byte, 257)
 	for i := range long {
 		long[i] = 'w'
@@ -42,6 +49,9 @@ func TestNewRefuses(t *testing.T) {
 		{"NegativeDecisionTimeout", interceptor.Options{Store: mem, DecisionTimeout: -1}, "DecisionTimeout"},
 		{"TinyDecisionTimeout", interceptor.Options{Store: mem, DecisionTimeout: time.Millisecond}, "DecisionTimeout"},
 		{"LongIdentity", interceptor.Options{Store: mem, Identity: string(long)}, "Identity"},
+		{"NilKeySecrets", interceptor.Options{Store: mem, KeySecrets: []*keyspace.Secret{secret(1, 1), nil}}, "KeySecrets[1]"},
+		{"KeySecretGenerationTwice", interceptor.Options{Store: mem, KeySecret: secret(1, 1), KeySecrets: []*keyspace.Secret{secret(1, 2)}}, "KeySecrets[0]"},
+		{"KeySecretsGenerationTwice", interceptor.Options{Store: mem, KeySecrets: []*keyspace.Secret{secret(3, 1), secret(3, 2)}}, "KeySecrets[1]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

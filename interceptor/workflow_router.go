@@ -75,6 +75,9 @@ type workflowOutbound struct {
 	scopeKnown bool   // RunScopeChangeID asked
 	scopeRun   string // the run ID its calls' keys are scoped by; "" for the current one
 
+	secretKnown bool // KeySecretChangeID asked
+	secretGen   int  // the generation of the secret its keys are derived under; 0 for none
+
 	waits      map[string]*wait           // key → the wait open on it
 	storeWaits map[string]*storeWait      // calls waiting for the store, by key and count
 	rejected   []decision.PendingDecision // the latest rejected signals, oldest first
@@ -118,6 +121,7 @@ func (o *workflowOutbound) isRouted(ctx workflow.Context) bool {
 func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
 	o.markTenantProblem(ctx)
 	o.markRunScope(ctx)
+	o.markKeySecret(ctx)
 	if activityType == decision.ResolveActivityName || activityType == decision.ProbeActivityName || !o.isRouted(ctx) {
 		return o.Next.ExecuteActivity(ctx, activityType, args...)
 	}
@@ -129,6 +133,7 @@ func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 func (o *workflowOutbound) ExecuteLocalActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
 	o.markTenantProblem(ctx)
 	o.markRunScope(ctx)
+	o.markKeySecret(ctx)
 	if !o.isRouted(ctx) {
 		return o.Next.ExecuteLocalActivity(ctx, activityType, args...)
 	}

@@ -47,7 +47,9 @@ func ParseKey(s string) (Key, error) {
 }
 
 // Keyed reports whether k was derived under a [Secret].
-func (k Key) Keyed() bool { return len(k) > len(keyedPrefix) && string(k[:len(keyedPrefix)]) == keyedPrefix }
+func (k Key) Keyed() bool {
+	return len(k) > len(keyedPrefix) && string(k[:len(keyedPrefix)]) == keyedPrefix
+}
 
 func formatKeyAs(prefix string, sum [32]byte) Key {
 	var b [keyLen]byte

@@ -67,6 +67,30 @@ func BenchmarkStruct(b *testing.B) {
 	})
 }
 
+// BenchmarkKeyed compares keyed derivation (Input.Secret) with the
+// unkeyed one in the same run: the ratio is the cost of the secret.
+func BenchmarkKeyed(b *testing.B) {
+	secret, err := keyspace.NewSecret(1, []byte("0123456789abcdef0123456789abcdef"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := keyspace.Input{Tenant: "acme", Run: "run_1", Activity: "book", Arguments: benchRequest, KeyArguments: benchKeys}
+	b.Run("Unkeyed", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			sinkKey, _ = keyspace.Derive(in)
+		}
+	})
+	keyed := in
+	keyed.Secret = secret
+	b.Run("Keyed", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			sinkKey, _ = keyspace.Derive(keyed)
+		}
+	})
+}
+
 func BenchmarkMap(b *testing.B) {
 	in := keyspace.Input{Tenant: "acme", Run: "run_1", Activity: "book", Arguments: benchMap, KeyArguments: benchKeys}
 	b.Run("Derive", func(b *testing.B) {

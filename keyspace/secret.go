@@ -44,7 +44,7 @@ const MaxSecretGeneration = 1 << 20
 type Secret struct {
 	generation int
 	key        []byte
-	pool       sync.Pool // of keyed HMAC states, reset between uses
+	pool       sync.Pool // of *hmacState, reset between uses
 }
 
 // NewSecret returns the secret of the given generation (1 to
@@ -59,7 +59,7 @@ func NewSecret(generation int, key []byte) (*Secret, error) {
 		return nil, &InputError{Field: "Secret.Key", Reason: "want at least " + strconv.Itoa(MinSecretLength) + " bytes, got " + strconv.Itoa(len(key))}
 	}
 	s := &Secret{generation: generation, key: append([]byte(nil), key...)}
-	s.pool.New = func() any { return hmac.New(sha256.New, s.key) }
+	s.pool.New = func() any { return &hmacState{h: hmac.New(sha256.New, s.key)} }
 	return s, nil
 }
 
@@ -77,12 +77,21 @@ func (s *Secret) String() string {
 // GoString is String, so that %#v does not print the bytes either.
 func (s *Secret) GoString() string { return s.String() }
 
+// hmacState is one keyed HMAC and the room its sum is written to (a
+// slice handed to hash.Hash.Sum escapes: kept here, it costs no
+// allocation).
+type hmacState struct {
+	h   hash.Hash
+	out [sha256.Size]byte
+}
+
 // sum returns the HMAC-SHA-256 of b under s.
-func (s *Secret) sum(b []byte) (out [32]byte) {
-	h := s.pool.Get().(hash.Hash)
-	h.Reset()
-	h.Write(b)
-	h.Sum(out[:0])
-	s.pool.Put(h)
+func (s *Secret) sum(b []byte) [sha256.Size]byte {
+	st := s.pool.Get().(*hmacState)
+	st.h.Reset()
+	st.h.Write(b)
+	st.h.Sum(st.out[:0])
+	out := st.out
+	s.pool.Put(st)
 	return out
 }

@@ -203,8 +203,8 @@ func checkScope(tenant, key string) error {
 	if _, err := keyspace.ParseKey(key); err != nil {
 		// Every key the dispatcher writes is a keyspace key: anything else
 		// is a copying mistake, not a record that is missing.
-		return fmt.Errorf("-key %s is not an idempotency key: a key is %q and 64 lower-case hex digits, as the indeterminate error and the workflow's pending query print it (%v)",
-			strconv.Quote(key), keyspace.Version+":", err)
+		return fmt.Errorf("-key %s is not an idempotency key: a key is %q (or %q) and 64 lower-case hex digits, as the indeterminate error and the workflow's pending query print it (%v)",
+			strconv.Quote(key), keyspace.Version+":", keyspace.KeyedVersion+":", err)
 	}
 	return nil
 }

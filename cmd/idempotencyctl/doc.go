@@ -45,7 +45,8 @@
 //	sweep   [-limit N]                           delete expired records
 //
 // Every command takes -h. -key takes a key as the dispatcher derives it:
-// "v1:" and 64 lower-case hex digits, as the indeterminate error and the
+// "v1:" (or, derived under a secret, "k1:") and 64 lower-case hex digits,
+// as the indeterminate error and the
 // workflow's pending query print it; anything else is a usage error that
 // says so, rather than a record reported missing.
 //

@@ -122,7 +122,7 @@ func TestUsageErrors(t *testing.T) {
 		{"resolve with both decisions", with("resolve", "-tenant", "a", "-key", testKey, "-free", "-outcome", "1"), "-free and -outcome are exclusive"},
 		{"resolve with bad JSON", with("resolve", "-tenant", "a", "-key", testKey, "-outcome", "{seat:12A}"), "-outcome is not one JSON value"},
 		{"resolve with an empty outcome", with("resolve", "-tenant", "a", "-key", testKey, "-outcome", ""), "-outcome is not one JSON value"},
-		{"show with a key that is not a key", with("show", "-tenant", "a", "-key", "k"), `-key "k" is not an idempotency key: a key is "v1:" and 64 lower-case hex digits`},
+		{"show with a key that is not a key", with("show", "-tenant", "a", "-key", "k"), `-key "k" is not an idempotency key: a key is "v1:" (or "k1:") and 64 lower-case hex digits`},
 		{"show with an upper-case key", with("show", "-tenant", "a", "-key", strings.ToUpper(testKey)), "is not an idempotency key"},
 		{"resolve with bare words", with("resolve", "-tenant", "a", "-key", testKey, "-outcome", "seat 14C"), `a JSON string needs quotes: -outcome '"seat 14C"'`},
 		{"resolve with a bare word", with("resolve", "-tenant", "a", "-key", testKey, "-outcome", "14C"), `a JSON string needs quotes: -outcome '"14C"'`},
