@@ -20,13 +20,16 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/testenv"
 	"github.com/tesserix/idempotency/store"
+	"github.com/tesserix/idempotency/worker"
 )
 
 var registerPendingAttribute = sync.OnceValue(func() error {
@@ -99,27 +102,72 @@ func TestDecisionListQueryFindsWaitingWorkflows(t *testing.T) {
 		"a decided workflow no longer carries the attribute")
 }
 
-// Where the namespace lacks the attribute, the check says how to create it
-// and the workflow waits and is decided without it.
-func TestDecisionMissingSearchAttributeDegrades(t *testing.T) {
+// Where the namespace lacks the attribute, a worker built with worker.New
+// does not start: its Start says how to create the attribute, and nothing
+// runs. (Before, it started, and every waiting workflow's task then failed
+// in a loop with BadSearchAttributes.)
+func TestWorkerWithoutSearchAttributeDoesNotStart(t *testing.T) {
 	t.Parallel()
 	st, err := store.NewMemory(store.MemoryOptions{})
 	require.NoError(t, err)
 	opts := awaitOpts
 	opts.PendingSearchAttribute = "IdempotencyNoSuchAttribute"
 	e := newEnv(t, st, opts)
+	a := &airline{ledger: e.ledger}
+	require.NoError(t, e.worker.Register(activity.MustDeclare(a.Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}})))
+	e.worker.RegisterWorkflow(OneBooking)
+	err = e.worker.Start()
+	var saErr *interceptor.SearchAttributeError
+	require.True(t, errors.As(err, &saErr), "Start: %v", err)
+	assert.Equal(t, "IdempotencyNoSuchAttribute", saErr.Name)
+	assert.Contains(t, err.Error(), "temporal operator search-attribute create --name IdempotencyNoSuchAttribute --type KeywordList")
+	err = e.worker.Run(make(chan any))
+	require.True(t, errors.As(err, &saErr), "Run: %v", err)
+
+	// The attribute the namespace has: the same worker starts.
+	opts.PendingSearchAttribute = interceptor.DefaultPendingSearchAttribute
+	require.NoError(t, registerPendingAttribute())
+	ok := newEnv(t, st, opts)
+	ok.worker.RegisterWorkflow(OneBooking)
+	ok.start()
+}
+
+// Where the namespace lacks the attribute and the library is installed as
+// a plugin (which gets no client to ask with), Plugin.CheckSearchAttribute
+// says how to create it, and the workflow waits and is decided without it.
+func TestDecisionMissingSearchAttributeDegrades(t *testing.T) {
+	t.Parallel()
+	st, err := store.NewMemory(store.MemoryOptions{})
+	require.NoError(t, err)
+	opts := awaitOpts
+	opts.PendingSearchAttribute = "IdempotencyNoSuchAttribute"
+	events := &eventLog{}
+	opts.Store, opts.Observer = st, events
+	ledger := newLedger()
+	a := &airline{failures: 1, ledger: ledger}
+	logger := zaptest.NewLogger(t)
+	p, err := worker.NewPlugin(worker.PluginOptions{
+		Idempotency:  opts,
+		Declarations: []*activity.Declaration{activity.MustDeclare(a.Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}})},
+		Logger:       logger,
+	})
+	require.NoError(t, err)
+	c := newClient(server, worker.ClientOptions(client.Options{}, logger))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err = e.worker.Interceptor().CheckSearchAttribute(ctx, e.client, server.GetDefaultNamespace())
+	err = p.CheckSearchAttribute(ctx, c, server.GetDefaultNamespace())
 	var saErr *interceptor.SearchAttributeError
 	require.True(t, errors.As(err, &saErr), "%v", err)
 	assert.Contains(t, err.Error(), "temporal operator search-attribute create")
-	a := &airline{failures: 1, ledger: e.ledger}
-	require.NoError(t, e.worker.Register(activity.MustDeclare(a.Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}})))
-	e.worker.RegisterWorkflow(OneBooking)
-	e.start()
-	run, o := startWaiting(t, e.client, e.queue, OneBooking, "BA117", 10*time.Second, 100*time.Millisecond)
-	_, err = decide(ctx, e.client, run, decision.Decision{Key: o.Key, Action: decision.ActionFree, By: "ops@acme"})
+	queue := testenv.UniqueName("tq")
+	wopts := workerOptions
+	wopts.Plugins = []sdkworker.Plugin{p}
+	w := sdkworker.New(c, queue, wopts)
+	w.RegisterWorkflow(OneBooking)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	run, o := startWaiting(t, c, queue, OneBooking, "BA117", 10*time.Second, 100*time.Millisecond)
+	_, err = decide(ctx, c, run, decision.Decision{Key: o.Key, Action: decision.ActionFree, By: "ops@acme"})
 	require.NoError(t, err)
 	require.NoError(t, run.Get(ctx, nil))
 }

@@ -163,9 +163,11 @@
 //     Options.PendingSearchAttribute, a KeywordList search attribute holds
 //     the keys it waits on. Create it first (temporal operator
 //     search-attribute create --name IdempotencyPendingKeys --type
-//     KeywordList) and call [Interceptor.CheckSearchAttribute] before the
-//     worker starts: where the namespace lacks it, that returns one error to
-//     log and the attribute is left alone.
+//     KeywordList). A worker built with worker.New refuses to start where
+//     the namespace lacks it; with the interceptor or the plugin installed
+//     otherwise, call [Interceptor.CheckSearchAttribute] before the worker
+//     starts: where the namespace lacks it, that returns one error to log
+//     and the attribute is left alone.
 //   - Routing goes by the error itself, for activities and local activities,
 //     so a workflow worker that does not host the activities (split workers)
 //     routes too. Cancelling a waiting workflow ends it cancelled; the record

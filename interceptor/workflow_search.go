@@ -26,6 +26,8 @@ type OperatorClient interface {
 // SearchAttributeError says that a namespace lacks
 // Options.PendingSearchAttribute, and how to create it.
 type SearchAttributeError struct {
+	// Namespace is the namespace asked; empty when it was the client's
+	// own, asked through the client (worker.Worker.Start).
 	Namespace string
 	Name      string
 	// Reason is "missing", or the type the attribute has instead of
@@ -35,6 +37,12 @@ type SearchAttributeError struct {
 
 // Error implements error.
 func (e *SearchAttributeError) Error() string {
+	if e.Namespace == "" {
+		// Asked through a client, which names no namespace: the client's.
+		return fmt.Sprintf("idempotency: the client's namespace has no KeywordList search attribute %q (%s): waiting workflows cannot set it; "+
+			"create it with: temporal operator search-attribute create --name %s --type KeywordList (and --namespace NAME for a namespace other than default), "+
+			"or leave PendingSearchAttribute empty", e.Name, e.Reason, e.Name)
+	}
 	return fmt.Sprintf("idempotency: namespace %q has no KeywordList search attribute %q (%s): waiting workflows will not set it; "+
 		"create it with: temporal operator search-attribute create --namespace %s --name %s --type KeywordList",
 		e.Namespace, e.Name, e.Reason, e.Namespace, e.Name)

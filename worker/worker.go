@@ -2,6 +2,7 @@ package worker
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -79,6 +82,9 @@ const MinSweepInterval = 10 * time.Millisecond
 type Worker struct {
 	sdkworker.Worker
 	interceptor *interceptor.Interceptor
+	client      client.Client
+	// searchAttribute is Options.Idempotency.PendingSearchAttribute.
+	searchAttribute string
 }
 
 // New creates a Temporal worker for taskQueue on c with the idempotency
@@ -109,7 +115,55 @@ func New(c client.Client, taskQueue string, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{Worker: sw, interceptor: p.interceptorFor()}, nil
+	return &Worker{Worker: sw, interceptor: p.interceptorFor(), client: c, searchAttribute: iopts.PendingSearchAttribute}, nil
+}
+
+// Start starts the worker, as the SDK's Start does, after checking that
+// the namespace has the search attribute Options.Idempotency's
+// PendingSearchAttribute names: a waiting workflow that sets an attribute
+// its namespace lacks has every task failed by the server, so a worker
+// whose namespace lacks it does not start, and the
+// *interceptor.SearchAttributeError says how to create it. Leave
+// PendingSearchAttribute empty to run without one.
+func (w *Worker) Start() error {
+	if err := w.checkSearchAttribute(); err != nil {
+		return err
+	}
+	return w.Worker.Start()
+}
+
+// Run is the SDK's Run, after the check Start makes.
+func (w *Worker) Run(interruptCh <-chan any) error {
+	if err := w.checkSearchAttribute(); err != nil {
+		return err
+	}
+	return w.Worker.Run(interruptCh)
+}
+
+// SearchAttributeCheckTimeout bounds the question [Worker.Start] asks the
+// namespace about the pending search attribute.
+const SearchAttributeCheckTimeout = 10 * time.Second
+
+// checkSearchAttribute asks the client's namespace whether it knows the
+// pending search attribute: a list query that filters on it is refused
+// with InvalidArgument when it does not. The client fills in its own
+// namespace, which it does not otherwise tell. A server that cannot be
+// asked (unreachable, a visibility store without the query) is not taken
+// for a missing attribute: the SDK's Start reports the first, and the
+// second cannot hold custom attributes at all.
+func (w *Worker) checkSearchAttribute() error {
+	name := w.searchAttribute
+	if name == "" || w.client == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), SearchAttributeCheckTimeout)
+	defer cancel()
+	_, err := w.client.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: name + " IS NOT NULL"})
+	var invalid *serviceerror.InvalidArgument
+	if errors.As(err, &invalid) && strings.Contains(invalid.Error(), name) {
+		return fmt.Errorf("idempotency: the worker does not start: %w", &interceptor.SearchAttributeError{Name: name, Reason: "missing"})
+	}
+	return nil
 }
 
 // newSDKWorker is the SDK's worker.New, returning the error of a plugin of

@@ -260,9 +260,10 @@ func startWorker(c client.Client, cfg Config, st store.Store, airline *Airline, 
 				return nil, fmt.Errorf("creating search attribute %s: %w", cfg.SearchAttribute, err)
 			}
 		}
+		// w.Start checks the attribute too, and refuses to start without
+		// it: the check here names the namespace and the type.
 		if err := w.Interceptor().CheckSearchAttribute(ctx, c, cfg.namespace()); err != nil {
-			// The workflows run without the attribute; say how to add it.
-			fmt.Fprintln(os.Stderr, "booking worker: warning:", err)
+			return nil, err
 		}
 	}
 	if err := w.RegisterActivities(&Activities{Airline: airline, slow: 200 * time.Millisecond}, "", PoliciesWithProbe(airline)); err != nil {
