@@ -13,6 +13,17 @@ import (
 // with, in one block: a workflow matches on them with
 // [temporal.ApplicationError.Type] (or errors.As and the helpers named
 // here). They are stable: none changes without a major version.
+//
+// Three are in Temporal's benign category
+// (temporal.ApplicationErrorCategoryBenign), because they are the library
+// working as designed and resolve without anyone acting, so the SDK logs
+// them at debug and leaves them out of its failure metrics:
+// [ErrorTypeSuperseded] and [ErrorTypeNotLanded] (retryable: the retry is
+// answered from the record, or runs the effect that did not land) and
+// [ErrorTypeRejected] (a person's decision the workflow refused). Every
+// other is not: each may fail a workflow, which the SDK must count, or
+// asks an operator to act (the library's own events and metrics report
+// all of them too).
 const (
 	// ErrorTypeIndeterminateOutcome: the effect of an EFFECTFUL call is one
 	// nobody can state; a person decides. Non-retryable.

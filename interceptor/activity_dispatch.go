@@ -482,9 +482,7 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 		if x.kind == activity.KindEffectful && !activity.IsNoEffect(err) {
 			return nil, x.indeterminate(sctx, activity.ReasonHolderLost, true, fmt.Errorf("%w: %w", ErrSuperseded, err))
 		}
-		return nil, temporal.NewApplicationErrorWithCause(
-			fmt.Sprintf("idempotency: activity %q stopped: %v", x.decl.Name(), ErrSuperseded),
-			decision.ErrorTypeSuperseded, activity.UnwrapNoEffect(err))
+		return nil, x.supersededError(err)
 	}
 	if err != nil && panicked == nil && x.decl.IsDefinite(err) {
 		// A definite outcome: recorded, and answered to every duplicate.

@@ -201,7 +201,7 @@ func notLanded(name string, reason activity.Reason, cause error) error {
 	if errors.As(cause, &appErr) && appErr.NonRetryable() {
 		return cause
 	}
-	return temporal.NewApplicationErrorWithCause(
+	return benignError(
 		fmt.Sprintf("idempotency: activity %q: %s, and its probe says the effect did not land; the key is free", name, reason),
 		decision.ErrorTypeNotLanded, cause)
 }

@@ -236,7 +236,15 @@ func (x *execution) commitUnsettled(cause error) error {
 // supersededError is the retryable error of a body whose claim was taken
 // over: its retry waits for the holder that took it and gets its answer.
 func (x *execution) supersededError(cause error) error {
-	return temporal.NewApplicationErrorWithCause(
-		fmt.Sprintf("idempotency: activity %q stopped: %v", x.decl.Name(), ErrSuperseded),
+	return benignError(fmt.Sprintf("idempotency: activity %q stopped: %v", x.decl.Name(), ErrSuperseded),
 		decision.ErrorTypeSuperseded, activity.UnwrapNoEffect(cause))
+}
+
+// benignError is a retryable error of Temporal's benign category (see
+// decision.ErrorTypeSuperseded): the library working as designed, which the
+// SDK logs at debug and leaves out of its failure metrics.
+func benignError(msg, typ string, cause error) error {
+	return temporal.NewApplicationErrorWithOptions(msg, typ, temporal.ApplicationErrorOptions{
+		Cause: cause, Category: temporal.ApplicationErrorCategoryBenign,
+	})
 }

@@ -278,7 +278,11 @@ func rejection(err error) error {
 	if err == nil {
 		return nil
 	}
-	return temporal.NewNonRetryableApplicationError(err.Error(), decision.ErrorTypeRejected, nil)
+	// Benign (see decision.ErrorTypeRejected): a refused decision is the
+	// validator working, not the workflow failing.
+	return temporal.NewApplicationErrorWithOptions(err.Error(), decision.ErrorTypeRejected, temporal.ApplicationErrorOptions{
+		NonRetryable: true, Category: temporal.ApplicationErrorCategoryBenign,
+	})
 }
 
 // acceptable decodes raw into d and reports the wait it decides, or why it

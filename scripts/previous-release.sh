@@ -15,8 +15,8 @@
 # fails to replay is a rollback that would wedge workflows: the script fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The previous release: v0.1.0, the code published before this release.
-previous=${PREVIOUS_RELEASE:-5ddb97befa57ab63a5d214c759fb7ee9a414ac99}
+# The previous release: v0.2.0, the code published before this release.
+previous=${PREVIOUS_RELEASE:-f3c1635faee85c287eaa95f764c5d7d5e4ed3efa}
 if ! git cat-file -e "$previous^{commit}" 2>/dev/null; then
 	echo "previous-release: commit $previous is not in this clone's history (a shallow clone?): fetch it, or set PREVIOUS_RELEASE" >&2
 	exit 1
