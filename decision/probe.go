@@ -13,6 +13,30 @@ import (
 // under it, beside [ResolveActivityName].
 const ProbeActivityName = "idempotency.Probe"
 
+// ProbeOnScheduleActivityName is the activity a workflow waiting for a
+// person asks a declared probe through when it asks on the whole schedule
+// in one activity (interceptor.ProbeOnScheduleChangeID): the activity asks
+// at the schedule's times, heartbeating between asks, and returns the first
+// definite answer or the last after Max asks — a handful of history events
+// where asking each time through [ProbeActivityName] writes a timer and an
+// activity per ask. worker.New and the plugin register
+// interceptor.Interceptor.ProbeOnScheduleActivity under it.
+const ProbeOnScheduleActivityName = "idempotency.ProbeOnSchedule"
+
+// ProbeOnScheduleRequest is the input of the
+// [ProbeOnScheduleActivityName] activity: the key to ask about and the
+// schedule to ask on.
+type ProbeOnScheduleRequest struct {
+	Probe ProbeRequest `json:"probe"`
+	// First is the pause before the first ask (none when Now), Cap the
+	// longest pause (each is twice the one before, at most Cap), Max how
+	// many asks at most.
+	First time.Duration `json:"first"`
+	Cap   time.Duration `json:"cap"`
+	Max   int           `json:"max"`
+	Now   bool          `json:"now,omitempty"`
+}
+
 // ProbeDecider is Decision.By of a decision a probe's answer made.
 const ProbeDecider = "idempotency.Probe"
 
@@ -51,6 +75,9 @@ type ProbeReply struct {
 	Settled bool `json:"settled,omitempty"`
 	// Detail says why the probe could not tell, or what Settled found.
 	Detail string `json:"detail,omitempty"`
+	// Asked is how many times the [ProbeOnScheduleActivityName] activity
+	// asked; zero from [ProbeActivityName], which asks once.
+	Asked int `json:"asked,omitempty"`
 }
 
 // ProbeSchedule is where asking a waiting key's probe again stands, in
@@ -65,4 +92,9 @@ type ProbeSchedule struct {
 	// Last is what the last ask answered: "cannot_tell", an error, or the
 	// reason its answer was not taken.
 	Last string `json:"last,omitempty"`
+	// OnSchedule: the probe is asked on the whole schedule in one
+	// activity ([ProbeOnScheduleActivityName]); Asked and Last are known
+	// when it returns, and meanwhile its heartbeat details (temporal
+	// workflow describe, pending activities) say how far it is.
+	OnSchedule bool `json:"on_schedule,omitempty"`
 }

@@ -38,7 +38,10 @@ func laterProbe(a *airline) func(context.Context, activity.ProbeRequest) (activi
 // probe's later answer settling a wait, a person deciding before the
 // probe, a call Temporal timed out routed and not, a NotRun error reaching
 // the workflow's code, a person's update on the visible wait, and (from
-// gen6-) a call Temporal timed out settled by the probe asked at once.
+// gen6-) a call Temporal timed out settled by the probe asked at once, and
+// (from gen9-, run alone with -run 'TestRecordSettleHistories/on-probe-schedule')
+// the probe asked on its schedule in one activity (ProbeOnScheduleChangeID):
+// settling the wait, and cancelled by a person's decision.
 func TestRecordSettleHistories(t *testing.T) {
 	prefix := recordPrefix(t)
 	type scenario struct {
@@ -51,6 +54,7 @@ func TestRecordSettleHistories(t *testing.T) {
 		decide   func(ctx context.Context, t *testing.T, e *env, run client.WorkflowRun, o activity.IndeterminateOutcome, st store.Store)
 	}
 	on := interceptor.Options{AwaitDecision: true}
+	onSchedule := interceptor.Options{AwaitDecision: true, ProbeOnSchedule: true}
 	blip := func(s store.Store) store.Store { return &blippingStore{Store: s, failures: 5, calls: map[string]int{}} }
 	slow := func() *airline { return &airline{hold: 4 * time.Second} }
 	for _, sc := range []scenario{
@@ -64,6 +68,23 @@ func TestRecordSettleHistories(t *testing.T) {
 		}, decide: func(ctx context.Context, t *testing.T, e *env, run client.WorkflowRun, _ activity.IndeterminateOutcome, _ store.Store) {
 		}},
 		{name: "on-person-before-probe", opts: on, airline: func() *airline {
+			a := &airline{lostAnswers: 1, probe: true}
+			a.probeAnswer = func(context.Context, activity.ProbeRequest) (activity.ProbeAnswer, error) {
+				return activity.AnswerCannotTell(), nil
+			}
+			return a
+		}, decide: func(ctx context.Context, t *testing.T, e *env, run client.WorkflowRun, o activity.IndeterminateOutcome, _ store.Store) {
+			_, err := decide(ctx, e.client, run, decision.Decision{Key: o.Key, Action: decision.ActionComplete,
+				Result: json.RawMessage(`"seat 1 on BA117"`), By: "ops@acme"})
+			require.NoError(t, err)
+		}},
+		{name: "on-probe-schedule-settles", opts: onSchedule, airline: func() *airline {
+			a := &airline{lostAnswers: 1, probe: true}
+			a.probeAnswer = laterProbe(a)
+			return a
+		}, decide: func(ctx context.Context, t *testing.T, e *env, run client.WorkflowRun, _ activity.IndeterminateOutcome, _ store.Store) {
+		}},
+		{name: "on-probe-schedule-person-first", opts: onSchedule, airline: func() *airline {
 			a := &airline{lostAnswers: 1, probe: true}
 			a.probeAnswer = func(context.Context, activity.ProbeRequest) (activity.ProbeAnswer, error) {
 				return activity.AnswerCannotTell(), nil

@@ -51,6 +51,8 @@ const historiesDir = "testdata/histories"
 //	       version marker at the first activity call
 //	gen8-  keys derived under a secret (KeySecretChangeID): a version
 //	       marker whose version is the secret's generation
+//	gen9-  the probe asked on its schedule in one activity
+//	       (ProbeOnScheduleChangeID)
 //
 // A generation's histories are never re-recorded by a later one: they are
 // what the later code must replay.
@@ -104,6 +106,7 @@ var replayConfigs = []struct {
 	{"on-default-acme-eu-declared", interceptor.Options{AwaitDecision: true, DefaultTenant: "acme-eu"}, true},
 	{"on-keyed-1", interceptor.Options{AwaitDecision: true, KeySecret: replaySecret}, false},
 	{"off-keyed-2-declared", interceptor.Options{KeySecret: replaySecret2}, true},
+	{"on-probe-schedule", interceptor.Options{AwaitDecision: true, ProbeOnSchedule: true}, false},
 }
 
 // replayDeclarations are the declarations of the activities the recorded

@@ -32,75 +32,81 @@ import (
 // worker died is scheduled again within seconds.
 func (i *Interceptor) ProbeActivity() func(context.Context, decision.ProbeRequest) (decision.ProbeReply, error) {
 	return func(ctx context.Context, req decision.ProbeRequest) (decision.ProbeReply, error) {
-		cannot := func(format string, args ...any) (decision.ProbeReply, error) {
-			return decision.ProbeReply{Landing: activity.CannotTell.String(), Token: req.Token, Detail: fmt.Sprintf(format, args...)}, nil
-		}
 		defer heartbeatWhile(ctx)()
-		if err := bindRequest(ctx, i.opts.Store, i.tenantOf, i.observe, decision.ProbeActivityName, req.Tenant, req.Key); err != nil {
-			return decision.ProbeReply{}, err
-		}
-		decl, ok := i.Declaration(req.Activity)
-		if !ok || decl.Probe() == nil {
-			return cannot("this worker declares no probe for activity %q", req.Activity)
-		}
-		rec, err := i.opts.Store.Lookup(ctx, store.LookupParams{Tenant: req.Tenant, Key: req.Key})
-		if err == nil && rec.State == store.StatePending && time.Now().Before(rec.LeaseUntil) {
-			// Its holder may still record (a body that outlived the
-			// attempt Temporal timed out): wait for it within this ask's
-			// time and read again, rather than answer "held" and leave the
-			// key to a person until the next ask.
-			res, changed := waitForHolder(ctx, i.opts.Store, req, rec.Token)
-			if changed && res.Status == store.StatusHeld && res.LeaseExpired && res.Record.Token == rec.Token {
-				// Gone by the store's clock, which the worker's may trail:
-				// read again, the record would look held a while longer.
-				return holderGone(rec.Token), nil
-			}
-			if changed {
-				rec, err = i.opts.Store.Lookup(ctx, store.LookupParams{Tenant: req.Tenant, Key: req.Key})
-			}
-		}
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			return decision.ProbeReply{Settled: true, Detail: "no record stands under the key"}, nil
-		case err != nil:
-			return cannot("reading the record: %v", err)
-		case rec.State == store.StatePending && !time.Now().Before(rec.LeaseUntil):
-			return holderGone(rec.Token), nil
-		case rec.State == store.StatePending:
-			return cannot("the key is held (token %d): its holder may still record", rec.Token)
-		case rec.State != store.StateIndeterminate:
-			return decision.ProbeReply{Settled: true, Token: rec.Token, Detail: "the record is " + rec.State.String()}, nil
-		case req.Token != 0 && rec.Token != req.Token:
-			return decision.ProbeReply{Settled: true, Token: rec.Token,
-				Detail: fmt.Sprintf("a newer indeterminate record (token %d) stands", rec.Token)}, nil
-		}
-		ans, err := callProbe(activity.WithKey(ctx, keyspace.Key(req.Key)), decl.Probe(), activity.ProbeRequest{
-			Activity: req.Activity, Tenant: req.Tenant, Key: keyspace.Key(req.Key), Reason: req.Reason,
-		})
-		reply := decision.ProbeReply{Landing: ans.Landing.String(), Token: rec.Token}
-		switch {
-		case err != nil:
-			return cannot("the probe failed: %v", err)
-		case ans.Landing == activity.NotLanded:
-			return reply, nil
-		case ans.Landing != activity.Landed:
-			return cannot("the probe cannot tell")
-		}
-		if err := checkProbeResult(decl.Func(), ans.Result); err != nil {
-			return cannot("%v", err)
-		}
-		if reply.Outcome, err = EncodeOutcome(i.opts.dataConverter(ctx), ans.Result); err != nil {
-			return cannot("%v", err)
-		}
-		if reply.Result, err = json.Marshal(ans.Result); err != nil {
-			reply.Result = nil // the outcome is what is recorded; the JSON is for reading
-		}
-		if sdkactivity.IsActivity(ctx) {
-			sdkactivity.GetLogger(ctx).Info("idempotency: the probe answered a waiting key",
-				"activity", req.Activity, "tenant", req.Tenant, "key", req.Key, "landing", reply.Landing)
-		}
-		return reply, nil
+		return i.probeOnce(ctx, req)
 	}
+}
+
+// probeOnce is one ask of the probe, as ProbeActivity documents, without
+// heartbeating: its callers heartbeat.
+func (i *Interceptor) probeOnce(ctx context.Context, req decision.ProbeRequest) (decision.ProbeReply, error) {
+	cannot := func(format string, args ...any) (decision.ProbeReply, error) {
+		return decision.ProbeReply{Landing: activity.CannotTell.String(), Token: req.Token, Detail: fmt.Sprintf(format, args...)}, nil
+	}
+	if err := bindRequest(ctx, i.opts.Store, i.tenantOf, i.observe, decision.ProbeActivityName, req.Tenant, req.Key); err != nil {
+		return decision.ProbeReply{}, err
+	}
+	decl, ok := i.Declaration(req.Activity)
+	if !ok || decl.Probe() == nil {
+		return cannot("this worker declares no probe for activity %q", req.Activity)
+	}
+	rec, err := i.opts.Store.Lookup(ctx, store.LookupParams{Tenant: req.Tenant, Key: req.Key})
+	if err == nil && rec.State == store.StatePending && time.Now().Before(rec.LeaseUntil) {
+		// Its holder may still record (a body that outlived the
+		// attempt Temporal timed out): wait for it within this ask's
+		// time and read again, rather than answer "held" and leave the
+		// key to a person until the next ask.
+		res, changed := waitForHolder(ctx, i.opts.Store, req, rec.Token)
+		if changed && res.Status == store.StatusHeld && res.LeaseExpired && res.Record.Token == rec.Token {
+			// Gone by the store's clock, which the worker's may trail:
+			// read again, the record would look held a while longer.
+			return holderGone(rec.Token), nil
+		}
+		if changed {
+			rec, err = i.opts.Store.Lookup(ctx, store.LookupParams{Tenant: req.Tenant, Key: req.Key})
+		}
+	}
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return decision.ProbeReply{Settled: true, Detail: "no record stands under the key"}, nil
+	case err != nil:
+		return cannot("reading the record: %v", err)
+	case rec.State == store.StatePending && !time.Now().Before(rec.LeaseUntil):
+		return holderGone(rec.Token), nil
+	case rec.State == store.StatePending:
+		return cannot("the key is held (token %d): its holder may still record", rec.Token)
+	case rec.State != store.StateIndeterminate:
+		return decision.ProbeReply{Settled: true, Token: rec.Token, Detail: "the record is " + rec.State.String()}, nil
+	case req.Token != 0 && rec.Token != req.Token:
+		return decision.ProbeReply{Settled: true, Token: rec.Token,
+			Detail: fmt.Sprintf("a newer indeterminate record (token %d) stands", rec.Token)}, nil
+	}
+	ans, err := callProbe(activity.WithKey(ctx, keyspace.Key(req.Key)), decl.Probe(), activity.ProbeRequest{
+		Activity: req.Activity, Tenant: req.Tenant, Key: keyspace.Key(req.Key), Reason: req.Reason,
+	})
+	reply := decision.ProbeReply{Landing: ans.Landing.String(), Token: rec.Token}
+	switch {
+	case err != nil:
+		return cannot("the probe failed: %v", err)
+	case ans.Landing == activity.NotLanded:
+		return reply, nil
+	case ans.Landing != activity.Landed:
+		return cannot("the probe cannot tell")
+	}
+	if err := checkProbeResult(decl.Func(), ans.Result); err != nil {
+		return cannot("%v", err)
+	}
+	if reply.Outcome, err = EncodeOutcome(i.opts.dataConverter(ctx), ans.Result); err != nil {
+		return cannot("%v", err)
+	}
+	if reply.Result, err = json.Marshal(ans.Result); err != nil {
+		reply.Result = nil // the outcome is what is recorded; the JSON is for reading
+	}
+	if sdkactivity.IsActivity(ctx) {
+		sdkactivity.GetLogger(ctx).Info("idempotency: the probe answered a waiting key",
+			"activity", req.Activity, "tenant", req.Tenant, "key", req.Key, "landing", reply.Landing)
+	}
+	return reply, nil
 }
 
 // holderWaitMargin is what an ask of the probe keeps of its time after

@@ -111,3 +111,56 @@ func TestProbeActivityHolderStillRunning(t *testing.T) {
 	assert.Equal(t, activity.CannotTell.String(), reply.Landing)
 	assert.Contains(t, reply.Detail, "held")
 }
+
+// The ProbeOnSchedule activity asks on the schedule it is given and stops
+// at the first definite answer, saying how many asks it took; a probe that
+// never can tell is asked Max times, and the last answer returned.
+func TestProbeOnScheduleActivityAsksOnItsSchedule(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		landsOn   int // the ask that answers landed; 0: never
+		wantAsked int
+		landing   string
+	}{
+		{"LandsOnTheThirdAsk", 3, 3, activity.Landed.String()},
+		{"NeverTells", 0, 4, activity.CannotTell.String()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarnessOn(t, store.SystemClock{})
+			asked := 0
+			decl, err := activity.Effectful((&slowGateway{}).Charge, "flight").WithProbe(
+				func(context.Context, activity.ProbeRequest) (activity.ProbeAnswer, error) {
+					asked++
+					if asked == tc.landsOn {
+						return activity.AnswerNotLanded(), nil
+					}
+					return activity.AnswerCannotTell(), nil
+				})
+			require.NoError(t, err)
+			require.NoError(t, h.ic.Declare(decl))
+			ctx := context.Background()
+			res, err := h.mem.Claim(ctx, store.ClaimParams{Tenant: "acme", Key: "k1", Holder: "h", Lease: 10 * time.Second})
+			require.NoError(t, err)
+			require.NoError(t, h.mem.MarkIndeterminate(ctx, store.MarkIndeterminateParams{Tenant: "acme", Key: "k1", Token: res.Record.Token, Reason: "lost"}))
+
+			start := time.Now()
+			reply, err := h.ic.ProbeOnScheduleActivity()(ctx, decision.ProbeOnScheduleRequest{
+				Probe: decision.ProbeRequest{Activity: decl.Name(), Tenant: "acme", Key: "k1", Token: res.Record.Token},
+				First: 10 * time.Millisecond, Cap: 20 * time.Millisecond, Max: 4, Now: true,
+			})
+			require.NoError(t, err)
+			assert.Equal(t, tc.wantAsked, reply.Asked)
+			assert.Equal(t, tc.wantAsked, asked)
+			want := tc.landing
+			if tc.landsOn > 0 {
+				want = activity.NotLanded.String()
+			}
+			assert.Equal(t, want, reply.Landing)
+			// Now: no pause before the first ask; then 10 ms, 20 ms, 20 ms.
+			pauses := []time.Duration{0, 10 * time.Millisecond, 30 * time.Millisecond, 50 * time.Millisecond}
+			assert.GreaterOrEqual(t, time.Since(start), pauses[tc.wantAsked-1], "the asks kept their schedule")
+		})
+	}
+}

@@ -219,6 +219,16 @@ type Options struct {
 	// fails, retryably, with [decision.ErrorTypeUnknownKeySecret] and runs
 	// nothing. Two secrets must not share a generation.
 	KeySecrets []*keyspace.Secret
+	// ProbeOnSchedule makes a workflow waiting for a person on a key whose
+	// activity declares a probe ask the probe on its whole schedule in one
+	// heartbeating activity (decision.ProbeOnScheduleActivityName): a
+	// handful of history events per wait instead of a timer and an
+	// activity per ask (up to 24 each). A workflow records at its first
+	// such wait whether it does (see [ProbeOnScheduleChangeID]), so the
+	// option applies to new waits of new workflows. Off by default: turn it
+	// on only once every worker runs a release that has it, since earlier
+	// releases can neither replay such a workflow nor run the activity.
+	ProbeOnSchedule bool
 }
 
 // Interceptor is the worker interceptor that makes declared activities safe

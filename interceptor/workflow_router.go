@@ -75,6 +75,9 @@ type workflowOutbound struct {
 	scopeKnown bool   // RunScopeChangeID asked
 	scopeRun   string // the run ID its calls' keys are scoped by; "" for the current one
 
+	onScheduleKnown bool // ProbeOnScheduleChangeID asked
+	onSchedule      bool
+
 	secretKnown bool // KeySecretChangeID asked
 	secretGen   int  // the generation of the secret its keys are derived under; 0 for none
 
@@ -122,7 +125,7 @@ func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 	o.markTenantProblem(ctx)
 	o.markRunScope(ctx)
 	o.markKeySecret(ctx)
-	if activityType == decision.ResolveActivityName || activityType == decision.ProbeActivityName || !o.isRouted(ctx) {
+	if activityType == decision.ResolveActivityName || activityType == decision.ProbeActivityName || activityType == decision.ProbeOnScheduleActivityName || !o.isRouted(ctx) {
 		return o.Next.ExecuteActivity(ctx, activityType, args...)
 	}
 	return o.route(ctx, activityType, func(ctx workflow.Context) workflow.Future {

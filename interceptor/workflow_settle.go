@@ -183,6 +183,10 @@ func personSummary(out activity.IndeterminateOutcome) string {
 // decisions by decision.ProbeDecider, taken as a person's are: the first accepted
 // wins.
 func (o *workflowOutbound) startProbing(ctx workflow.Context, w *wait, cfg probeConfig) {
+	if o.probesOnSchedule(ctx) {
+		o.startProbingOnSchedule(ctx, w, cfg)
+		return
+	}
 	w.probe = &decision.ProbeSchedule{Max: cfg.Max}
 	w.pending.Probe = w.probe
 	out := w.pending.Outcome
@@ -241,6 +245,93 @@ func (o *workflowOutbound) startProbing(ctx workflow.Context, w *wait, cfg probe
 				o.takeProbeAnswer(gctx, w, reply)
 			}
 		}
+	})
+}
+
+// ProbeOnScheduleChangeID is the workflow.GetVersion change ID under
+// which a workflow records, where it first asks a probe again, that it
+// asks on the whole schedule in one activity
+// ([decision.ProbeOnScheduleActivityName]; Options.ProbeOnSchedule): a
+// handful of history events per wait (the activity scheduled, started,
+// completed or cancelled) instead of a timer and an activity per ask.
+// Histories without the marker ask as they did; a history with it asks in
+// one activity on every worker of this release, whatever its
+// Options.ProbeOnSchedule. Releases before it replay neither the activity
+// nor its absence: the option stays off until every worker runs a release
+// that has it.
+const ProbeOnScheduleChangeID = "idempotency.probe-schedule"
+
+// probesOnSchedule reports whether this workflow asks probes on the
+// schedule in one activity, asking the history once.
+func (o *workflowOutbound) probesOnSchedule(ctx workflow.Context) bool {
+	if !o.onScheduleKnown {
+		o.onScheduleKnown = true
+		// Off and not replaying: nothing to record. Replaying: the
+		// history says, whatever the option.
+		if o.root.opts.ProbeOnSchedule || o.Next.IsReplaying(ctx) {
+			o.onSchedule = o.Next.GetVersion(ctx, ProbeOnScheduleChangeID, workflow.DefaultVersion, 1) >= 1
+		}
+	}
+	return o.onSchedule
+}
+
+// probeOnScheduleAttempts is how many attempts the one activity of a
+// schedule has: each worker that dies under it hands the schedule, from
+// where its heartbeats left it, to the next attempt.
+const probeOnScheduleAttempts = 10
+
+// scheduleTime is the longest the whole schedule of cfg can take: its
+// pauses and Max asks of probeTimeout each.
+func (cfg probeConfig) scheduleTime() time.Duration {
+	total, delay := time.Duration(0), cfg.First
+	for n := range max(cfg.Max, 1) {
+		if n > 0 || !cfg.Now {
+			total += delay
+			delay = min(2*delay, cfg.Cap)
+		}
+		total += probeTimeout
+	}
+	return total
+}
+
+// startProbingOnSchedule asks the probe of w's activity on cfg's schedule
+// in one activity, which returns the first definite answer (or the last
+// after cfg.Max asks). A person's decision, or the wait's end, cancels it.
+func (o *workflowOutbound) startProbingOnSchedule(ctx workflow.Context, w *wait, cfg probeConfig) {
+	w.probe = &decision.ProbeSchedule{Max: cfg.Max, OnSchedule: true}
+	w.pending.Probe = w.probe
+	out := w.pending.Outcome
+	ao := workflow.GetActivityOptions(ctx)
+	stopped := false
+	actx, cancel := workflow.WithCancel(o.libraryContext(ctx))
+	w.cancelProbe = func() {
+		stopped = true
+		cancel()
+	}
+	actx = workflow.WithActivityOptions(actx, workflow.ActivityOptions{
+		TaskQueue:           ao.TaskQueue,
+		StartToCloseTimeout: cfg.scheduleTime(),
+		HeartbeatTimeout:    max(cfg.Heartbeat, probeHeartbeat),
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: probeOnScheduleAttempts},
+		Summary: fmt.Sprintf("idempotency: asking the probe of %s on its schedule, up to %d times (key %s)",
+			out.Activity, cfg.Max, out.Key),
+	})
+	o.Next.Go(ctx, "idempotency:probe", func(gctx workflow.Context) {
+		defer o.publish(gctx)
+		var reply decision.ProbeReply
+		err := o.Next.ExecuteActivity(actx, decision.ProbeOnScheduleActivityName, decision.ProbeOnScheduleRequest{
+			Probe: decision.ProbeRequest{Activity: out.Activity, Tenant: out.Tenant, Key: out.Key, Token: out.Token, Reason: out.Reason},
+			First: cfg.First, Cap: cfg.Cap, Max: cfg.Max, Now: cfg.Now,
+		}).Get(gctx, &reply)
+		switch {
+		case err != nil && (stopped || w.decision != nil):
+			return
+		case err != nil:
+			w.probe.Last = "the probe activity failed: " + err.Error()
+			return
+		}
+		w.probe.Asked = reply.Asked
+		o.takeProbeAnswer(gctx, w, reply)
 	})
 }
 
@@ -313,6 +404,10 @@ func (o *workflowOutbound) settleDetails(open []string) string {
 			continue
 		}
 		line := fmt.Sprintf("key %s: the probe was asked %d of %d times", k, w.probe.Asked, w.probe.Max)
+		if w.probe.OnSchedule && w.probe.Asked == 0 {
+			line = fmt.Sprintf("key %s: the probe is asked on its schedule, up to %d times, in one activity (%s; its heartbeat details say how far)",
+				k, w.probe.Max, decision.ProbeOnScheduleActivityName)
+		}
 		if !w.probe.Next.IsZero() {
 			line += ", next at " + w.probe.Next.UTC().Format(time.RFC3339)
 		}

@@ -24,7 +24,8 @@
 // installs a dispatcher of the worker's own — the activity and workflow
 // interceptor — with the declarations applied, registers the declared
 // activities and the decision.ResolveActivityName and
-// decision.ProbeActivityName activities when the worker starts (each
+// decision.ProbeActivityName (and decision.ProbeOnScheduleActivityName)
+// activities when the worker starts (each
 // unless the worker registered that name itself), runs the
 // sweeper while the worker runs, and ends the dispatcher's background work
 // once the worker has stopped. A workflow replayer given the plugin gets

@@ -72,7 +72,8 @@ type PluginOptions struct {
 // client's codecs. On each worker it installs a dispatcher of its own (the
 // activity and workflow interceptor) with the declarations applied,
 // registers the declared activities and the [decision.ResolveActivityName]
-// and [decision.ProbeActivityName] activities when the worker starts (each unless the worker has a
+// and [decision.ProbeActivityName] (and [decision.ProbeOnScheduleActivityName])
+// activities when the worker starts (each unless the worker has a
 // registration under that name already), runs the sweeper while the worker
 // runs, and stops the dispatcher's background work once the worker has
 // stopped. On a workflow replayer it adds the propagator and the workflow
@@ -362,6 +363,7 @@ func (p *Plugin) register(pw *pluginWorker, r registry) error {
 	regs := []reg{
 		{pw.ic.ResolveActivity(), decision.ResolveActivityName},
 		{pw.ic.ProbeActivity(), decision.ProbeActivityName},
+		{pw.ic.ProbeOnScheduleActivity(), decision.ProbeOnScheduleActivityName},
 	}
 	for _, d := range p.cfg.decls {
 		regs = append(regs, reg{d.Func(), d.Name()})
