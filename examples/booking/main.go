@@ -87,6 +87,10 @@ type Config struct {
 	// that lists the keys a workflow waits on (Options.PendingSearchAttribute),
 	// so "temporal workflow list --query 'NAME IS NOT NULL'" finds it.
 	SearchAttribute string
+	// ProbeOnSchedule asks the probe again on its whole schedule in one
+	// activity (Options.ProbeOnSchedule): a handful of history events per
+	// wait instead of a timer and an activity per ask.
+	ProbeOnSchedule bool
 }
 
 // Report is what a run observed, for the reader and for the test.
@@ -177,6 +181,7 @@ func main() {
 		fs.BoolVar(&cfg.Lookup, "lookup", false, "bring the airline's booking lookup up: the probe settles the lost answer and nobody is asked")
 		fs.BoolVar(&awaitDecision, "await-decision", true, "an indeterminate booking waits for a person's decision (false: it fails the workflow)")
 		fs.StringVar(&cfg.SearchAttribute, "search-attribute", "", `list waiting workflows under this KeywordList search attribute, e.g. `+interceptor.DefaultPendingSearchAttribute+` (created in-process; on another frontend: "temporal operator search-attribute create --name NAME --type KeywordList")`)
+		fs.BoolVar(&cfg.ProbeOnSchedule, "probe-on-schedule", false, "ask the probe again on its whole schedule in one activity (a handful of history events per wait; every worker must run a release that has it)")
 		fs.BoolVar(&jsonEvents, "json", false, "print the dispatcher's events to standard output, one JSON object per line (the story goes to standard error)")
 	}
 	_ = fs.Parse(args)
@@ -240,6 +245,7 @@ func startWorker(c client.Client, cfg Config, st store.Store, airline *Airline, 
 			Store: st, Observer: obs,
 			AwaitDecision:          !cfg.NoAwaitDecision,
 			PendingSearchAttribute: cfg.SearchAttribute,
+			ProbeOnSchedule:        cfg.ProbeOnSchedule,
 		},
 		Logger: zap.NewNop(),
 	})
