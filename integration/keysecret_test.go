@@ -61,6 +61,7 @@ func keyedWorker(t *testing.T, c client.Client, queue string, st store.Store, a 
 	require.NoError(t, err)
 	require.NoError(t, w.Register(activity.MustDeclare(a.Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}})))
 	w.RegisterWorkflow(BookWaitBookAgain)
+	w.RegisterWorkflow(BookThenWait)
 	require.NoError(t, w.Start())
 	var once sync.Once
 	stop = func() { once.Do(w.Stop) }
@@ -165,5 +166,89 @@ func TestKeySecretSwitchAndRotation(t *testing.T) {
 				assert.True(t, keyspace.Key(k).Keyed(), "%s is not keyed", k)
 			}
 		}
+	})
+}
+
+// A workflow reset to before its first call after keyed derivation was
+// switched on (a) or its secret rotated (b): the reset run records the
+// generation in force now, and its call, derived under it, would find no
+// record and book again. It finds the record of the run it was reset from
+// under the derivation that run used. One booking each, on every store.
+func TestKeySecretAcrossAReset(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		c := newClient(server, worker.ClientOptions(client.Options{}, zaptest.NewLogger(t)))
+		queue := testenv.UniqueName("tq-keyed-reset")
+		ledger := newLedger()
+		a := &airline{ledger: ledger}
+		events := &eventLog{}
+		s1, s2 := testSecret(t, 1, 0x11), testSecret(t, 2, 0x22)
+		ctx, cancel := context.WithTimeout(interceptor.WithTenant(context.Background(), "acme"), 3*time.Minute)
+		defer cancel()
+
+		for _, tc := range []struct {
+			flight        string
+			before, after interceptor.Options
+		}{
+			{"R0", interceptor.Options{}, interceptor.Options{KeySecret: s1}},
+			{"R1", interceptor.Options{KeySecret: s1}, interceptor.Options{KeySecret: s2, KeySecrets: []*keyspace.Secret{s1}}},
+		} {
+			stop := keyedWorker(t, c, queue, st, a, tc.before, events)
+			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: testenv.UniqueName("wf"), TaskQueue: queue}, BookThenWait, tc.flight)
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return ledger.Effects(tc.flight) == 1 }, 30*time.Second, 20*time.Millisecond, "%s booked", tc.flight)
+			stop()
+
+			stop = keyedWorker(t, c, queue, st, a, tc.after, events)
+			deduplicated := events.count(interceptor.EventDeduplicated)
+			reset := resetToFirstTask(ctx, t, c, run)
+			require.Eventually(t, func() bool {
+				return events.count(interceptor.EventDeduplicated) > deduplicated || ledger.Effects(tc.flight) > 1
+			}, 30*time.Second, 20*time.Millisecond, "%s: the reset run's call ended", tc.flight)
+			require.NoError(t, c.SignalWorkflow(ctx, reset.GetID(), reset.GetRunID(), resetGoSignal, nil))
+			var got string
+			require.NoError(t, reset.Get(ctx, &got))
+			assert.Contains(t, got, "seat 1 on "+tc.flight)
+			assert.Equal(t, 1, ledger.Effects(tc.flight), "%s: the reset booked a second seat", tc.flight)
+			stop()
+		}
+	})
+}
+
+// Under ScopeWorkflow, a later run of the same workflow ID (here started
+// again once the first completed; a continue-as-new or a workflow retry
+// alike) records the generation in force when it first calls: after a
+// rotation it finds the first run's record under the first run's
+// derivation instead of booking again.
+func TestKeySecretRotationUnderScopeWorkflow(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		c := newClient(server, worker.ClientOptions(client.Options{}, zaptest.NewLogger(t)))
+		queue := testenv.UniqueName("tq-keyed-wfscope")
+		ledger := newLedger()
+		a := &airline{ledger: ledger}
+		events := &eventLog{}
+		s1, s2 := testSecret(t, 1, 0x11), testSecret(t, 2, 0x22)
+		ctx, cancel := context.WithTimeout(interceptor.WithTenant(context.Background(), "acme"), 3*time.Minute)
+		defer cancel()
+		id := testenv.UniqueName("wf")
+		for _, opts := range []interceptor.Options{
+			{Scope: interceptor.ScopeWorkflow, KeySecret: s1},
+			{Scope: interceptor.ScopeWorkflow, KeySecret: s2, KeySecrets: []*keyspace.Secret{s1}},
+		} {
+			stop := keyedWorker(t, c, queue, st, a, opts, events)
+			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, BookThenWait, "W1")
+			require.NoError(t, err)
+			require.Eventually(t, func() bool {
+				return events.count(interceptor.EventCompleted)+events.count(interceptor.EventDeduplicated) >= 1 && ledger.Calls("W1") >= 1
+			}, 30*time.Second, 20*time.Millisecond)
+			require.NoError(t, c.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), resetGoSignal, nil))
+			var got string
+			require.NoError(t, run.Get(ctx, &got))
+			assert.Contains(t, got, "seat 1 on W1")
+			stop()
+		}
+		assert.Equal(t, 1, ledger.Effects("W1"), "the run after the rotation booked again")
+		assert.Equal(t, 1, events.count(interceptor.EventDeduplicated), "the second run answered from the first one's record")
 	})
 }

@@ -141,6 +141,7 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 	}
 	x.tenant, x.event.Tenant = tenant, tenant
 	run := x.info.WorkflowExecution.RunID
+	resetRun := false // a run made by a reset, scoped by the run it was reset from
 	switch {
 	case standalone(x.info):
 		// Scoped by its activity ID, whatever the Scope: see StandaloneRun.
@@ -156,6 +157,7 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 		}
 		if ok {
 			run = scope
+			resetRun = scope != x.info.WorkflowExecution.RunID
 		}
 	}
 	if run == "" {
@@ -171,6 +173,9 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 	key, err := x.decl.KeyUnder(secret, tenant, run, in.Args)
 	if err != nil {
 		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
+	}
+	if (resetRun || x.opts.Scope == ScopeWorkflow) && !standalone(x.info) && len(x.root.secrets) > 0 {
+		key, secret = x.keyOfAnEarlierRun(ctx, tenant, run, in.Args, key, secret)
 	}
 	x.key, x.event.Key = string(key), string(key)
 	if err := x.deriveCheck(secret, tenant, run, in.Args); err != nil {

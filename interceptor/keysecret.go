@@ -13,6 +13,7 @@ import (
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/keyspace"
+	"github.com/tesserix/idempotency/store"
 )
 
 // KeySecretChangeID is the workflow.GetVersion change ID under which a
@@ -111,4 +112,48 @@ func (x *execution) keySecret(ctx context.Context) (*keyspace.Secret, error) {
 	x.observe(ctx, EventMisconfigured, cause)
 	return nil, temporal.NewApplicationError(fmt.Sprintf("idempotency: activity %q was not run: %v", x.decl.Name(), cause),
 		decision.ErrorTypeUnknownKeySecret)
+}
+
+// keyOfAnEarlierRun returns the key, and the secret it is derived under,
+// that a call finds the record of an earlier run under, when its key is
+// scoped by another run than its own: a run made by a reset (scoped by the
+// run it was reset from) or any run under ScopeWorkflow (scoped by the
+// workflow ID its earlier runs share). Each run records the generation in
+// force when it first calls (KeySecretChangeID) — a reset to before the
+// first call drops the earlier run's marker, and a continue-as-new or a
+// retry starts a history of its own — so after a switch or a rotation the
+// two runs' keys would differ and the effect would run again. So when no
+// record stands under key, the other derivations this worker holds are
+// looked up, unkeyed and each other secret, and the first under which a
+// record stands is the call's. A run scoped by itself pays nothing; the
+// others, on a keyed worker, one lookup per derivation it holds while no
+// record stands. A store that cannot answer leaves key as it is: the claim
+// meets the same store.
+func (x *execution) keyOfAnEarlierRun(ctx context.Context, tenant, run string, args []any, key keyspace.Key, secret *keyspace.Secret) (keyspace.Key, *keyspace.Secret) {
+	found := func(k keyspace.Key) bool {
+		lctx, cancel := context.WithTimeout(ctx, x.opts.StoreTimeout)
+		defer cancel()
+		_, err := x.opts.Store.Lookup(lctx, store.LookupParams{Tenant: tenant, Key: string(k)})
+		return err == nil
+	}
+	if found(key) {
+		return key, secret
+	}
+	others := []*keyspace.Secret{nil}
+	for _, s := range x.root.secrets {
+		if s != secret {
+			others = append(others, s)
+		}
+	}
+	if secret == nil {
+		others = others[1:]
+	}
+	// Map order is no matter here: at most one derivation holds a record.
+	for _, s := range others {
+		k, err := x.decl.KeyUnder(s, tenant, run, args)
+		if err == nil && found(k) {
+			return k, s
+		}
+	}
+	return key, secret
 }
