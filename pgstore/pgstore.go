@@ -258,14 +258,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 		case err == nil && acquired:
 			return store.Result{Status: store.StatusAcquired, Record: rec}, nil
 		case err == nil && !stale(rec, now, p.Supersede):
-			switch rec.State {
-			case store.StateCompleted:
-				return store.Result{Status: store.StatusCompleted, Record: rec}, nil
-			case store.StateIndeterminate:
-				return store.Result{Status: store.StatusIndeterminate, Record: rec}, nil
-			default:
-				return store.Result{Status: store.StatusHeld, Record: rec, LeaseExpired: !now.Before(rec.LeaseUntil)}, nil
-			}
+			return store.ResultOf(rec, now), nil
 		case err == nil, errors.Is(err, pgx.ErrNoRows):
 			// A stale snapshot, or a row deleted under the fast claim:
 			// the change has committed by now, so a new statement, with a

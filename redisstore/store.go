@@ -361,17 +361,9 @@ func retentionArg(retention time.Duration) string {
 	return ""
 }
 
-// resultOf answers a claim or a wait that found the live record r at now.
-func resultOf(r store.Record, now stamp) store.Result {
-	switch r.State {
-	case store.StateCompleted:
-		return store.Result{Status: store.StatusCompleted, Record: r}
-	case store.StateIndeterminate:
-		return store.Result{Status: store.StatusIndeterminate, Record: r}
-	default:
-		return store.Result{Status: store.StatusHeld, Record: r, LeaseExpired: !now.time().Before(r.LeaseUntil)}
-	}
-}
+// resultOf answers a claim or a wait that found the live record r at now
+// (store.ResultOf).
+func resultOf(r store.Record, now stamp) store.Result { return store.ResultOf(r, now.time()) }
 
 // fenced runs one of the fenced scripts, with the arguments args returns
 // for the fence (the announcement, now and token), and maps any reply but
