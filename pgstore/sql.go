@@ -35,12 +35,18 @@ var spellStates = strings.NewReplacer(
 // with PostgreSQL's positional parameters: each @name becomes $N, N the
 // name's position in names (a statement's paramList, see args.go). It runs
 // once, when a store is built, so the statements pgx prepares and caches
-// are plain positional SQL. A name used that names lacks, or a listed name
-// never used, is a mistake in this package: bind panics on it, and every
-// store built, in every test, would.
+// are plain positional SQL. It does not parse SQL: an @ followed by a name
+// is a parameter wherever it stands, so the statements hold no other @
+// (the quoted table and index names are written in after it). A name used
+// that names lacks, a name listed twice, or a listed name never used, is a
+// mistake in this package: bind panics on it, and every store built, in
+// every test, would.
 func bind(sql string, names []string) string {
 	pos := make(map[string]int, len(names))
 	for i, n := range names {
+		if _, dup := pos[n]; dup {
+			panic(fmt.Sprintf("pgstore: statement lists its parameter @%s twice", n))
+		}
 		pos[n] = i + 1
 	}
 	used := make(map[string]bool, len(names))

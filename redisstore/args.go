@@ -32,11 +32,17 @@ func (l paramList) argv() []any {
 }
 
 // argvLua is the Lua that opens a script taking l: one local per argument,
-// named as l names it, holding ARGV at its position.
+// named as l names it, holding ARGV at its position. A name listed twice
+// would leave a position unread: it panics, when the package is loaded.
 func argvLua(l paramList) string {
 	var b strings.Builder
 	b.WriteString("\n")
+	seen := make(map[string]bool, len(l))
 	for i, p := range l {
+		if seen[p.name] {
+			panic("redisstore: a script lists its argument " + p.name + " twice")
+		}
+		seen[p.name] = true
 		b.WriteString("local " + p.name + " = ARGV[" + strconv.Itoa(i+1) + "]\n")
 	}
 	return b.String()
