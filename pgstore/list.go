@@ -104,12 +104,12 @@ func (s *Store) listQuery(p store.ListParams, across bool, now time.Time) (strin
 	if len(states) < 3 {
 		lit := make([]string, len(states))
 		for i, st := range states {
-			lit[i] = strconv.Itoa(int(st))
+			lit[i] = stateSQL(st)
 		}
 		where = append(where, "state IN ("+strings.Join(lit, ", ")+")")
 	}
 	if p.Stale {
-		where = append(where, "(state <> 1 OR lease_until <= "+arg(now)+")")
+		where = append(where, "(state <> "+stateSQL(store.StatePending)+" OR lease_until <= "+arg(now)+")")
 	}
 	if p.OlderThan > 0 {
 		where = append(where, "created_at <= "+arg(now.Add(-p.OlderThan)))
@@ -172,7 +172,7 @@ func (s *Store) CountBacklog(ctx context.Context) ([]store.BacklogCount, error) 
 	var out []store.BacklogCount
 	err := s.retry(ctx, func(ctx context.Context) error {
 		out = []store.BacklogCount{}
-		rows, err := s.pool.Query(ctx, s.countBacklogQuery(), s.planned([]any{s.now(ctx)})...)
+		rows, err := s.pool.Query(ctx, s.countBacklogQuery(), s.planned(backlogArgs{now: s.now(ctx)}.params().values())...)
 		if err != nil {
 			return err
 		}
@@ -194,13 +194,5 @@ func (s *Store) CountBacklog(ctx context.Context) ([]store.BacklogCount, error) 
 	return out, nil
 }
 
-// countBacklogQuery is CountBacklog's statement. $1 is now.
-func (s *Store) countBacklogQuery() string {
-	return `SELECT origin_activity_type,
-	count(*) FILTER (WHERE state = 3), count(*) FILTER (WHERE state = 1 AND lease_until <= $1)
-FROM ` + s.tableName + `
-WHERE state IN (1, 3) AND expires_at > $1
-GROUP BY origin_activity_type
-HAVING count(*) FILTER (WHERE state = 3 OR lease_until <= $1) > 0
-ORDER BY origin_activity_type COLLATE "C"`
-}
+// countBacklogQuery is CountBacklog's statement (see sql.go).
+func (s *Store) countBacklogQuery() string { return s.sql.countBacklog }

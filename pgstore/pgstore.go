@@ -247,26 +247,18 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 				s.onReplace()
 			}
 			var notified int64
-			o := p.Origin
-			lease, expires := s.claimTimes(now, p.Lease, p.Retention)
-			check, retention := kept(p.Check, p.Retention)
-			row := s.pool.QueryRow(ctx, s.sql.claim, p.Tenant, p.Key, p.Holder, token,
-				lease, expires, now, p.Supersede, s.opts.NotifyChannel, payloadFor(p.Tenant, p.Key),
-				o.WorkflowID, o.RunID, o.ActivityType, o.ActivityID, o.Attempt, check, retention)
+			row := s.pool.QueryRow(ctx, s.sql.claim, claimArgs{
+				newClaim:  s.newClaim(p, token, now),
+				supersede: p.Supersede,
+				notice:    s.notice(p.Tenant, p.Key),
+			}.params().values()...)
 			err = scanRecord(row, &rec, &acquired, &notified)
 		}
 		switch {
 		case err == nil && acquired:
 			return store.Result{Status: store.StatusAcquired, Record: rec}, nil
 		case err == nil && !stale(rec, now, p.Supersede):
-			switch rec.State {
-			case store.StateCompleted:
-				return store.Result{Status: store.StatusCompleted, Record: rec}, nil
-			case store.StateIndeterminate:
-				return store.Result{Status: store.StatusIndeterminate, Record: rec}, nil
-			default:
-				return store.Result{Status: store.StatusHeld, Record: rec, LeaseExpired: !now.Before(rec.LeaseUntil)}, nil
-			}
+			return store.ResultOf(rec, now), nil
 		case err == nil, errors.Is(err, pgx.ErrNoRows):
 			// A stale snapshot, or a row deleted under the fast claim:
 			// the change has committed by now, so a new statement, with a
@@ -315,13 +307,10 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 // row that stands, and pgx.ErrNoRows says none stands any more (it was
 // deleted between the two statements), for the caller to run it again.
 func (s *Store) claimFast(ctx context.Context, p store.ClaimParams, token int64, now time.Time) (rec store.Record, acquired bool, err error) {
-	o := p.Origin
-	lease, expires := s.claimTimes(now, p.Lease, p.Retention)
-	check, retention := kept(p.Check, p.Retention)
+	c := s.newClaim(p, token, now)
 	b := &pgx.Batch{}
-	b.Queue(s.sql.claimInsert, p.Tenant, p.Key, p.Holder, token, lease, expires, now,
-		o.WorkflowID, o.RunID, o.ActivityType, o.ActivityID, o.Attempt, check, retention)
-	b.Queue(s.sql.claimRead, p.Tenant, p.Key, token)
+	b.Queue(s.sql.claimInsert, claimInsertArgs{c}.params().values()...)
+	b.Queue(s.sql.claimRead, claimReadArgs{tenant: p.Tenant, key: p.Key, ownToken: token}.params().values()...)
 	br := s.pool.SendBatch(ctx, b)
 	tag, err := br.Exec()
 	if err == nil {
@@ -338,9 +327,25 @@ func (s *Store) claimFast(ctx context.Context, p store.ClaimParams, token int64,
 	}
 	return store.Record{
 		Tenant: p.Tenant, Key: p.Key, State: store.StatePending, Holder: p.Holder, Token: token,
-		LeaseUntil: lease, ExpiresAt: expires, CreatedAt: now, UpdatedAt: now, Origin: o,
+		LeaseUntil: c.leaseUntil, ExpiresAt: c.expiresAt, CreatedAt: now, UpdatedAt: now, Origin: p.Origin,
 		Check: p.Check, Retention: keptRetention(p.Retention),
 	}, true, nil
+}
+
+// newClaim is the record a claim under token, made at now, writes.
+func (s *Store) newClaim(p store.ClaimParams, token int64, now time.Time) newClaim {
+	lease, expires := s.claimTimes(now, p.Lease, p.Retention)
+	check, retention := kept(p.Check, p.Retention)
+	return newClaim{
+		tenant: p.Tenant, key: p.Key, holder: p.Holder, token: token,
+		leaseUntil: lease, expiresAt: expires, now: now,
+		origin: p.Origin, check: check, retention: retention,
+	}
+}
+
+// notice is where a change to tenant's key is announced.
+func (s *Store) notice(tenant, key string) notice {
+	return notice{channel: s.opts.NotifyChannel, payload: payloadFor(tenant, key)}
 }
 
 // kept returns the check digest and the retention (microseconds) a record
@@ -423,10 +428,12 @@ func (s *Store) undoClaim(ctx context.Context, tenant, key string, token int64, 
 	defer cancel()
 	var n int64
 	if takeover {
-		_ = s.pool.QueryRow(ctx, s.sql.endLease, tenant, key, token, s.now(ctx), s.opts.NotifyChannel, payloadFor(tenant, key)).Scan(&n)
+		a := settleArgs{fence: fence{tenant: tenant, key: key, token: token, now: s.now(ctx)}, notice: s.notice(tenant, key)}
+		_ = s.pool.QueryRow(ctx, s.sql.endLease, a.params().values()...).Scan(&n)
 		return
 	}
-	_ = s.pool.QueryRow(ctx, s.sql.cancelClaim, tenant, key, token, s.opts.NotifyChannel, payloadFor(tenant, key)).Scan(&n)
+	a := cancelClaimArgs{tenant: tenant, key: key, token: token, notice: s.notice(tenant, key)}
+	_ = s.pool.QueryRow(ctx, s.sql.cancelClaim, a.params().values()...).Scan(&n)
 }
 
 // Renew implements [store.Store.Renew].
@@ -438,7 +445,12 @@ func (s *Store) Renew(ctx context.Context, p store.RenewParams) (time.Time, erro
 	var until time.Time
 	err := s.retry(ctx, func(ctx context.Context) error {
 		now := s.now(ctx)
-		return s.pool.QueryRow(ctx, s.sql.renew, p.Tenant, p.Key, p.Token, now, now.Add(p.Lease), now.Add(s.opts.TTL)).Scan(&until)
+		a := renewArgs{
+			fence:      fence{tenant: p.Tenant, key: p.Key, token: p.Token, now: now},
+			leaseUntil: now.Add(p.Lease),
+			expiresAt:  now.Add(s.opts.TTL),
+		}
+		return s.pool.QueryRow(ctx, s.sql.renew, a.params().values()...).Scan(&until)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, s.notHolder(ctx, op, p.Tenant, p.Key, p.Token)
@@ -459,9 +471,13 @@ func (s *Store) Complete(ctx context.Context, p store.CompleteParams) error {
 	if outcome == nil {
 		outcome = []byte{} // nil and empty are the same: store '' rather than NULL
 	}
-	return s.fenced(ctx, op, p.Tenant, p.Key, p.Token, func(now time.Time) (string, []any) {
-		return s.sql.complete, []any{p.Tenant, p.Key, p.Token, now, now.Add(s.opts.TTL), outcome,
-			s.opts.NotifyChannel, payloadFor(p.Tenant, p.Key)}
+	return s.fenced(ctx, op, p.Tenant, p.Key, p.Token, func(f fence) (string, paramList) {
+		return s.sql.complete, completeArgs{
+			fence:     f,
+			expiresAt: f.now.Add(s.opts.TTL),
+			outcome:   outcome,
+			notice:    s.notice(p.Tenant, p.Key),
+		}.params()
 	})
 }
 
@@ -471,8 +487,8 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	if err := begin(ctx, op, p); err != nil {
 		return err
 	}
-	return s.fenced(ctx, op, p.Tenant, p.Key, p.Token, func(now time.Time) (string, []any) {
-		return s.sql.release, []any{p.Tenant, p.Key, p.Token, now, s.opts.NotifyChannel, payloadFor(p.Tenant, p.Key)}
+	return s.fenced(ctx, op, p.Tenant, p.Key, p.Token, func(f fence) (string, paramList) {
+		return s.sql.release, settleArgs{fence: f, notice: s.notice(p.Tenant, p.Key)}.params()
 	})
 }
 
@@ -482,20 +498,25 @@ func (s *Store) MarkIndeterminate(ctx context.Context, p store.MarkIndeterminate
 	if err := begin(ctx, op, p); err != nil {
 		return err
 	}
-	return s.fenced(ctx, op, p.Tenant, p.Key, p.Token, func(now time.Time) (string, []any) {
-		// An indeterminate record keeps until a person decides.
-		return s.sql.markIndeterminate, []any{p.Tenant, p.Key, p.Token, now, store.NeverExpires, p.Reason,
-			s.opts.NotifyChannel, payloadFor(p.Tenant, p.Key)}
+	return s.fenced(ctx, op, p.Tenant, p.Key, p.Token, func(f fence) (string, paramList) {
+		return s.sql.markIndeterminate, markArgs{
+			fence:     f,
+			expiresAt: store.NeverExpires, // an indeterminate record keeps until a person decides
+			reason:    p.Reason,
+			notice:    s.notice(p.Tenant, p.Key),
+		}.params()
 	})
 }
 
 // fenced runs a statement that changes a record only while token holds its
-// pending claim, and turns "no row changed" into ErrNotHolder.
-func (s *Store) fenced(ctx context.Context, op, tenant, key string, token int64, stmt func(now time.Time) (string, []any)) error {
+// pending claim, and turns "no row changed" into ErrNotHolder. stmt
+// returns the statement and its parameters for the fence, at each
+// attempt's now.
+func (s *Store) fenced(ctx context.Context, op, tenant, key string, token int64, stmt func(fence) (string, paramList)) error {
 	var n int64
 	err := s.retry(ctx, func(ctx context.Context) error {
-		sql, args := stmt(s.now(ctx))
-		return s.pool.QueryRow(ctx, sql, args...).Scan(&n)
+		sql, params := stmt(fence{tenant: tenant, key: key, token: token, now: s.now(ctx)})
+		return s.pool.QueryRow(ctx, sql, params.values()...).Scan(&n)
 	})
 	if err != nil {
 		return s.interpret(ctx, op, err)
@@ -546,7 +567,8 @@ func (s *Store) Lookup(ctx context.Context, p store.LookupParams) (store.Record,
 func (s *Store) watch(ctx context.Context, tenant, key string) (store.Record, error) {
 	var rec store.Record
 	err := s.retry(ctx, func(ctx context.Context) error {
-		return scanRecord(s.pool.QueryRow(ctx, s.sql.watch, tenant, key, s.now(ctx)), &rec)
+		a := keyAt{tenant: tenant, key: key, now: s.now(ctx)}
+		return scanRecord(s.pool.QueryRow(ctx, s.sql.watch, a.params().values()...), &rec)
 	})
 	return rec, err
 }
@@ -556,7 +578,8 @@ func (s *Store) watch(ctx context.Context, tenant, key string) (store.Record, er
 func (s *Store) lookup(ctx context.Context, tenant, key string) (store.Record, error) {
 	var rec store.Record
 	err := s.retry(ctx, func(ctx context.Context) error {
-		return scanRecord(s.pool.QueryRow(ctx, s.sql.lookup, tenant, key, s.now(ctx)), &rec)
+		a := keyAt{tenant: tenant, key: key, now: s.now(ctx)}
+		return scanRecord(s.pool.QueryRow(ctx, s.sql.lookup, a.params().values()...), &rec)
 	})
 	return rec, err
 }
@@ -567,7 +590,8 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 	if err := begin(ctx, op, p); err != nil {
 		return err
 	}
-	payload := payloadFor(p.Tenant, p.Key)
+	announce := s.notice(p.Tenant, p.Key)
+	trail := resolution{action: int16(p.Decision), by: p.By, reason: p.Reason, reference: p.Reference}
 	outcome := p.Outcome
 	if outcome == nil {
 		outcome = []byte{}
@@ -580,10 +604,14 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 		now := s.now(ctx)
 		when = now
 		if p.Decision == store.DecisionComplete {
-			return s.pool.QueryRow(ctx, s.sql.resolveComplete, p.Tenant, p.Key, now, now.Add(s.opts.TTL), outcome,
-				s.opts.NotifyChannel, payload, p.Token, int16(p.Decision), p.By, p.Reason, p.Reference, p.Stale).Scan(&n)
+			a := resolveCompleteArgs{
+				tenant: p.Tenant, key: p.Key, now: now, expiresAt: now.Add(s.opts.TTL), outcome: outcome,
+				notice: announce, token: p.Token, resolution: trail, stale: p.Stale,
+			}
+			return s.pool.QueryRow(ctx, s.sql.resolveComplete, a.params().values()...).Scan(&n)
 		}
-		return s.pool.QueryRow(ctx, s.sql.resolveFree, p.Tenant, p.Key, now, s.opts.NotifyChannel, payload, p.Token, p.Stale).Scan(&n)
+		a := resolveFreeArgs{tenant: p.Tenant, key: p.Key, now: now, notice: announce, token: p.Token, stale: p.Stale}
+		return s.pool.QueryRow(ctx, s.sql.resolveFree, a.params().values()...).Scan(&n)
 	})
 	if err != nil {
 		return s.interpret(ctx, op, err)
@@ -597,9 +625,12 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 		err = s.retry(ctx, func(ctx context.Context) error {
 			now := s.now(ctx)
 			check, retention := kept(p.Check, p.Retention)
-			return s.pool.QueryRow(ctx, s.sql.resolveGone, p.Tenant, p.Key, store.ResolveHolder, store.NewToken(),
-				now, now.Add(store.RetentionOr(keptRetention(p.Retention), s.opts.TTL)), outcome, int16(p.Decision), p.By, p.Reason, p.Reference,
-				s.opts.NotifyChannel, payload, check, retention).Scan(&n)
+			a := resolveGoneArgs{
+				tenant: p.Tenant, key: p.Key, holder: store.ResolveHolder, token: store.NewToken(),
+				now: now, expiresAt: now.Add(store.RetentionOr(keptRetention(p.Retention), s.opts.TTL)),
+				outcome: outcome, resolution: trail, notice: announce, check: check, retention: retention,
+			}
+			return s.pool.QueryRow(ctx, s.sql.resolveGone, a.params().values()...).Scan(&n)
 		})
 		if err != nil {
 			return s.interpret(ctx, op, err)
@@ -646,7 +677,8 @@ func (s *Store) Forget(ctx context.Context, p store.ForgetParams) (int, error) {
 	}
 	var n int64
 	err := s.retry(ctx, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, s.sql.forget, p.Tenant, s.opts.NotifyChannel).Scan(&n)
+		a := forgetArgs{tenant: p.Tenant, channel: s.opts.NotifyChannel}
+		return s.pool.QueryRow(ctx, s.sql.forget, a.params().values()...).Scan(&n)
 	})
 	if err != nil {
 		return 0, s.interpret(ctx, op, err)
@@ -664,7 +696,8 @@ func (s *Store) Sweep(ctx context.Context, p store.SweepParams) (int, error) {
 	}
 	var n int64
 	err := s.retry(ctx, func(ctx context.Context) error {
-		tag, err := s.pool.Exec(ctx, s.sql.sweep, s.now(ctx), p.EffectiveLimit())
+		a := sweepArgs{now: s.now(ctx), limit: p.EffectiveLimit()}
+		tag, err := s.pool.Exec(ctx, s.sql.sweep, a.params().values()...)
 		n = tag.RowsAffected()
 		return err
 	})

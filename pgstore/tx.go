@@ -156,8 +156,16 @@ func (t *transaction) Commit(ctx context.Context, outcome []byte) error {
 	if t.guarded {
 		complete = s.sql.completeTxGuarded
 	}
-	err := t.tx.QueryRow(ctx, complete, p.Tenant, p.Key, p.Token, now, now.Add(s.opts.TTL), outcome,
-		s.opts.NotifyChannel, payloadFor(p.Tenant, p.Key), t.mark).Scan(&n)
+	a := completeTxArgs{
+		completeArgs: completeArgs{
+			fence:     fence{tenant: p.Tenant, key: p.Key, token: p.Token, now: now},
+			expiresAt: now.Add(s.opts.TTL),
+			outcome:   outcome,
+			notice:    s.notice(p.Tenant, p.Key),
+		},
+		mark: t.mark,
+	}
+	err := t.tx.QueryRow(ctx, complete, a.params().values()...).Scan(&n)
 	if err != nil {
 		_ = t.rollback()
 		switch {

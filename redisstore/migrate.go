@@ -129,7 +129,7 @@ func (s *Store) migrateBatch(ctx context.Context, phase int, keys []string) (int
 		if !ok {
 			continue
 		}
-		v, err := s.run(ctx, migrateScript, []string{k, base + ageSuffix}, member)
+		v, err := s.run(ctx, migrateScript, []string{k, base + ageSuffix}, migrateArgs{member: member}.params().argv()...)
 		if err != nil {
 			return n, err
 		}

@@ -47,7 +47,8 @@ func (o Options) validateReplicas() (Options, error) {
 // by WAIT on the same connection (WAIT counts the writes of its own
 // connection), and refuses an acquired claim that too few replicas
 // acknowledged: it takes it back and returns ErrNotReplicated.
-func (s *Store) runClaim(ctx context.Context, keys []string, member, token string, args ...any) (any, error) {
+func (s *Store) runClaim(ctx context.Context, keys []string, a claimArgs) (any, error) {
+	args := a.params().argv()
 	if s.replicaAcks == 0 {
 		return s.run(ctx, claimScript, keys, args...)
 	}
@@ -77,7 +78,7 @@ func (s *Store) runClaim(ctx context.Context, keys []string, member, token strin
 	if err != nil {
 		return nil, s.nodeError(ctx, err)
 	}
-	if reply, ok := v.([]any); !ok || len(reply) == 0 || reply[0] != "acquired" {
+	if reply, ok := v.([]any); !ok || len(reply) == 0 || reply[0] != claimAcquired {
 		return v, nil
 	}
 	acks, werr := wait.Int64()
@@ -90,9 +91,7 @@ func (s *Store) runClaim(ctx context.Context, keys []string, member, token strin
 	// would free a key whose effect may have landed; its lease is ended
 	// instead (undoClaimScript), which is what a replica that missed the
 	// takeover holds too: a pending claim whose holder is presumed gone.
-	pub, _ := args[0].(string) // claimScript's pubcmd and channel
-	channel, _ := args[1].(string)
-	s.undoClaim(ctx, node, keys, member, token, pub, channel)
+	s.undoClaim(ctx, node, keys, a.member, a.token, a.pubcmd, a.channel)
 	if werr != nil {
 		return nil, fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, werr)
 	}

@@ -30,12 +30,18 @@ import (
 //   - Tokens are compared as strings: int64 tokens do not fit a Lua number.
 //   - SET ... PX sets the physical expiry, relative to Redis's clock: the
 //     logical remainder (exp - now) plus a margin, passed in as ttl_ms.
-//   - ARGV[1] and ARGV[2] of every script that may announce a change are
-//     the publish command (PUBLISH, or SPUBLISH on a Cluster that has
-//     sharded pub/sub) and the channel. A change that can end a Wait
+//   - Every script's arguments are named: its text opens with one local
+//     per ARGV position (argvLua), generated from the Go struct a caller
+//     fills (args.go), so the Lua never reads ARGV by number, except the
+//     per-record members of forgetScript and sweepScript.
+//   - The first two arguments of every script that may announce a change
+//     are pubcmd, the publish command (PUBLISH, or SPUBLISH on a Cluster
+//     that has sharded pub/sub), and channel. A change that can end a Wait
 //     publishes the record's key, but only when a Wait has registered on
 //     the record (w, set by waitReadScript before it reads): a claim and
 //     complete nobody waits on publish nothing. Forget always publishes.
+//   - Replies are named: their Go constants (args.go) are written into the
+//     scripts' Lua as locals of the same meaning.
 //
 // The age index (KEYS[2] where a script takes it) is the tenant's sorted
 // set of record keys scored by "created": a claim adds the key, a release,
@@ -44,8 +50,9 @@ import (
 
 // recordLua is shared Lua: the packed record layout (pack_rec, unpack_rec,
 // the same as pack and unpack in record.go), load_rec, which reads either
-// layout into a table (nil when there is no record), publish and
-// extend_age.
+// layout into a table (nil when there is no record), publish, which
+// announces a change to the record (KEYS[1]) with the script's pubcmd and
+// channel, and extend_age.
 //
 // extend_age keeps the age index (KEYS[2]) alive at least ttl
 // milliseconds. PTTL is -1 for a key without expiry and -2 for a missing
@@ -98,8 +105,8 @@ end
 local function set(s)
   return s and s ~= ''
 end
-local function publish()
-  redis.call(ARGV[1], ARGV[2], KEYS[1])
+local function publish(pubcmd, channel)
+  redis.call(pubcmd, channel, KEYS[1])
 end
 local function extend_age(ttl)
   local want = tonumber(ttl)
@@ -127,8 +134,10 @@ end
 `
 
 // fencePrelude is shared Lua: holds is true when r is a live pending
-// record held under token at now.
-const fencePrelude = `
+// record held under token at now; NOT_HOLDER and APPLIED are the fenced
+// scripts' replies.
+var fencePrelude = `
+local NOT_HOLDER, APPLIED = ` + luaInts(fenceNotHolder, fenceApplied) + `
 local function holds(r, now, token)
   return r ~= nil and r.state == 'pending' and tonumber(r.exp) > tonumber(now) and r.token == token
 end
@@ -139,11 +148,8 @@ end
 // in Redis, a takeover's, its own (the claim sent again after a lost
 // answer) or a record of the previous layout.
 //
-// KEYS rec, age. ARGV pubcmd, channel, now, holder, token, lease_until,
-// exp, supersede ("0" for none), ttl_ms, member, age_ttl_ms, origin (JSON;
-// "" for none), check ("" for none), ret (µs; "" for none).
-// Returns {"acquired"}, or {"held", packed} with the live record that
-// stopped the claim.
+// KEYS rec, age. ARGV claimArgs. Returns {claimAcquired}, or {claimHeld,
+// packed} with the live record that stopped the claim.
 //
 // A live record pending under the claim's own token is this very claim,
 // run again: go-redis sends a command once more when its answer was lost
@@ -154,76 +160,75 @@ end
 // A takeover of a live pending record keeps the superseded token in the
 // new record's sup, so that undoing it (undoClaimScript) knows it replaced
 // a record whose effect may have landed.
-var claimScript = redis.NewScript(recordLua + `
-local now = tonumber(ARGV[3])
+var claimScript = redis.NewScript(recordLua + argvLua(claimArgs{}.params()) + `
+local ACQUIRED, HELD = '` + claimAcquired + `', '` + claimHeld + `'
 local cur = load_rec(KEYS[1])
 local sup = ''
 if cur then
-  if tonumber(cur.exp) > now then
-    if cur.state == 'pending' and cur.token == ARGV[5] then
-      return {'acquired'}
+  if tonumber(cur.exp) > tonumber(now) then
+    if cur.state == 'pending' and cur.token == token then
+      return {ACQUIRED}
     end
-    if cur.state ~= 'pending' or ARGV[8] == '0' or cur.token ~= ARGV[8] then
+    if cur.state ~= 'pending' or supersede == '0' or cur.token ~= supersede then
       if set(cur.created) then
         -- The MULTI before this script may have listed the key at now.
-        redis.call('ZADD', KEYS[2], 'XX', cur.created, ARGV[10])
+        redis.call('ZADD', KEYS[2], 'XX', cur.created, member)
       end
-      return {'held', pack_rec(cur)}
+      return {HELD, pack_rec(cur)}
     end
-    sup = ARGV[8]
+    sup = supersede
   end
 end
-redis.call('SET', KEYS[1], pack_rec({state = 'pending', token = ARGV[5], lease = ARGV[6], exp = ARGV[7],
-  updated = ARGV[3], created = ARGV[3], ret = ARGV[14], sup = sup, holder = ARGV[4], check = ARGV[13],
-  origin = ARGV[12]}), 'PX', ARGV[9])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[10])
-extend_age(ARGV[11])
-if cur and cur.w == '1' then publish() end
-return {'acquired'}
+redis.call('SET', KEYS[1], pack_rec({state = 'pending', token = token, lease = lease_until, exp = exp,
+  updated = now, created = now, ret = ret, sup = sup, holder = holder, check = check,
+  origin = origin}), 'PX', ttl_ms)
+redis.call('ZADD', KEYS[2], now, member)
+extend_age(age_ttl_ms)
+if cur and cur.w == '1' then publish(pubcmd, channel) end
+return {ACQUIRED}
 `)
 
-// renewScript: KEYS rec, age. ARGV pubcmd, channel, now, token,
-// lease_until, exp, ttl_ms, age_ttl_ms (by the store's TTL: see
-// ownWindow). Returns 1, or 0 when the token does not hold the claim.
-var renewScript = redis.NewScript(recordLua + fencePrelude + ownWindow + `
+// renewScript: KEYS rec, age. ARGV renewArgs. Returns APPLIED, or
+// NOT_HOLDER when the token does not hold the claim.
+var renewScript = redis.NewScript(recordLua + fencePrelude + ownWindow + argvLua(renewArgs{}.params()) + `
 local r = load_rec(KEYS[1])
-if not holds(r, ARGV[3], ARGV[4]) then return 0 end
-local exp, ttl, idx_ttl = own_window(r, ARGV[3], ARGV[5], ARGV[6], ARGV[7], ARGV[8])
-r.lease = ARGV[5]
+if not holds(r, now, token) then return NOT_HOLDER end
+local exp, ttl, idx_ttl = own_window(r, now, lease_until, store_exp, store_ttl_ms, store_age_ttl_ms)
+r.lease = lease_until
 r.exp = exp
-r.updated = ARGV[3]
+r.updated = now
 redis.call('SET', KEYS[1], pack_rec(r), 'PX', ttl)
 extend_age(idx_ttl)
-return 1
+return APPLIED
 `)
 
-// completeScript: KEYS rec, age. ARGV pubcmd, channel, now, token, exp,
-// ttl_ms (by the store's TTL: see ownWindow), outcome. Returns 1, or 0
-// when the token does not hold the claim. It leaves the age index alone:
+// completeScript: KEYS rec, age. ARGV completeArgs. Returns APPLIED, or
+// NOT_HOLDER when the token does not hold the claim. It leaves the age
+// index alone:
 // the claim or renewal that made the record it completes kept it alive a
 // retention window (the record's) past the record (see indexTTL).
-var completeScript = redis.NewScript(recordLua + fencePrelude + ownWindow + `
+var completeScript = redis.NewScript(recordLua + fencePrelude + ownWindow + argvLua(completeArgs{}.params()) + `
 local r = load_rec(KEYS[1])
-if not holds(r, ARGV[3], ARGV[4]) then return 0 end
-local exp, ttl = own_window(r, ARGV[3], ARGV[3], ARGV[5], ARGV[6], '0')
+if not holds(r, now, token) then return NOT_HOLDER end
+local exp, ttl = own_window(r, now, now, store_exp, store_ttl_ms, '0')
 r.state = 'completed'
-r.outcome = ARGV[7]
+r.outcome = outcome
 r.exp = exp
-r.updated = ARGV[3]
+r.updated = now
 redis.call('SET', KEYS[1], pack_rec(r), 'PX', ttl)
-if r.w == '1' then publish() end
-return 1
+if r.w == '1' then publish(pubcmd, channel) end
+return APPLIED
 `)
 
-// releaseScript: KEYS rec, age. ARGV pubcmd, channel, now, token, member.
-// Returns 1, or 0 when the token does not hold the claim.
-var releaseScript = redis.NewScript(recordLua + fencePrelude + `
+// releaseScript: KEYS rec, age. ARGV releaseArgs. Returns APPLIED, or
+// NOT_HOLDER when the token does not hold the claim.
+var releaseScript = redis.NewScript(recordLua + fencePrelude + argvLua(releaseArgs{}.params()) + `
 local r = load_rec(KEYS[1])
-if not holds(r, ARGV[3], ARGV[4]) then return 0 end
+if not holds(r, now, token) then return NOT_HOLDER end
 redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[5])
-if r.w == '1' then publish() end
-return 1
+redis.call('ZREM', KEYS[2], member)
+if r.w == '1' then publish(pubcmd, channel) end
+return APPLIED
 `)
 
 // undoClaimScript takes back a claim whose fate was uncertain (its answer
@@ -235,100 +240,99 @@ return 1
 // the next claimer finds its holder presumed gone, as it would have found
 // the record it replaced. A Wait registered on it is told.
 //
-// KEYS rec, age. ARGV pubcmd, channel, now, token, member. Returns 1 when
-// it deleted the claim, 2 when it ended a takeover's lease, 0 when the
+// KEYS rec, age. ARGV releaseArgs. Returns APPLIED when it deleted the
+// claim, LEASE_ENDED when it ended a takeover's lease, NOT_HOLDER when the
 // token holds no pending claim (the claim never ran, or was settled since).
-var undoClaimScript = redis.NewScript(recordLua + fencePrelude + `
+var undoClaimScript = redis.NewScript(recordLua + fencePrelude + argvLua(releaseArgs{}.params()) + `
+local LEASE_ENDED = ` + luaInts(undoLeaseEnded) + `
 local r = load_rec(KEYS[1])
-if not holds(r, ARGV[3], ARGV[4]) then return 0 end
-local result = 1
+if not holds(r, now, token) then return NOT_HOLDER end
+local result = APPLIED
 if set(r.sup) then
-  r.lease = ARGV[3]
-  r.updated = ARGV[3]
+  r.lease = now
+  r.updated = now
   redis.call('SET', KEYS[1], pack_rec(r), 'KEEPTTL')
-  result = 2
+  result = LEASE_ENDED
 else
   redis.call('DEL', KEYS[1])
-  redis.call('ZREM', KEYS[2], ARGV[5])
+  redis.call('ZREM', KEYS[2], member)
 end
-if r.w == '1' then publish() end
+if r.w == '1' then publish(pubcmd, channel) end
 return result
 `)
 
-// markScript: KEYS rec, age. ARGV pubcmd, channel, now, token, exp,
-// ttl_ms, reason. Returns 1, or 0 when the token does not hold the claim.
-var markScript = redis.NewScript(recordLua + fencePrelude + `
+// markScript: KEYS rec, age. ARGV markArgs. Returns APPLIED, or
+// NOT_HOLDER when the token does not hold the claim.
+var markScript = redis.NewScript(recordLua + fencePrelude + argvLua(markArgs{}.params()) + `
 local r = load_rec(KEYS[1])
-if not holds(r, ARGV[3], ARGV[4]) then return 0 end
+if not holds(r, now, token) then return NOT_HOLDER end
 r.state = 'indeterminate'
-r.reason = ARGV[7]
-r.exp = ARGV[5]
-r.updated = ARGV[3]
-redis.call('SET', KEYS[1], pack_rec(r), 'PX', ARGV[6])
-extend_age(ARGV[6])
-if r.w == '1' then publish() end
-return 1
+r.reason = reason
+r.exp = exp
+r.updated = now
+redis.call('SET', KEYS[1], pack_rec(r), 'PX', ttl_ms)
+extend_age(ttl_ms)
+if r.w == '1' then publish(pubcmd, channel) end
+return APPLIED
 `)
 
-// resolveScript: KEYS rec, age. ARGV pubcmd, channel, now, decision
-// ("complete" or "free"), outcome, exp, ttl_ms, member, token (the fence;
-// "0" for none), resolution (JSON), record_if_gone ("1" or "0"), holder
-// and token of a record made for record_if_gone, stale ("1" or "0": also
-// settle the record pending under the fence whose lease ran out at now),
-// then the check, ret, exp and ttl_ms of a record made for record_if_gone
-// (check and ret "" for none; exp and ttl_ms by ret, else the TTL); a
-// record that stands completes by its own window (ownWindow). Returns 1
-// when applied, -1 when there is no live record (and record_if_gone is
-// "0"), -2 when the record is not indeterminate (nor, with stale, pending),
-// -3 when it stands under another token than the fence, -4 when, with
-// stale, it is pending under the fence within its lease.
-var resolveScript = redis.NewScript(recordLua + ownWindow + `
-local now = ARGV[3]
+// resolveScript: KEYS rec, age. ARGV resolveArgs. A live record that is
+// indeterminate (or, with stale, pending under the fence token with its
+// lease run out at now) and, when the fence token is not "0", stands under
+// it, is completed with the outcome (by its own window: ownWindow) or
+// freed, as decision says; a key with no live record gets, with
+// record_if_gone, a completed record of its own (gone_*). Returns APPLIED,
+// or NOT_FOUND, NOT_INDETERMINATE, OTHER_TOKEN or LEASE_LIVE (the
+// resolve* constants say when).
+var resolveScript = redis.NewScript(recordLua + ownWindow + argvLua(resolveArgs{}.params()) + `
+local APPLIED, NOT_FOUND, NOT_INDETERMINATE, OTHER_TOKEN, LEASE_LIVE = ` +
+	luaInts(resolveApplied, resolveNotFound, resolveNotIndeterminate, resolveOtherToken, resolveLeaseLive) + `
 local r = load_rec(KEYS[1])
 if not r or tonumber(r.exp) <= tonumber(now) then
-  if ARGV[11] ~= '1' then return -1 end
-  redis.call('SET', KEYS[1], pack_rec({state = 'completed', holder = ARGV[12], token = ARGV[13],
-    lease = now, exp = ARGV[17], created = now, updated = now, outcome = ARGV[5],
-    resolution = ARGV[10], check = ARGV[15], ret = ARGV[16]}), 'PX', ARGV[18])
-  redis.call('ZADD', KEYS[2], now, ARGV[8])
-  extend_age(ARGV[18])
-  if r and r.w == '1' then publish() end
-  return 1
+  if record_if_gone ~= '1' then return NOT_FOUND end
+  redis.call('SET', KEYS[1], pack_rec({state = 'completed', holder = gone_holder, token = gone_token,
+    lease = now, exp = gone_exp, created = now, updated = now, outcome = outcome,
+    resolution = resolution, check = gone_check, ret = gone_ret}), 'PX', gone_ttl_ms)
+  redis.call('ZADD', KEYS[2], now, member)
+  extend_age(gone_ttl_ms)
+  if r and r.w == '1' then publish(pubcmd, channel) end
+  return APPLIED
 end
-if r.state == 'pending' and ARGV[14] == '1' then
-  if r.token ~= ARGV[9] then return -3 end
-  if tonumber(r.lease) > tonumber(now) then return -4 end
+if r.state == 'pending' and stale == '1' then
+  if r.token ~= token then return OTHER_TOKEN end
+  if tonumber(r.lease) > tonumber(now) then return LEASE_LIVE end
 elseif r.state ~= 'indeterminate' then
-  return -2
+  return NOT_INDETERMINATE
 end
-if ARGV[9] ~= '0' and r.token ~= ARGV[9] then return -3 end
-if ARGV[4] == 'free' then
+if token ~= '0' and r.token ~= token then return OTHER_TOKEN end
+if decision == 'free' then
   redis.call('DEL', KEYS[1])
-  redis.call('ZREM', KEYS[2], ARGV[8])
+  redis.call('ZREM', KEYS[2], member)
 else
-  local exp, ttl = own_window(r, now, now, ARGV[6], ARGV[7], '0')
+  local exp, ttl = own_window(r, now, now, store_exp, store_ttl_ms, '0')
   r.state = 'completed'
-  r.outcome = ARGV[5]
+  r.outcome = outcome
   r.exp = exp
   r.updated = now
-  r.resolution = ARGV[10]
+  r.resolution = resolution
   redis.call('SET', KEYS[1], pack_rec(r), 'PX', ttl)
   extend_age(ttl)
 end
-if r.w == '1' then publish() end
-return 1
+if r.w == '1' then publish(pubcmd, channel) end
+return APPLIED
 `)
 
 // forgetScript: KEYS age, idx (the tenant index set of the previous
-// layout, if any), rec1..recN. ARGV pubcmd, channel, member1..memberN.
+// layout, if any), rec1..recN. ARGV membersArgs: pubcmd, channel
+// (announce), then member1..memberN, ARGV[i] the member of KEYS[i].
 // Deletes the records and their index entries; returns how many records
 // existed.
-var forgetScript = redis.NewScript(`
+var forgetScript = redis.NewScript(argvLua(announce{}.params()) + `
 local n = 0
 for i = 3, #KEYS do
   if redis.call('DEL', KEYS[i]) == 1 then
     n = n + 1
-    redis.call(ARGV[1], ARGV[2], KEYS[i])
+    redis.call(pubcmd, channel, KEYS[i])
   end
   redis.call('ZREM', KEYS[1], ARGV[i])
   redis.call('SREM', KEYS[2], ARGV[i])
@@ -337,12 +341,13 @@ return n
 `)
 
 // sweepScript: KEYS age, idx (the tenant index set of the previous layout,
-// if any), rec1..recN. ARGV now, limit, member1..memberN. Deletes up to
-// limit records whose exp <= now, drops index entries whose record is
-// gone, and returns how many records it deleted.
-var sweepScript = redis.NewScript(recordLua + `
-local now = tonumber(ARGV[1])
-local limit = tonumber(ARGV[2])
+// if any), rec1..recN. ARGV membersArgs: now, limit (sweepHead), then
+// member1..memberN, ARGV[i] the member of KEYS[i]. Deletes up to limit
+// records whose exp <= now, drops index entries whose record is gone, and
+// returns how many records it deleted.
+var sweepScript = redis.NewScript(recordLua + argvLua(sweepHead{}.params()) + `
+now = tonumber(now)
+limit = tonumber(limit)
 local n = 0
 for i = 3, #KEYS do
   local r = load_rec(KEYS[i])
@@ -374,12 +379,12 @@ end
 return pack_rec(r)
 `)
 
-// migrateScript: KEYS rec, age. ARGV member. Converts a record hash of the
+// migrateScript: KEYS rec, age. ARGV migrateArgs. Converts a record hash of the
 // previous layout to the packed string, keeping its time to live, and adds
 // it to the age index (scored by its claim time) when it is missing there,
 // keeping the index alive as long as the record. Returns 1 when it
 // converted a record, 0 when the key holds none or a packed one already.
-var migrateScript = redis.NewScript(recordLua + `
+var migrateScript = redis.NewScript(recordLua + argvLua(migrateArgs{}.params()) + `
 if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return 0 end
 local r = load_rec(KEYS[1])
 local ttl = redis.call('PTTL', KEYS[1])
@@ -389,7 +394,7 @@ else
   redis.call('SET', KEYS[1], pack_rec(r))
 end
 if set(r.created) then
-  redis.call('ZADD', KEYS[2], 'NX', r.created, ARGV[1])
+  redis.call('ZADD', KEYS[2], 'NX', r.created, member)
 end
 if ttl > 0 then extend_age(ttl) end
 return 1

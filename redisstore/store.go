@@ -267,10 +267,21 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 		}
 		return store.Result{}, translate(ctx, "claim", err)
 	}
-	v, err := s.runClaim(ctx, keys, p.Key, tok,
-		pub, channel, now.arg(), p.Holder, tok, lease.arg(), exp.arg(),
-		strconv.FormatInt(p.Supersede, 10), ttl, p.Key, ageTTL, origin,
-		p.Check, retentionArg(p.Retention))
+	v, err := s.runClaim(ctx, keys, claimArgs{
+		announce:   announce{pubcmd: pub, channel: channel},
+		now:        now.arg(),
+		holder:     p.Holder,
+		token:      tok,
+		leaseUntil: lease.arg(),
+		exp:        exp.arg(),
+		supersede:  strconv.FormatInt(p.Supersede, 10),
+		ttlMs:      ttl,
+		member:     p.Key,
+		ageTTLMs:   ageTTL,
+		origin:     origin,
+		check:      p.Check,
+		ret:        retentionArg(p.Retention),
+	})
 	if err != nil {
 		if timedOut(ctx, err) {
 			// The script may have run: take back a claim nobody will use.
@@ -285,7 +296,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	if !ok || len(reply) == 0 {
 		return store.Result{}, fmt.Errorf("redisstore: claim: unexpected reply %T", v)
 	}
-	if status, _ := reply[0].(string); status == "acquired" {
+	if status, _ := reply[0].(string); status == claimAcquired {
 		return acquired, nil
 	}
 	held, _ := reply[len(reply)-1].(string)
@@ -329,7 +340,11 @@ func isWrongType(err error) bool {
 func (s *Store) undoClaim(ctx context.Context, c redis.Scripter, keys []string, member, token, pub, channel string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	_ = undoClaimScript.Run(ctx, c, keys, pub, channel, s.now(ctx).arg(), token, member).Err()
+	a := releaseArgs{
+		fence:  fence{announce: announce{pubcmd: pub, channel: channel}, now: s.now(ctx).arg(), token: token},
+		member: member,
+	}
+	_ = undoClaimScript.Run(ctx, c, keys, a.params().argv()...).Err()
 }
 
 // keptRetention is retention as the store keeps it: to the microsecond.
@@ -346,29 +361,24 @@ func retentionArg(retention time.Duration) string {
 	return ""
 }
 
-// resultOf answers a claim or a wait that found the live record r at now.
-func resultOf(r store.Record, now stamp) store.Result {
-	switch r.State {
-	case store.StateCompleted:
-		return store.Result{Status: store.StatusCompleted, Record: r}
-	case store.StateIndeterminate:
-		return store.Result{Status: store.StatusIndeterminate, Record: r}
-	default:
-		return store.Result{Status: store.StatusHeld, Record: r, LeaseExpired: !now.time().Before(r.LeaseUntil)}
-	}
-}
+// resultOf answers a claim or a wait that found the live record r at now
+// (store.ResultOf).
+func resultOf(r store.Record, now stamp) store.Result { return store.ResultOf(r, now.time()) }
 
-// fenced runs one of the fenced scripts and maps a 0 reply to ErrNotHolder.
-func (s *Store) fenced(ctx context.Context, op, tenant, key string, token int64, script *redis.Script, args ...any) error {
+// fenced runs one of the fenced scripts, with the arguments args returns
+// for the fence (the announcement, now and token), and maps any reply but
+// fenceApplied to ErrNotHolder.
+func (s *Store) fenced(ctx context.Context, op, tenant, key string, token int64, now stamp, script *redis.Script, args func(fence) paramList) error {
 	if err := ctx.Err(); err != nil {
 		return translate(ctx, op, err)
 	}
 	pub, channel := s.publisher(ctx, tenant)
-	v, err := s.run(ctx, script, []string{s.recordKey(tenant, key), s.ageKey(tenant)}, append([]any{pub, channel}, args...)...)
+	f := fence{announce: announce{pubcmd: pub, channel: channel}, now: now.arg(), token: strconv.FormatInt(token, 10)}
+	v, err := s.run(ctx, script, []string{s.recordKey(tenant, key), s.ageKey(tenant)}, args(f).argv()...)
 	if err != nil {
 		return translate(ctx, op, err)
 	}
-	if n, _ := v.(int64); n != 1 {
+	if n, _ := v.(int64); n != fenceApplied {
 		return fmt.Errorf("redisstore: %s tenant %q key %q token %d: %w", op, tenant, key, token, store.ErrNotHolder)
 	}
 	return nil
@@ -383,8 +393,9 @@ func (s *Store) Renew(ctx context.Context, p store.RenewParams) (time.Time, erro
 	now := s.now(ctx)
 	lease := now.add(p.Lease)
 	exp, ttl := s.expiry(now, lease)
-	err := s.fenced(ctx, "renew", p.Tenant, p.Key, p.Token, renewScript,
-		now.arg(), strconv.FormatInt(p.Token, 10), lease.arg(), exp.arg(), ttl, s.indexTTL(ttl))
+	err := s.fenced(ctx, "renew", p.Tenant, p.Key, p.Token, now, renewScript, func(f fence) paramList {
+		return renewArgs{fence: f, leaseUntil: lease.arg(), storeExp: exp.arg(), storeTTLMs: ttl, storeAgeTTLMs: s.indexTTL(ttl)}.params()
+	})
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -398,8 +409,9 @@ func (s *Store) Complete(ctx context.Context, p store.CompleteParams) error {
 	}
 	now := s.now(ctx)
 	exp, ttl := s.expiry(now, now)
-	return s.fenced(ctx, "complete", p.Tenant, p.Key, p.Token, completeScript,
-		now.arg(), strconv.FormatInt(p.Token, 10), exp.arg(), ttl, p.Outcome)
+	return s.fenced(ctx, "complete", p.Tenant, p.Key, p.Token, now, completeScript, func(f fence) paramList {
+		return completeArgs{fence: f, storeExp: exp.arg(), storeTTLMs: ttl, outcome: p.Outcome}.params()
+	})
 }
 
 // Release implements [store.Store.Release].
@@ -407,8 +419,9 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	return s.fenced(ctx, "release", p.Tenant, p.Key, p.Token, releaseScript,
-		s.now(ctx).arg(), strconv.FormatInt(p.Token, 10), p.Key)
+	return s.fenced(ctx, "release", p.Tenant, p.Key, p.Token, s.now(ctx), releaseScript, func(f fence) paramList {
+		return releaseArgs{fence: f, member: p.Key}.params()
+	})
 }
 
 // MarkIndeterminate implements [store.Store.MarkIndeterminate].
@@ -420,8 +433,9 @@ func (s *Store) MarkIndeterminate(ctx context.Context, p store.MarkIndeterminate
 	// An indeterminate record keeps until a person decides: its expiry, and
 	// its indexes', reach store.NeverExpires.
 	exp, ttl := s.expiry(now, stamp(store.NeverExpires.UnixMicro()))
-	return s.fenced(ctx, "mark indeterminate", p.Tenant, p.Key, p.Token, markScript,
-		now.arg(), strconv.FormatInt(p.Token, 10), exp.arg(), ttl, p.Reason)
+	return s.fenced(ctx, "mark indeterminate", p.Tenant, p.Key, p.Token, now, markScript, func(f fence) paramList {
+		return markArgs{fence: f, exp: exp.arg(), ttlMs: ttl, reason: p.Reason}.params()
+	})
 }
 
 // Resolve implements [store.Store.Resolve].
@@ -456,24 +470,40 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 		return fmt.Errorf("redisstore: resolve: encoding the resolution: %w", err)
 	}
 	pub, channel := s.publisher(ctx, p.Tenant)
-	v, err := s.run(ctx, resolveScript, []string{s.recordKey(p.Tenant, p.Key), s.ageKey(p.Tenant)},
-		pub, channel, now.arg(), decision, p.Outcome, exp.arg(), ttl, p.Key, strconv.FormatInt(p.Token, 10), trail,
-		recordIfGone, store.ResolveHolder, strconv.FormatInt(store.NewToken(), 10), stale,
-		p.Check, retentionArg(p.Retention), goneExp.arg(), goneTTL)
+	a := resolveArgs{
+		announce:     announce{pubcmd: pub, channel: channel},
+		now:          now.arg(),
+		decision:     decision,
+		outcome:      p.Outcome,
+		storeExp:     exp.arg(),
+		storeTTLMs:   ttl,
+		member:       p.Key,
+		token:        strconv.FormatInt(p.Token, 10),
+		resolution:   trail,
+		recordIfGone: recordIfGone,
+		goneHolder:   store.ResolveHolder,
+		goneToken:    strconv.FormatInt(store.NewToken(), 10),
+		stale:        stale,
+		goneCheck:    p.Check,
+		goneRet:      retentionArg(p.Retention),
+		goneExp:      goneExp.arg(),
+		goneTTLMs:    goneTTL,
+	}
+	v, err := s.run(ctx, resolveScript, []string{s.recordKey(p.Tenant, p.Key), s.ageKey(p.Tenant)}, a.params().argv()...)
 	if err != nil {
 		return translate(ctx, "resolve", err)
 	}
 	switch n, _ := v.(int64); n {
-	case 1:
+	case resolveApplied:
 		return nil
-	case -1:
+	case resolveNotFound:
 		return fmt.Errorf("redisstore: resolve tenant %q key %q: %w", p.Tenant, p.Key, store.ErrNotFound)
-	case -2:
+	case resolveNotIndeterminate:
 		return fmt.Errorf("redisstore: resolve tenant %q key %q: %w", p.Tenant, p.Key, store.ErrNotIndeterminate)
-	case -3:
+	case resolveOtherToken:
 		return fmt.Errorf("redisstore: resolve tenant %q key %q decided on token %d, but another claim's record stands: %w",
 			p.Tenant, p.Key, p.Token, store.ErrNotHolder)
-	case -4:
+	case resolveLeaseLive:
 		return fmt.Errorf("redisstore: resolve tenant %q key %q: the claim pending under token %d holds a live lease: %w",
 			p.Tenant, p.Key, p.Token, store.ErrLeaseLive)
 	default:
@@ -550,13 +580,11 @@ func (s *Store) Forget(ctx context.Context, p store.ForgetParams) (int, error) {
 		}
 		keys := make([]string, 2, len(members)+2)
 		keys[0], keys[1] = age, idx
-		args := make([]any, 2, len(members)+2)
-		args[0], args[1] = pub, channel
 		for _, m := range members {
 			keys = append(keys, recordKeyOfAge(age, m))
-			args = append(args, m)
 		}
-		v, err := s.run(ctx, forgetScript, keys, args...)
+		a := membersArgs{head: announce{pubcmd: pub, channel: channel}.params(), members: members}
+		v, err := s.run(ctx, forgetScript, keys, a.argv()...)
 		if err != nil {
 			return total, translate(ctx, "forget", err)
 		}
@@ -610,12 +638,12 @@ func (s *Store) forgetUnindexed(ctx context.Context, tenant string) (int, error)
 			}
 			if len(found) > 0 {
 				keys := []string{age, s.indexKey(tenant)}
-				args := []any{pub, channel}
+				a := membersArgs{head: announce{pubcmd: pub, channel: channel}.params()}
 				for _, k := range found {
 					keys = append(keys, k)
-					args = append(args, strings.TrimPrefix(k, base+recordInfix))
+					a.members = append(a.members, strings.TrimPrefix(k, base+recordInfix))
 				}
-				v, err := s.run(ctx, forgetScript, keys, args...)
+				v, err := s.run(ctx, forgetScript, keys, a.argv()...)
 				if err != nil {
 					return total, translate(ctx, "forget", err)
 				}
@@ -677,13 +705,15 @@ func (s *Store) sweepIndex(ctx context.Context, age string, now stamp, limit int
 		if len(flat) > 0 {
 			keys := make([]string, 2, len(flat)/2+2)
 			keys[0], keys[1] = age, indexKeyOfAge(age)
-			args := make([]any, 2, len(flat)/2+2)
-			args[0], args[1] = now.arg(), strconv.Itoa(limit-deleted)
+			a := membersArgs{
+				head:    sweepHead{now: now.arg(), limit: strconv.Itoa(limit - deleted)}.params(),
+				members: make([]string, 0, len(flat)/2),
+			}
 			for i := 0; i < len(flat); i += 2 { // member, score, ...
 				keys = append(keys, recordKeyOfAge(age, flat[i]))
-				args = append(args, flat[i])
+				a.members = append(a.members, flat[i])
 			}
-			v, err := s.run(ctx, sweepScript, keys, args...)
+			v, err := s.run(ctx, sweepScript, keys, a.argv()...)
 			if err != nil {
 				return deleted, err
 			}

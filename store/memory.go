@@ -85,16 +85,10 @@ func (m *Memory) Claim(ctx context.Context, params ClaimParams) (Result, error) 
 	defer m.mu.Unlock()
 	now := m.clock.Now()
 	rec := m.live(params.Tenant, params.Key, now)
-	if rec != nil {
-		switch {
-		case rec.State == StateCompleted:
-			return Result{Status: StatusCompleted, Record: copyRecord(rec)}, nil
-		case rec.State == StateIndeterminate:
-			return Result{Status: StatusIndeterminate, Record: copyRecord(rec)}, nil
-		case params.Supersede == 0 || params.Supersede != rec.Token:
-			return Result{Status: StatusHeld, Record: copyRecord(rec), LeaseExpired: !now.Before(rec.LeaseUntil)}, nil
-		}
-		// Pending under exactly the superseded token: take it over below.
+	// A record pending under exactly the superseded token is taken over
+	// below; any other live record answers.
+	if rec != nil && (rec.State != StatePending || params.Supersede == 0 || params.Supersede != rec.Token) {
+		return ResultOf(copyRecord(rec), now), nil
 	}
 	fresh := &Record{
 		Tenant:     params.Tenant,
@@ -244,17 +238,11 @@ func (m *Memory) check(params WaitParams) (res Result, changed <-chan struct{}, 
 	defer m.mu.Unlock()
 	now := m.clock.Now()
 	rec := m.live(params.Tenant, params.Key, now)
-	switch {
-	case rec == nil:
+	if rec == nil {
 		return Result{Status: StatusFree}, nil, true
-	case rec.State == StateCompleted:
-		return Result{Status: StatusCompleted, Record: copyRecord(rec)}, nil, true
-	case rec.State == StateIndeterminate:
-		return Result{Status: StatusIndeterminate, Record: copyRecord(rec)}, nil, true
 	}
-	expired := !now.Before(rec.LeaseUntil)
-	if rec.Token != params.Token || expired {
-		return Result{Status: StatusHeld, Record: copyRecord(rec), LeaseExpired: expired}, nil, true
+	if res := ResultOf(copyRecord(rec), now); res.Status != StatusHeld || rec.Token != params.Token || res.LeaseExpired {
+		return res, nil, true
 	}
 	s := scope{params.Tenant, params.Key}
 	ch, ok := m.changed[s]

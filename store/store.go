@@ -362,6 +362,23 @@ type Result struct {
 	LeaseExpired bool
 }
 
+// ResultOf is the answer of a [Store.Claim] or a [Store.Wait] that found
+// rec, live at now, and did not take it: StatusCompleted or
+// StatusIndeterminate with the record, or StatusHeld with it and
+// LeaseExpired set when its lease had run out at now. It is for the
+// implementations of [Store], so that each answers from a found record
+// alike.
+func ResultOf(rec Record, now time.Time) Result {
+	switch rec.State {
+	case StateCompleted:
+		return Result{Status: StatusCompleted, Record: rec}
+	case StateIndeterminate:
+		return Result{Status: StatusIndeterminate, Record: rec}
+	default:
+		return Result{Status: StatusHeld, Record: rec, LeaseExpired: !now.Before(rec.LeaseUntil)}
+	}
+}
+
 // ClaimParams are the parameters of [Store.Claim].
 type ClaimParams struct {
 	// Tenant scopes the key. Required.
