@@ -99,11 +99,12 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// heartbeatProgress heartbeats the activity of ctx with progress(), every
-// third of its heartbeat timeout, until the returned stop is called. The
-// details of every heartbeat are the progress: a heartbeat without them
-// would erase what the last one recorded. Outside an activity, or without
-// a heartbeat timeout, it does nothing.
+// heartbeatProgress heartbeats the activity of ctx with progress() (no
+// details for a nil progress), every third of its heartbeat timeout, until
+// the returned stop is called. The details of every heartbeat are the
+// progress: a heartbeat without them would erase what the last one
+// recorded. Outside an activity, or without a heartbeat timeout, it does
+// nothing.
 func heartbeatProgress(ctx context.Context, progress func() any) (stop func()) {
 	if !sdkactivity.IsActivity(ctx) {
 		return func() {}
@@ -124,7 +125,11 @@ func heartbeatProgress(ctx context.Context, progress func() any) (stop func()) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				sdkactivity.RecordHeartbeat(ctx, progress())
+				if progress == nil {
+					sdkactivity.RecordHeartbeat(ctx)
+				} else {
+					sdkactivity.RecordHeartbeat(ctx, progress())
+				}
 			}
 		}
 	}()

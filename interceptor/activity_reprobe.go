@@ -145,32 +145,7 @@ func waitForHolder(ctx context.Context, st store.Store, req decision.ProbeReques
 // live ask that waits (on a holder, or on the probe) from one whose worker
 // died. Outside an activity, or without a heartbeat timeout, it does
 // nothing.
-func heartbeatWhile(ctx context.Context) (stop func()) {
-	if !sdkactivity.IsActivity(ctx) {
-		return func() {}
-	}
-	hb := sdkactivity.GetInfo(ctx).HeartbeatTimeout
-	if hb <= 0 {
-		return func() {}
-	}
-	done, exited := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(exited)
-		t := time.NewTicker(hb / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				sdkactivity.RecordHeartbeat(ctx)
-			}
-		}
-	}()
-	return func() { close(done); <-exited }
-}
+func heartbeatWhile(ctx context.Context) (stop func()) { return heartbeatProgress(ctx, nil) }
 
 // callProbe runs probe, a panic read as its error.
 func callProbe(ctx context.Context, probe activity.Probe, req activity.ProbeRequest) (ans activity.ProbeAnswer, err error) {
