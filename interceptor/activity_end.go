@@ -1,0 +1,164 @@
+package interceptor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
+	"github.com/tesserix/idempotency/store"
+)
+
+// indeterminate reports and returns the non-retryable indeterminate error.
+func (x *execution) indeterminate(ctx context.Context, reason activity.Reason, entered bool, cause error) error {
+	x.count(MetricIndeterminate)
+	e := x.event
+	e.Kind, e.Reason, e.Err = EventIndeterminate, reason, cause
+	x.emit(ctx, e)
+	return activity.NewIndeterminateError(activity.IndeterminateOutcome{
+		Activity:    x.decl.Name(),
+		Tenant:      x.tenant,
+		Key:         x.key,
+		Reason:      reason,
+		BodyEntered: entered,
+		// Only a call with no key is known to have had no effect: under a
+		// key, an earlier attempt or a duplicate may have run the body, and
+		// a store that cannot be asked cannot say otherwise.
+		EffectMayHaveLanded: entered || reason != activity.ReasonKeyNotDerivable,
+		WorkflowID:          x.info.WorkflowExecution.ID,
+		RunID:               x.info.WorkflowExecution.RunID,
+		ActivityID:          x.info.ActivityID,
+		Token:               x.token,
+		Check:               string(x.check),
+		Retention:           x.decl.Retention(),
+		Probe:               x.decl.Probe() != nil,
+	}, cause)
+}
+
+// notDeduplicable handles an execution that cannot be deduplicated before
+// its body runs: the body is never entered. IDEMPOTENT gets a retryable
+// error; EFFECTFUL the non-retryable indeterminate one.
+func (x *execution) notDeduplicable(ctx context.Context, reason activity.Reason, cause error) error {
+	// A transactional activity's earlier attempts left either a completed
+	// record or nothing: an attempt that cannot claim is one that did not
+	// run, as for IDEMPOTENT.
+	if x.kind == activity.KindEffectful && !x.decl.IsTransactional() {
+		return x.indeterminate(ctx, reason, false, cause)
+	}
+	return temporal.NewApplicationErrorWithCause(
+		fmt.Sprintf("idempotency: activity %q was not run: %s: %v", x.decl.Name(), reason, cause), ErrorTypeKeyNotDerivable, cause)
+}
+
+// invalidTenant refuses an execution whose tenant no store accepts. The
+// error carries no key, and neither kind is retried: the tenant will be
+// refused the same way every time.
+func (x *execution) invalidTenant(ctx context.Context, cause error) error {
+	return x.misconfigured(ctx, decision.ErrorTypeInvalidTenant, fmt.Errorf("the tenant cannot be stored: %w", cause))
+}
+
+// noTenant refuses an execution no tenant could be resolved for, saying how
+// to give its workflow one and, when its memo was there but held none, why.
+func (x *execution) noTenant(ctx context.Context) error {
+	if !x.root.tenantFromHeader {
+		return x.misconfigured(ctx, decision.ErrorTypeNoTenant, fmt.Errorf("%w: Options.Tenant resolved none", errNoTenant))
+	}
+	if standalone(x.info) {
+		return x.misconfigured(ctx, decision.ErrorTypeNoTenant, fmt.Errorf("%w: the standalone activity carries no tenant; give it one: "+
+			"start it with interceptor.WithTenant(ctx, tenant) on a client whose ContextPropagators hold interceptor.TenantPropagator() "+
+			"(the %s header), or set Options.DefaultTenant on its worker", errNoTenant, TenantHeader))
+	}
+	why := "the workflow carries no tenant"
+	if p := tenantProblem(ctx); p != "" {
+		why += " (" + p + ")"
+	}
+	return x.misconfigured(ctx, decision.ErrorTypeNoTenant, fmt.Errorf("%w: %s; give the workflow one: "+
+		"start it with interceptor.WithTenant(ctx, tenant) on a client that carries the plugin "+
+		"(worker.NewPlugin, worker.ClientPlugin() or worker.Dial), "+
+		"or give its worker a default, worker.PluginOptions{Idempotency: interceptor.Options{DefaultTenant: \"acme\"}} "+
+		"(Options.DefaultTenant), "+
+		"or start it with the memo %s holding the tenant as a string (temporal workflow start --memo '%s=\"acme\"'); "+
+		"a client without the plugin needs interceptor.TenantPropagator() in its ContextPropagators (the %s header)",
+		errNoTenant, why, TenantMemo, TenantMemo, TenantHeader))
+}
+
+// misconfigured refuses, before any store call, an execution the
+// configuration gives no usable tenant: non-retryable for both kinds, with
+// the error type typ, and reported as a configuration error, never as an
+// indeterminate outcome — the body did not run, so nobody need decide.
+func (x *execution) misconfigured(ctx context.Context, typ string, cause error) error {
+	x.count(MetricMisconfigured)
+	x.observe(ctx, EventMisconfigured, cause)
+	// The message says it all; the cause stays with the event (errors.Is),
+	// it would cross to the workflow as a second copy of the same words.
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("idempotency: activity %q was not run: %v", x.decl.Name(), cause), typ, nil)
+}
+
+// storeFailed handles a store error before the body runs. The caller's own
+// cancellation is returned as it is; anything else means the store could not
+// say whether the key is free, and a store that is down does not read as
+// permission: the body is not entered. Since it was not, this attempt ran
+// nothing, whatever the kind: the retryable [activity.NotRun] error says so,
+// and whoever runs the call again (the retry policy, the workflow's router
+// waiting for the store, the workflow's code) finds what the claim decides
+// then. Before, an EFFECTFUL call failed here with the indeterminate error,
+// and a workflow routing decisions asked a person about an outcome the
+// library knew: nothing ran.
+func (x *execution) storeFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	x.storeError(ctx, err)
+	if errors.Is(err, store.ErrInvalid) {
+		return x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
+	}
+	return activity.NewNotRunError(activity.NotRun{
+		Activity:   x.decl.Name(),
+		Tenant:     x.tenant,
+		Key:        x.key,
+		Reason:     activity.ReasonStoreUnavailable,
+		WorkflowID: x.info.WorkflowExecution.ID,
+		RunID:      x.info.WorkflowExecution.RunID,
+		ActivityID: x.info.ActivityID,
+	}, fmt.Errorf("idempotency: activity %q was not run: the store did not answer: %w", x.decl.Name(), err))
+}
+
+func (x *execution) deduplicated(ctx context.Context, rec store.Record, waited time.Duration) (any, error) {
+	x.count(MetricDeduplicated)
+	e := x.event
+	e.Kind, e.Duration = EventDeduplicated, waited
+	x.emit(ctx, e)
+	if len(rec.Outcome) == 0 {
+		return nil, nil
+	}
+	var p commonpb.Payloads
+	if err := proto.Unmarshal(rec.Outcome, &p); err != nil {
+		return nil, x.unreadable(err)
+	}
+	return x.answer(&p)
+}
+
+func (x *execution) storeError(ctx context.Context, err error) {
+	x.count(MetricStoreErrors)
+	x.observe(ctx, EventStoreError, err)
+}
+
+func (x *execution) count(name string) { x.metrics.Counter(name).Inc(1) }
+
+func (x *execution) observe(ctx context.Context, kind EventKind, err error) {
+	e := x.event
+	e.Kind, e.Err = kind, err
+	x.emit(ctx, e)
+}
+
+func (x *execution) emit(ctx context.Context, e Event) {
+	if x.opts.Observer != nil {
+		x.opts.Observer.Observe(ctx, e)
+	}
+}
