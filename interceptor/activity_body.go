@@ -41,10 +41,12 @@ var errNoTenant = errors.New("no tenant could be resolved for the execution")
 
 // bodyRun is what a body run under its lease returned.
 type bodyRun struct {
-	result     any
-	err        error
-	panicked   any  // what the body panicked with, if it did
-	superseded bool // its claim was taken over while it ran
+	result   any
+	err      error
+	panicked any // what the body panicked with, if it did
+	// superseded is the store's answer to the renewal that found the claim
+	// taken over while the body ran; nil if it was not.
+	superseded error
 	lapsed     bool // its context ended with ErrLeaseLapsed
 }
 
@@ -57,12 +59,13 @@ type bodyRun struct {
 func (x *execution) runUnderLease(ctx, base context.Context, in *interceptor.ExecuteActivityInput) bodyRun {
 	bodyCtx, cancelBody := context.WithCancelCause(base)
 	defer cancelBody(nil)
-	var superseded, lapsed atomic.Bool
+	var (
+		superseded error // written by the renewer, read once it has stopped
+		lapsed     atomic.Bool
+	)
 	stop := x.renew(ctx, func(err error) {
-		superseded.Store(true)
+		superseded = err
 		cancelBody(ErrSuperseded)
-		x.count(MetricSuperseded)
-		x.observe(ctx, EventSuperseded, err)
 	}, func(err error) {
 		lapsed.Store(true)
 		cancelBody(ErrLeaseLapsed)
@@ -79,84 +82,109 @@ func (x *execution) runUnderLease(ctx, base context.Context, in *interceptor.Exe
 		run.result, run.err = x.next.ExecuteActivity(bodyCtx, in)
 	}()
 	stop()
-	run.superseded = superseded.Load()
-	run.lapsed = lapsed.Load() && !run.superseded
+	run.superseded = superseded
+	run.lapsed = lapsed.Load() && superseded == nil
 	return run
 }
 
 // runBody runs the activity's body under the claim, renewing the lease
-// while it runs, and records what it returned.
-func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivityInput) (result any, err error) {
+// while it runs, and settles the claim with what it returned.
+func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
 	x.mark(ctx, activity.StageBody, false)
 	run := x.runUnderLease(ctx, activity.WithKey(ctx, keyspace.Key(x.key)), in)
-	result, err, panicked := run.result, run.err, run.panicked
-
+	if run.superseded != nil {
+		return x.supersededBody(ctx, run)
+	}
+	v := x.judgeBody(run)
+	if v.unknown != nil {
+		// Nobody can state the outcome yet: the probe, if declared, is
+		// asked first, with a store budget of its own once it answered.
+		return x.unknownOutcome(ctx, v.reason, true, v.unknown)
+	}
 	// The body has returned: what follows must happen even if the
-	// activity's context has ended. An outcome left to the probe gets a
-	// store budget of its own once the probe has answered (unknownOutcome).
+	// activity's context has ended.
 	sctx, cancel := x.storeContext(ctx)
 	defer cancel()
+	x.settle(sctx, v.settlement)
+	if run.panicked != nil {
+		panic(run.panicked)
+	}
+	// A result goes back as the body returned it: the SDK encodes it with
+	// the worker's converter and codecs, as it would without this library,
+	// whatever converter the record was made with.
+	return v.result, v.err
+}
 
-	if run.superseded {
-		// The key is another caller's now: nothing this body returns may be
-		// recorded under it, and there is no claim left to free or mark.
-		if panicked != nil {
-			panic(panicked)
-		}
-		if err == nil {
-			return result, nil
-		}
-		if x.decl.IsDefinite(err) {
-			// Known, though it can no longer be recorded under the key.
-			return nil, err
-		}
-		if x.kind == activity.KindEffectful && !activity.IsNoEffect(err) {
-			return nil, x.indeterminate(sctx, activity.ReasonHolderLost, true, fmt.Errorf("%w: %w", ErrSuperseded, err))
-		}
-		return nil, x.supersededError(err)
-	}
-	if err != nil && panicked == nil && x.decl.IsDefinite(err) {
+// bodyVerdict is what a body's return calls for: a settlement of the
+// claim and the call's answer, or (unknown set) an outcome nobody can
+// state yet.
+type bodyVerdict struct {
+	settlement
+	result  any
+	err     error
+	unknown error           // the cause of an unknown outcome; nil if it is known
+	reason  activity.Reason // why it is unknown
+}
+
+// judgeBody turns what a body under a claim still held returned into its
+// verdict.
+func (x *execution) judgeBody(run bodyRun) bodyVerdict {
+	err := run.err
+	effect := x.kind == activity.KindEffectful && !activity.IsNoEffect(err)
+	switch {
+	case err != nil && run.panicked == nil && x.decl.IsDefinite(err):
 		// A definite outcome: recorded, and answered to every duplicate.
-		x.recordFailure(sctx, err)
-		return nil, err
-	}
-	if run.lapsed && err != nil && x.kind == activity.KindEffectful && !activity.IsNoEffect(err) {
+		return bodyVerdict{settlement: settlement{how: settleFailure, cause: err}, err: err}
+	case run.lapsed && err != nil && effect:
 		// The body was stopped because its lease may have run out: it is
 		// the lost holder a taker would find, still settling its key.
-		return x.unknownOutcome(ctx, activity.ReasonHolderLost, true, fmt.Errorf("%w: %w", ErrLeaseLapsed, err))
-	}
-	if panicked != nil {
-		perr := fmt.Errorf("activity panicked: %v", panicked)
+		return bodyVerdict{unknown: fmt.Errorf("%w: %w", ErrLeaseLapsed, err), reason: activity.ReasonHolderLost}
+	case run.panicked != nil:
+		perr := fmt.Errorf("activity panicked: %v", run.panicked)
 		if x.kind == activity.KindEffectful {
-			return x.unknownOutcome(ctx, activity.ReasonBodyFailed, true, perr)
+			return bodyVerdict{unknown: perr, reason: activity.ReasonBodyFailed}
 		}
-		x.release(sctx, perr)
-		panic(panicked)
-	}
-	if err != nil {
-		if x.kind == activity.KindEffectful && !activity.IsNoEffect(err) {
-			return x.unknownOutcome(ctx, activity.ReasonBodyFailed, true, err)
-		}
+		return bodyVerdict{settlement: settlement{how: settleRelease, cause: perr}}
+	case err != nil && effect:
+		return bodyVerdict{unknown: err, reason: activity.ReasonBodyFailed}
+	case err != nil:
 		err = activity.UnwrapNoEffect(err)
-		x.release(sctx, err)
-		return nil, err
+		return bodyVerdict{settlement: settlement{how: settleRelease, cause: err}, err: err}
 	}
-
-	payloads, encErr := x.encode(result)
-	if encErr != nil {
+	payloads, err := x.encode(run.result)
+	if err != nil {
 		// The body ran but its result cannot cross the wire; Temporal would
 		// fail the attempt the same way.
 		if x.kind == activity.KindEffectful {
-			return x.unknownOutcome(ctx, activity.ReasonBodyFailed, true, encErr)
+			return bodyVerdict{unknown: err, reason: activity.ReasonBodyFailed}
 		}
-		x.release(sctx, encErr)
-		return nil, encErr
+		return bodyVerdict{settlement: settlement{how: settleRelease, cause: err}, err: err}
 	}
-	x.record(sctx, payloads)
-	// The result goes back as the body returned it: the SDK encodes it
-	// with the worker's converter and codecs, as it would without this
-	// library, whatever converter the record was made with.
-	return result, nil
+	return bodyVerdict{settlement: settlement{how: settleRecord, payloads: payloads}, result: run.result}
+}
+
+// supersededBody ends a call whose claim was taken over while its body
+// ran: the key is another caller's now, so nothing the body returned may
+// be recorded under it, and there is no claim left to free or mark.
+func (x *execution) supersededBody(ctx context.Context, run bodyRun) (any, error) {
+	err := run.err
+	if run.panicked == nil && err != nil && !x.decl.IsDefinite(err) &&
+		x.kind == activity.KindEffectful && !activity.IsNoEffect(err) {
+		// Stopped half-way, an EFFECTFUL body may have had its effect.
+		x.superseded(ctx, run.superseded, false)
+		return nil, x.indeterminate(ctx, activity.ReasonHolderLost, true, fmt.Errorf("%w: %w", ErrSuperseded, err))
+	}
+	x.superseded(ctx, run.superseded, true)
+	switch {
+	case run.panicked != nil:
+		panic(run.panicked)
+	case err == nil:
+		return run.result, nil
+	case x.decl.IsDefinite(err):
+		// Known, though it can no longer be recorded under the key.
+		return nil, err
+	}
+	return nil, x.supersededError(err)
 }
 
 // renew keeps the claim's lease alive until the returned function is

@@ -51,7 +51,6 @@ func found(waited time.Duration, status store.Status) string {
 // made with other values of its checked arguments. Nothing is written: the
 // record stays as it is for the calls it does answer.
 func (x *execution) argumentsMismatch(ctx context.Context, rec store.Record, how string) error {
-	x.count(MetricArgumentsMismatch)
 	m := activity.ArgumentsMismatch{
 		Activity:         x.decl.Name(),
 		Tenant:           x.tenant,
@@ -65,7 +64,7 @@ func (x *execution) argumentsMismatch(ctx context.Context, rec store.Record, how
 		ActivityID:       x.info.ActivityID,
 	}
 	err := activity.NewArgumentsMismatchError(m)
-	x.observe(ctx, EventArgumentsMismatch, err)
+	x.endEvent(ctx, EventArgumentsMismatch, MetricArgumentsMismatch, err)
 	return err
 }
 

@@ -15,12 +15,32 @@ import (
 	"github.com/tesserix/idempotency/store"
 )
 
+// The end states of a call report here: each reports its event with
+// Event.Final set and counts its metric with it (endEvent). The top of
+// activity_call.go lists them.
+
+// endEvent reports the call's end state: an event of kind with Final set,
+// and the metric, if any, counted with it.
+func (x *execution) endEvent(ctx context.Context, kind EventKind, metric string, err error) {
+	e := x.event
+	e.Kind, e.Err = kind, err
+	x.end(ctx, e, metric)
+}
+
+// end reports e as the call's end state, with metric counted with it.
+func (x *execution) end(ctx context.Context, e Event, metric string) {
+	if metric != "" {
+		x.count(metric)
+	}
+	e.Final = true
+	x.emit(ctx, e)
+}
+
 // indeterminate reports and returns the non-retryable indeterminate error.
 func (x *execution) indeterminate(ctx context.Context, reason activity.Reason, entered bool, cause error) error {
-	x.count(MetricIndeterminate)
 	e := x.event
 	e.Kind, e.Reason, e.Err = EventIndeterminate, reason, cause
-	x.emit(ctx, e)
+	x.end(ctx, e, MetricIndeterminate)
 	return activity.NewIndeterminateError(activity.IndeterminateOutcome{
 		Activity:    x.decl.Name(),
 		Tenant:      x.tenant,
@@ -51,8 +71,9 @@ func (x *execution) notDeduplicable(ctx context.Context, reason activity.Reason,
 	if x.kind == activity.KindEffectful && !x.decl.IsTransactional() {
 		return x.indeterminate(ctx, reason, false, cause)
 	}
+	x.endEvent(ctx, EventNotRun, "", cause)
 	return temporal.NewApplicationErrorWithCause(
-		fmt.Sprintf("idempotency: activity %q was not run: %s: %v", x.decl.Name(), reason, cause), ErrorTypeKeyNotDerivable, cause)
+		fmt.Sprintf("idempotency: activity %q was not run: %s: %v", x.decl.Name(), reason, cause), decision.ErrorTypeKeyNotDerivable, cause)
 }
 
 // invalidTenant refuses an execution whose tenant no store accepts. The
@@ -92,24 +113,21 @@ func (x *execution) noTenant(ctx context.Context) error {
 // the error type typ, and reported as a configuration error, never as an
 // indeterminate outcome — the body did not run, so nobody need decide.
 func (x *execution) misconfigured(ctx context.Context, typ string, cause error) error {
-	x.count(MetricMisconfigured)
-	x.observe(ctx, EventMisconfigured, cause)
+	x.endEvent(ctx, EventMisconfigured, MetricMisconfigured, cause)
 	// The message says it all; the cause stays with the event (errors.Is),
 	// it would cross to the workflow as a second copy of the same words.
 	return temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("idempotency: activity %q was not run: %v", x.decl.Name(), cause), typ, nil)
 }
 
-// storeFailed handles a store error before the body runs. The caller's own
-// cancellation is returned as it is; anything else means the store could not
-// say whether the key is free, and a store that is down does not read as
-// permission: the body is not entered. Since it was not, this attempt ran
-// nothing, whatever the kind: the retryable [activity.NotRun] error says so,
-// and whoever runs the call again (the retry policy, the workflow's router
+// storeFailed ends a call the store could not say whether its key is free
+// for, before the body ran. The caller's own cancellation is returned as it
+// is. A store that is down does not read as permission: the body is not
+// entered, and since it was not, this attempt ran nothing, whatever the
+// kind. The retryable [activity.NotRun] error says so (EventNotRun), and
+// whoever runs the call again (the retry policy, the workflow's router
 // waiting for the store, the workflow's code) finds what the claim decides
-// then. Before, an EFFECTFUL call failed here with the indeterminate error,
-// and a workflow routing decisions asked a person about an outcome the
-// library knew: nothing ran.
+// then.
 func (x *execution) storeFailed(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -118,6 +136,7 @@ func (x *execution) storeFailed(ctx context.Context, err error) error {
 	if errors.Is(err, store.ErrInvalid) {
 		return x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
 	}
+	x.endEvent(ctx, EventNotRun, "", err)
 	return activity.NewNotRunError(activity.NotRun{
 		Activity:   x.decl.Name(),
 		Tenant:     x.tenant,
@@ -129,11 +148,11 @@ func (x *execution) storeFailed(ctx context.Context, err error) error {
 	}, fmt.Errorf("idempotency: activity %q was not run: the store did not answer: %w", x.decl.Name(), err))
 }
 
+// deduplicated ends a call its key's recorded outcome answers.
 func (x *execution) deduplicated(ctx context.Context, rec store.Record, waited time.Duration) (any, error) {
-	x.count(MetricDeduplicated)
 	e := x.event
 	e.Kind, e.Duration = EventDeduplicated, waited
-	x.emit(ctx, e)
+	x.end(ctx, e, MetricDeduplicated)
 	if len(rec.Outcome) == 0 {
 		return nil, nil
 	}
@@ -142,6 +161,19 @@ func (x *execution) deduplicated(ctx context.Context, rec store.Record, waited t
 		return nil, x.unreadable(err)
 	}
 	return x.answer(&p)
+}
+
+// superseded reports that the claim was taken over while the body, its
+// commit or its probe ran (err is the store's answer that said so); final
+// says whether it is the call's end state — an EFFECTFUL body stopped
+// half-way ends indeterminate instead.
+func (x *execution) superseded(ctx context.Context, err error, final bool) {
+	if final {
+		x.endEvent(ctx, EventSuperseded, MetricSuperseded, err)
+		return
+	}
+	x.count(MetricSuperseded)
+	x.observe(ctx, EventSuperseded, err)
 }
 
 func (x *execution) storeError(ctx context.Context, err error) {

@@ -108,6 +108,12 @@ const (
 	// nothing was read or written. Event.Tenant and Event.Key are the
 	// request's; WorkflowID and RunID the scheduling workflow's.
 	EventForeignRecord
+	// EventNotRun: the attempt ran nothing and holds no claim: the store
+	// could not say whether the key is free (Event.Err; the outage's
+	// EventStoreError events come before it), or no key could be derived
+	// for an IDEMPOTENT or transactional activity (an EFFECTFUL one reports
+	// EventIndeterminate). The call fails with a retryable error.
+	EventNotRun
 )
 
 // String returns the event's name.
@@ -153,6 +159,8 @@ func (k EventKind) String() string {
 		return "lease_lapsed"
 	case EventForeignRecord:
 		return "foreign_record"
+	case EventNotRun:
+		return "not_run"
 	default:
 		return "unknown"
 	}
@@ -179,8 +187,8 @@ type Event struct {
 	Reason activity.Reason
 	// Err is the error behind EventStoreError, EventOrphaned,
 	// EventReleased, EventIndeterminate, EventSuperseded,
-	// EventProbeUnsettled, EventProbeLate, EventMisconfigured and
-	// EventArgumentsMismatch, if any.
+	// EventProbeUnsettled, EventProbeLate, EventMisconfigured,
+	// EventArgumentsMismatch and EventNotRun, if any.
 	Err error
 	// Duration is how long the store took to answer the claim
 	// (EventClaimed), how long the execution waited in all before a
@@ -190,6 +198,15 @@ type Event struct {
 	Duration time.Duration
 	// Decision is set on EventDecided.
 	Decision *DecisionAudit
+	// Final is set on the event that reports the execution's end state:
+	// EventDeduplicated, EventCompleted, EventReleased, EventIndeterminate,
+	// EventSuperseded, EventArgumentsMismatch, EventMisconfigured,
+	// EventOrphaned or EventNotRun. Nothing of the execution is reported
+	// after it but the background settlement of an orphaned claim
+	// (EventCompleted or EventReleased, not Final). An execution cancelled
+	// by its caller, or one whose claim the store refuses to free as no
+	// longer its own (EventStoreError), reports no final event.
+	Final bool
 }
 
 // Observer receives the dispatcher's events. Observe is called on the

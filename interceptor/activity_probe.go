@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -49,12 +48,10 @@ func (x *execution) unknownOutcome(actx context.Context, reason activity.Reason,
 	}
 	pctx, cancelProbe := context.WithCancelCause(base)
 	defer cancelProbe(nil)
-	var superseded atomic.Bool
+	var superseded error // written by the renewer, read once it has stopped
 	stop := x.renew(actx, func(err error) {
-		superseded.Store(true)
+		superseded = err
 		cancelProbe(ErrSuperseded)
-		x.count(MetricSuperseded)
-		x.observe(actx, EventSuperseded, err)
 	}, nil)
 	ans, perr := x.askProbe(pctx, probe, reason, entered)
 	stop()
@@ -63,32 +60,41 @@ func (x *execution) unknownOutcome(actx context.Context, reason activity.Reason,
 	// store outage.
 	sctx, cancelStore := x.storeContext(actx)
 	defer cancelStore()
-	if superseded.Load() {
+	if superseded != nil {
 		// The key is another caller's now: nothing may be written under
 		// it, whatever the probe said.
+		x.superseded(sctx, superseded, false)
 		x.probed(sctx, EventProbeUnsettled, MetricProbeUnsettled, reason, ErrSuperseded)
 		return nil, x.indeterminate(sctx, activity.ReasonHolderLost, entered,
 			fmt.Errorf("%w while its probe ran: %w", ErrSuperseded, cause))
 	}
+	s, result, err := x.judgeProbe(sctx, ans, perr, reason, entered, cause)
+	x.settle(sctx, s)
+	if s.how == settleMark {
+		return nil, x.indeterminate(sctx, reason, entered, s.cause)
+	}
+	return result, err
+}
+
+// judgeProbe turns the probe's answer about an unknown outcome into the
+// claim's settlement and the call's answer, reporting what it settled.
+func (x *execution) judgeProbe(ctx context.Context, ans activity.ProbeAnswer, perr error, reason activity.Reason, entered bool, cause error) (settlement, any, error) {
 	if perr == nil && ans.Landing == activity.Landed {
 		perr = checkProbeResult(x.decl.Func(), ans.Result)
 	}
 	if perr == nil && ans.Landing == activity.Landed {
 		payloads, err := x.encode(ans.Result)
-		if err != nil {
-			perr = fmt.Errorf("idempotency: the probe's result: %w", err)
-		} else {
-			x.probed(sctx, EventProbeLanded, MetricProbeLanded, reason, nil)
-			x.record(sctx, payloads)
+		if err == nil {
+			x.probed(ctx, EventProbeLanded, MetricProbeLanded, reason, nil)
 			// Returned as the body would have returned it: the SDK encodes
 			// it with the worker's converter and codecs.
-			return ans.Result, nil
+			return settlement{how: settleRecord, payloads: payloads}, ans.Result, nil
 		}
+		perr = fmt.Errorf("idempotency: the probe's result: %w", err)
 	}
 	if perr == nil && ans.Landing == activity.NotLanded {
-		x.probed(sctx, EventProbeNotLanded, MetricProbeNotLanded, reason, nil)
-		x.release(sctx, cause)
-		return nil, notLanded(x.decl.Name(), reason, cause)
+		x.probed(ctx, EventProbeNotLanded, MetricProbeNotLanded, reason, nil)
+		return settlement{how: settleRelease, cause: cause}, nil, notLanded(x.decl.Name(), reason, cause)
 	}
 	if perr == nil && ans.Landing != activity.CannotTell {
 		perr = fmt.Errorf("idempotency: the probe answered an unknown landing %d", ans.Landing)
@@ -96,16 +102,16 @@ func (x *execution) unknownOutcome(actx context.Context, reason activity.Reason,
 	if errors.Is(perr, errProbeLate) {
 		// Slowness of the probe's own, told apart from a probe that could
 		// not tell or failed.
-		x.probed(sctx, EventProbeLate, MetricProbeLate, reason, perr)
+		x.probed(ctx, EventProbeLate, MetricProbeLate, reason, perr)
 	} else {
-		x.probed(sctx, EventProbeUnsettled, MetricProbeUnsettled, reason, perr)
+		x.probed(ctx, EventProbeUnsettled, MetricProbeUnsettled, reason, perr)
 	}
 	if perr != nil {
 		cause = fmt.Errorf("%w (probe: %w)", cause, perr)
 	} else {
 		cause = fmt.Errorf("%w (probe: cannot tell)", cause)
 	}
-	return nil, x.markIndeterminate(sctx, reason, entered, cause)
+	return settlement{how: settleMark, reason: reason, entered: entered, cause: cause}, nil, nil
 }
 
 // askProbe runs probe under the activity's context — its deadline (see

@@ -73,7 +73,9 @@ func testSupersededBodyCancelled(t *testing.T, k kindCase) {
 	if k.act == "Book" {
 		// An EFFECTFUL body stopped half-way may have had its effect.
 		requireIndeterminate(t, o.err, activity.ReasonHolderLost, true)
+		assert.False(t, e.Final, "the call ends indeterminate")
 	} else {
+		assert.True(t, e.Final, "the call's end")
 		appErr := requireApplicationError(t, o.err, decision.ErrorTypeSuperseded)
 		assert.False(t, appErr.NonRetryable(), "a retry waits for the new holder")
 	}

@@ -81,35 +81,12 @@ func CheckTransactional(st store.Store, d *activity.Declaration) error {
 // A worker that dies mid-body leaves a transaction its server rolls back
 // and a pending claim whose lease runs out; the next attempt takes it over
 // and runs the body again (see run).
-func (x *execution) runTransactional(ctx context.Context, in *interceptor.ExecuteActivityInput) (result any, err error) {
-	tr, ok := x.opts.Store.(store.Transactor)
-	if !ok {
-		// Declare refuses this; a declaration can only get here through a
-		// store that changed type, which Options does not allow.
-		sctx, cancel := x.storeContext(ctx)
-		defer cancel()
-		cause := CheckTransactional(x.opts.Store, x.decl)
-		x.release(sctx, cause)
-		return nil, x.misconfigured(ctx, decision.ErrorTypeStoreUnavailable, cause)
+func (x *execution) runTransactional(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	txn, err := x.beginTransaction(ctx)
+	if txn == nil {
+		return nil, err
 	}
-	txn, err := tr.BeginTransaction(ctx, store.TransactionParams{Tenant: x.tenant, Key: x.key, Token: x.token})
-	if err != nil {
-		// Nothing ran: free the key for the retry.
-		sctx, cancel := x.storeContext(ctx)
-		defer cancel()
-		x.storeError(ctx, fmt.Errorf("beginning the transaction: %w", err))
-		x.release(sctx, err)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, temporal.NewApplicationErrorWithCause(
-			fmt.Sprintf("idempotency: activity %q was not run: its transaction could not begin: %v", x.decl.Name(), err),
-			decision.ErrorTypeStoreUnavailable, err)
-	}
-
 	run := x.runUnderLease(ctx, txn.Context(activity.WithKey(ctx, keyspace.Key(x.key))), in)
-	result, err, panicked := run.result, run.err, run.panicked
-
 	sctx, cancel := x.storeContext(ctx)
 	defer cancel()
 	rollback := func() {
@@ -119,45 +96,33 @@ func (x *execution) runTransactional(ctx context.Context, in *interceptor.Execut
 			x.storeError(ctx, fmt.Errorf("rolling the transaction back: %w", rerr))
 		}
 	}
-
-	if run.superseded {
+	if run.superseded != nil {
 		// The key is another caller's: this transaction must not land.
 		rollback()
-		if panicked != nil {
-			panic(panicked)
+		x.superseded(sctx, run.superseded, true)
+		if run.panicked != nil {
+			panic(run.panicked)
 		}
-		return nil, x.supersededError(err)
+		return nil, x.supersededError(run.err)
 	}
-	if panicked != nil {
-		rollback()
-		x.release(sctx, fmt.Errorf("activity panicked: %v", panicked))
-		panic(panicked)
-	}
+	outcome, err := x.transactionalOutcome(run)
 	if err != nil {
+		// Nothing of the body lands: its transaction rolls back and the
+		// key is freed for the retry.
 		rollback()
-		err = activity.UnwrapNoEffect(err)
-		x.release(sctx, err)
+		x.settle(sctx, settlement{how: settleRelease, cause: err})
+		if run.panicked != nil {
+			panic(run.panicked)
+		}
 		return nil, err
 	}
-	var outcome []byte
-	payloads, err := x.encode(result)
-	if err == nil && payloads != nil {
-		outcome, err = proto.Marshal(payloads)
-	}
-	if err != nil {
-		rollback()
-		x.release(sctx, err)
-		return nil, err
-	}
-
 	err = txn.Commit(sctx, outcome)
 	switch {
 	case err == nil:
-		x.observe(ctx, EventCompleted, nil)
-		return result, nil
+		x.endEvent(ctx, EventCompleted, "", nil)
+		return run.result, nil
 	case errors.Is(err, store.ErrNotHolder):
-		x.count(MetricSuperseded)
-		x.observe(ctx, EventSuperseded, err)
+		x.superseded(ctx, err, true)
 		return nil, x.supersededError(nil)
 	case errors.Is(err, store.ErrTransactionEnded):
 		// The body committed or rolled back by itself: its writes may have
@@ -166,7 +131,55 @@ func (x *execution) runTransactional(ctx context.Context, in *interceptor.Execut
 		// contract, not a failure.
 		return nil, x.markIndeterminate(sctx, activity.ReasonBodyFailed, true, err)
 	}
-	return x.settleCommit(ctx, sctx, err, result, outcome)
+	return x.settleCommit(ctx, sctx, err, run.result, outcome)
+}
+
+// beginTransaction begins the transaction a transactional body runs in,
+// or, when it cannot, frees the key (nothing ran) and returns a nil
+// transaction with the error the call ends with.
+func (x *execution) beginTransaction(ctx context.Context) (store.Transaction, error) {
+	tr, ok := x.opts.Store.(store.Transactor)
+	if !ok {
+		// Declare refuses this; a declaration can only get here through a
+		// store that changed type, which Options does not allow.
+		sctx, cancel := x.storeContext(ctx)
+		defer cancel()
+		cause := CheckTransactional(x.opts.Store, x.decl)
+		x.releaseOnTheWay(sctx, cause)
+		return nil, x.misconfigured(ctx, decision.ErrorTypeStoreUnavailable, cause)
+	}
+	txn, err := tr.BeginTransaction(ctx, store.TransactionParams{Tenant: x.tenant, Key: x.key, Token: x.token})
+	if err == nil {
+		return txn, nil
+	}
+	// Nothing ran: free the key for the retry.
+	sctx, cancel := x.storeContext(ctx)
+	defer cancel()
+	x.storeError(ctx, fmt.Errorf("beginning the transaction: %w", err))
+	x.settle(sctx, settlement{how: settleRelease, cause: err})
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return nil, temporal.NewApplicationErrorWithCause(
+		fmt.Sprintf("idempotency: activity %q was not run: its transaction could not begin: %v", x.decl.Name(), err),
+		decision.ErrorTypeStoreUnavailable, err)
+}
+
+// transactionalOutcome is the outcome a transactional body's run commits,
+// or the error for which nothing of it may: the body failed or panicked,
+// or its result cannot be encoded.
+func (x *execution) transactionalOutcome(run bodyRun) ([]byte, error) {
+	switch {
+	case run.panicked != nil:
+		return nil, fmt.Errorf("activity panicked: %v", run.panicked)
+	case run.err != nil:
+		return nil, activity.UnwrapNoEffect(run.err)
+	}
+	payloads, err := x.encode(run.result)
+	if err != nil || payloads == nil {
+		return nil, err
+	}
+	return proto.Marshal(payloads)
 }
 
 // settleCommit decides, by the record, what became of a commit that
@@ -193,7 +206,7 @@ func (x *execution) settleCommit(ctx, sctx context.Context, cerr error, result a
 	rerr := x.opts.Store.Release(sctx, store.ReleaseParams{Tenant: x.tenant, Key: x.key, Token: x.token})
 	switch {
 	case rerr == nil:
-		x.observe(ctx, EventReleased, cerr)
+		x.endEvent(ctx, EventReleased, "", cerr)
 		return nil, temporal.NewApplicationErrorWithCause(
 			fmt.Sprintf("idempotency: activity %q ran, but its transaction did not commit; nothing of it landed and it will run again: %v",
 				x.decl.Name(), cerr), decision.ErrorTypeNotCommitted, cerr)
@@ -203,14 +216,13 @@ func (x *execution) settleCommit(ctx, sctx context.Context, cerr error, result a
 		case lerr == nil && rec.Token == x.token && rec.State == store.StateCompleted &&
 			rec.Resolution.Action == 0 && bytes.Equal(rec.Outcome, outcome):
 			// It committed; only its answer was lost.
-			x.observe(ctx, EventCompleted, nil)
+			x.endEvent(ctx, EventCompleted, "", nil)
 			return result, nil
 		case lerr != nil && !errors.Is(lerr, store.ErrNotFound):
 			x.storeError(ctx, fmt.Errorf("reading the record after the commit: %w", lerr))
 			return nil, x.commitUnsettled(cerr)
 		}
-		x.count(MetricSuperseded)
-		x.observe(ctx, EventSuperseded, rerr)
+		x.superseded(ctx, rerr, true)
 		return nil, x.supersededError(nil)
 	default:
 		x.storeError(ctx, fmt.Errorf("freeing the key after the commit failed: %w", rerr))

@@ -188,6 +188,25 @@ func (r *recorder) all() []interceptor.Event {
 	return append([]interceptor.Event(nil), r.events...)
 }
 
+// checkFinal checks that every event of a kind that only reports an end
+// state has Event.Final set. (Which event of an execution is its last is
+// checked by TestEveryCallReportsOneFinalEvent: the test environment
+// numbers every activity alike, so executions cannot be told apart here.)
+func (r *recorder) checkFinal(t testing.TB) {
+	t.Helper()
+	for i, e := range r.all() {
+		if endKinds[e.Kind] && !e.Final {
+			t.Errorf("event %d (%s) reports an end state without Final: %v", i, e.Kind, r.kinds())
+		}
+	}
+}
+
+// endKinds are the kinds that report only an end state.
+var endKinds = map[interceptor.EventKind]bool{
+	interceptor.EventDeduplicated: true, interceptor.EventIndeterminate: true,
+	interceptor.EventArgumentsMismatch: true, interceptor.EventMisconfigured: true, interceptor.EventNotRun: true,
+}
+
 func (r *recorder) kinds() []interceptor.EventKind {
 	var ks []interceptor.EventKind
 	for _, e := range r.all() {
@@ -395,6 +414,7 @@ func newHarnessOn(t testing.TB, clock store.Clock, configure ...func(*intercepto
 	for _, c := range configure {
 		c(&opts)
 	}
+	t.Cleanup(func() { h.rec.checkFinal(t) })
 	// The SDK logs every failed attempt; the tests assert on events instead.
 	h.suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	h.ic, err = interceptor.New(opts)

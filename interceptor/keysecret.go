@@ -108,8 +108,7 @@ func (x *execution) keySecret(ctx context.Context) (*keyspace.Secret, error) {
 	}
 	cause := fmt.Errorf("idempotency: the workflow's keys are derived under the secret of generation %d, which this worker does not hold: "+
 		"give it in interceptor.Options.KeySecrets (or KeySecret) of every worker of the task queue", gen)
-	x.count(MetricMisconfigured)
-	x.observe(ctx, EventMisconfigured, cause)
+	x.endEvent(ctx, EventMisconfigured, MetricMisconfigured, cause)
 	return nil, temporal.NewApplicationError(fmt.Sprintf("idempotency: activity %q was not run: %v", x.decl.Name(), cause),
 		decision.ErrorTypeUnknownKeySecret)
 }

@@ -150,7 +150,8 @@ func TestEventKindString(t *testing.T) {
 		{interceptor.EventWaited, "waited"},
 		{interceptor.EventLeaseLapsed, "lease_lapsed"},
 		{interceptor.EventForeignRecord, "foreign_record"},
-		{interceptor.EventForeignRecord + 1, "unknown"},
+		{interceptor.EventNotRun, "not_run"},
+		{interceptor.EventNotRun + 1, "unknown"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

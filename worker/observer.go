@@ -60,7 +60,9 @@ func ZapObserver(z *zap.Logger) interceptor.Observer {
 func eventLevel(k interceptor.EventKind) zapcore.Level {
 	switch k {
 	case interceptor.EventDeduplicated, interceptor.EventWaiting,
-		interceptor.EventProbeLanded, interceptor.EventProbeNotLanded:
+		interceptor.EventProbeLanded, interceptor.EventProbeNotLanded,
+		interceptor.EventNotRun: // the store errors before it already warned
+
 		return zapcore.InfoLevel
 	case interceptor.EventTakenOver, interceptor.EventStoreError, interceptor.EventSuperseded,
 		interceptor.EventProbeUnsettled, interceptor.EventProbeLate, interceptor.EventLeaseLapsed:

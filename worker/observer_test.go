@@ -55,6 +55,7 @@ func TestZapObserverLevels(t *testing.T) {
 		{interceptor.EventArgumentsMismatch, zapcore.ErrorLevel},
 		{interceptor.EventWaited, zapcore.DebugLevel},
 		{interceptor.EventLeaseLapsed, zapcore.WarnLevel},
+		{interceptor.EventNotRun, zapcore.InfoLevel},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind.String(), func(t *testing.T) {

@@ -65,6 +65,7 @@ var outcomes = map[interceptor.EventKind]bool{
 	interceptor.EventProbeLanded: true, interceptor.EventProbeNotLanded: true,
 	interceptor.EventProbeUnsettled: true, interceptor.EventProbeLate: true,
 	interceptor.EventSuperseded: true, interceptor.EventOrphaned: true, interceptor.EventMisconfigured: true,
+	interceptor.EventNotRun: true,
 }
 
 func (o *Observer) annotate(span trace.Span, e interceptor.Event) {
@@ -105,10 +106,7 @@ func (o *Observer) annotate(span trace.Span, e interceptor.Event) {
 		o.mu.Unlock()
 		span.SetAttributes(AttrWaitedMS.Int64(total.Milliseconds()))
 	}
-	if e.Kind == interceptor.EventDeduplicated || e.Kind == interceptor.EventCompleted ||
-		e.Kind == interceptor.EventIndeterminate || e.Kind == interceptor.EventArgumentsMismatch ||
-		e.Kind == interceptor.EventReleased || e.Kind == interceptor.EventMisconfigured ||
-		e.Kind == interceptor.EventSuperseded || e.Kind == interceptor.EventOrphaned {
+	if e.Final {
 		// The execution's last report: its waits are summed on the span.
 		o.mu.Lock()
 		delete(o.waited, span.SpanContext().SpanID())
