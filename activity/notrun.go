@@ -19,7 +19,10 @@ import (
 //
 // It is never an indeterminate outcome: nothing is asked of a person. And a
 // store that is down never reads as permission: the body never runs
-// without a claim.
+// without a claim. One case of this type did run its body: a Transactional
+// activity whose commit the store could not be asked about (NotRun's
+// BodyEntered says so). Running it again is still safe: the next
+// attempt's claim finds the record the commit did or did not complete.
 const ErrorTypeStoreUnavailable = "IdempotencyStoreUnavailable"
 
 // NotRun describes an execution that ran nothing because the store could

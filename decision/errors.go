@@ -41,9 +41,12 @@ const (
 	ErrorTypeKeyNotDerivable = "IdempotencyKeyNotDerivable"
 	// ErrorTypeStoreUnavailable: the store could not be reached before a
 	// declared activity's body ran, so the attempt ran nothing; for every
-	// kind. Retryable: running the call again is safe, its claim decides
-	// then. [activity.AsNotRun] reads its details; a workflow that waits
-	// for decisions runs the call again after a timer, nobody asked.
+	// kind. Or, the one case whose body ran (activity.NotRun.BodyEntered),
+	// a Transactional activity's commit the store could not be asked
+	// about. Retryable either way: running the call again is safe, its
+	// claim decides then. [activity.AsNotRun] reads its details; a
+	// workflow that waits for decisions runs the call again after a timer,
+	// nobody asked.
 	ErrorTypeStoreUnavailable = activity.ErrorTypeStoreUnavailable
 	// ErrorTypeOutcomeUnreadable: a recorded outcome could not be decoded
 	// (the data converter changed incompatibly). Non-retryable.

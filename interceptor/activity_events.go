@@ -37,16 +37,19 @@ const (
 	EventStoreError
 	// EventOrphaned: the body returned but the store could not take the
 	// write that settles its claim — its outcome, the indeterminate mark,
-	// or freeing the key. The dispatcher keeps trying in the background for
+	// or freeing the key (the release of a transactional body's claim
+	// included). The dispatcher keeps trying in the background for
 	// Options.OrphanRetry (EventCompleted or EventReleased follows if the
 	// write lands; the indeterminate mark is only counted); until then the
 	// claim stays pending, and a duplicate that finds its lease run out
 	// declares the holder lost.
 	EventOrphaned
-	// EventSuperseded: the execution's claim was taken over while its body
-	// ran (its lease ran out and another caller superseded it); the body's
-	// context is cancelled with [ErrSuperseded] and nothing it returns is
-	// recorded.
+	// EventSuperseded: the execution's claim was taken over while its body,
+	// its transaction's commit or its probe ran (its lease ran out and
+	// another caller superseded it); the body's context was cancelled with
+	// [ErrSuperseded] and nothing it returned is recorded. Reported once the
+	// body has returned; an EFFECTFUL body stopped half-way then reports
+	// EventIndeterminate as its end.
 	EventSuperseded
 	// EventDecided: a workflow accepted a person's decision on an
 	// indeterminate key (see Options.AwaitDecision); Event.Decision says who
@@ -204,8 +207,10 @@ type Event struct {
 	// EventOrphaned or EventNotRun. Nothing of the execution is reported
 	// after it but the background settlement of an orphaned claim
 	// (EventCompleted or EventReleased, not Final). An execution cancelled
-	// by its caller, or one whose claim the store refuses to free as no
-	// longer its own (EventStoreError), reports no final event.
+	// by its caller reports no final event; nor does one whose claim the
+	// store refuses to free as no longer its own, or whose transaction's
+	// commit the store could not be asked about (their last event is
+	// EventStoreError).
 	Final bool
 }
 

@@ -242,7 +242,7 @@ func (x *execution) commitUnsettled(cause error) error {
 	}
 	return temporal.NewApplicationErrorWithCause(
 		fmt.Sprintf("idempotency: activity %q ran, but the store could not say whether its transaction committed; "+
-			"running it again is safe, the retry finds out from the record: %v", x.decl.Name(), cause), ErrorTypeStoreUnavailable, cause, n)
+			"running it again is safe, the retry finds out from the record: %v", x.decl.Name(), cause), decision.ErrorTypeStoreUnavailable, cause, n)
 }
 
 // supersededError is the retryable error of a body whose claim was taken

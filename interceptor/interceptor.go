@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -81,8 +80,13 @@ const (
 type Options struct {
 	// Store keeps the records. Required.
 	Store store.Store
-	// Tenant resolves the tenant of an execution. Defaults to
-	// [TenantFromHeader], the tenant carried by [TenantPropagator].
+	// Tenant resolves the tenant of an execution. Left nil, the tenant is
+	// the one [TenantPropagator] carries, as it is ([TenantFromHeader]).
+	// A function given here is taken to map the header to a tenant of its
+	// own — [TenantFromHeader] itself included — so the dispatcher never
+	// assumes a record's tenant is the header's: a call run again after a
+	// person's decision keeps the tenant the function resolves, and a call
+	// that resolves none is told only that Tenant resolved none.
 	Tenant TenantFunc
 	// DefaultTenant is the tenant of a workflow that carries none: started
 	// from the temporal CLI, the Web UI, a schedule or another SDK, without
@@ -239,8 +243,8 @@ type Interceptor struct {
 	interceptor.WorkerInterceptorBase
 
 	opts Options
-	// tenantFromHeader is set when Options.Tenant is TenantFromHeader: the
-	// tenant of an execution is its workflow's, as the header carries it.
+	// tenantFromHeader is set when Options.Tenant was left nil: the tenant
+	// of an execution is its workflow's, as the header carries it.
 	tenantFromHeader bool
 
 	mu    sync.RWMutex
@@ -372,7 +376,8 @@ func New(opts Options) (*Interceptor, error) {
 			return nil, optionsError(d.field, fmt.Sprintf("%v is below the minimum of %v (zero means the default)", d.value, d.min))
 		}
 	}
-	if opts.Tenant == nil {
+	tenantFromHeader := opts.Tenant == nil
+	if tenantFromHeader {
 		opts.Tenant = TenantFromHeader
 	}
 	opts.Lease = cmp.Or(opts.Lease, DefaultLease)
@@ -388,7 +393,7 @@ func New(opts Options) (*Interceptor, error) {
 	}
 	bgCtx, bgCancel := context.WithCancel(context.Background())
 	return &Interceptor{opts: opts, decls: make(map[string]*activity.Declaration), secrets: secrets,
-		tenantFromHeader: reflect.ValueOf(opts.Tenant).Pointer() == reflect.ValueOf(TenantFromHeader).Pointer(),
+		tenantFromHeader: tenantFromHeader,
 		bgCtx:            bgCtx, bgCancel: bgCancel, bgLimit: MaxOrphanRetries}, nil
 }
 

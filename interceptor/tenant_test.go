@@ -175,3 +175,27 @@ func TestTenantPropagatorRefusesNonString(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "tenant header")
 }
+
+// TestTenantFuncGivenIsTheUsers: a TenantFunc given in Options — even
+// TenantFromHeader itself, or a wrapper of it — is the user's own, told
+// apart from the default by being given, never by comparing functions: the
+// two behave alike.
+func TestTenantFuncGivenIsTheUsers(t *testing.T) {
+	t.Parallel()
+	for name, fn := range map[string]interceptor.TenantFunc{
+		"TenantFromHeader": interceptor.TenantFromHeader,
+		"wrapped": func(ctx context.Context, info sdkactivity.Info) (string, bool) {
+			return interceptor.TenantFromHeader(ctx, info)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, func(o *interceptor.Options) { o.Tenant = fn })
+			env := h.activityEnv(t, "")
+			_, err := book(env, h.acts.Reserve, BookRequest{Flight: "BA117"})
+			requireApplicationError(t, err, decision.ErrorTypeNoTenant)
+			assert.Contains(t, err.Error(), "Options.Tenant resolved none")
+			assert.Zero(t, h.acts.ledger.total())
+		})
+	}
+}
