@@ -21,16 +21,20 @@ const ReasonTimedOut Reason = "timed_out"
 // writes.
 const TimeoutMarkerVersion = 1
 
+// Stage is how far an execution had got when it sent the last heartbeat
+// that reached Temporal, as a [TimeoutMarker] names it.
+type Stage string
+
 // The stages of an execution a [TimeoutMarker] names.
 const (
 	// StageClaiming: the execution was claiming the key (or waiting for the
 	// store to answer); its body had not run.
-	StageClaiming = "claiming"
+	StageClaiming Stage = "claiming"
 	// StageWaiting: the execution was waiting for another holder of the
 	// key; its body had not run.
-	StageWaiting = "waiting"
+	StageWaiting Stage = "waiting"
 	// StageBody: the execution's body was running.
-	StageBody = "body"
+	StageBody Stage = "body"
 )
 
 // TimeoutMarker is what the dispatcher appends, as the last detail, to
@@ -46,9 +50,9 @@ type TimeoutMarker struct {
 	Activity string `json:"activity"`
 	Tenant   string `json:"tenant,omitempty"`
 	Key      string `json:"key"`
-	// Stage is one of the Stage constants: how far the execution had got
-	// when it sent the last heartbeat that reached Temporal.
-	Stage string `json:"stage,omitempty"`
+	// Stage is how far the execution had got when it sent the last
+	// heartbeat that reached Temporal.
+	Stage Stage `json:"stage,omitempty"`
 	// Probe: the activity's declaration has a probe.
 	Probe bool `json:"probe,omitempty"`
 	// Check is the digest of the call's checked arguments (never their

@@ -76,7 +76,7 @@ func (o *activityOutbound) GetHeartbeatDetails(ctx context.Context, d ...any) er
 // the record (its commit and its record are one), so its timeout is
 // Temporal's own, never indeterminate, and a call made again answers from
 // the record.
-func (x *execution) mark(ctx context.Context, stage string, send bool) {
+func (x *execution) mark(ctx context.Context, stage activity.Stage, send bool) {
 	if x.out == nil || x.kind != activity.KindEffectful || x.decl.IsTransactional() || x.info.IsLocalActivity {
 		return
 	}

@@ -24,9 +24,9 @@ import (
 //   - A decision is accepted in the same step as it is checked, so the
 //     first decision accepted on a key wins and every later one — another
 //     signal, or an update, even one delivered in the same workflow task —
-//     is rejected with the reason ("already decided"). Before, a signal was
-//     checked on arrival and accepted later, and two decisions delivered
-//     together were both applied.
+//     is rejected with the reason ("already decided"). Under
+//     workflow.DefaultVersion a signal is checked on arrival and accepted
+//     later, and two decisions delivered together are both applied.
 //   - The signal must say who decided (Decision.By), as the update must.
 //   - The part of the check that depends on the worker's declarations
 //     (does the result decode into the activity's return type?) is
@@ -52,13 +52,13 @@ const DecisionChangeID = "idempotency.decision"
 // signal is then taken on it. Only a key still waited on by no call after
 // that turn is rejected ("no call is waiting").
 //
-// Before, the signal was checked before the call had seen its failure — a
-// person who signalled while no workflow worker polled (decision.Send
-// falls back to the signal when the server takes no Update) was told no
-// call was waiting, and the workflow then waited for the decision it had
-// been sent. It is asked only where the signal finds no wait, so histories
-// recorded before (no marker: workflow.DefaultVersion) replay as they ran,
-// the signal rejected.
+// Under workflow.DefaultVersion the signal is checked before the call has
+// seen its failure: a person who signals while no workflow worker polls
+// (decision.Send falls back to the signal when the server takes no Update)
+// is told no call is waiting, and the workflow then waits for the decision
+// it was sent. The version is asked only where the signal finds no wait,
+// so histories recorded without the marker replay as they ran, the signal
+// rejected.
 const DecisionOrderChangeID = "idempotency.decision-order"
 
 // The handlers' descriptions, which the Web UI and the temporal CLI show
