@@ -9,15 +9,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tesserix/idempotency/internal/backoff"
 	"github.com/tesserix/idempotency/store"
 )
 
-// Listener reconnect backoff.
-const (
-	listenRetryMin = 100 * time.Millisecond
-	listenRetryMax = 5 * time.Second
-	closeTimeout   = 5 * time.Second
-)
+// listenRetryMin is the first pause before the listener reconnects; the
+// pauses double up to backoff.MaxBackgroundPause.
+const listenRetryMin = 100 * time.Millisecond
 
 // listener is a store's one LISTEN connection, started on the first Wait,
 // and the waiters it fans notifications out to by payload (a digest of
@@ -119,23 +117,18 @@ func (l *listener) close() {
 // backoff when it breaks.
 func (l *listener) run(ctx context.Context) {
 	defer close(l.done)
-	backoff := listenRetryMin
+	pause := backoff.New(listenRetryMin, backoff.MaxBackgroundPause)
 	for {
 		listening := l.listen(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if listening {
-			backoff = listenRetryMin
+			pause.Reset()
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !pause.Sleep(ctx) {
 			return
-		case <-t.C:
 		}
-		backoff = min(2*backoff, listenRetryMax)
 	}
 }
 
@@ -154,7 +147,7 @@ func (l *listener) listen(ctx context.Context) (listening bool) {
 	}
 	conn := pc.Hijack()
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		cctx, cancel := context.WithTimeout(context.Background(), backoff.CleanupTimeout)
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()

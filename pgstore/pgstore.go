@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tesserix/idempotency/internal/backoff"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -20,10 +21,6 @@ import (
 // serialization failure, a deadlock, or (Claim only) a snapshot that could
 // not yet see a row a concurrent claim had just committed.
 const maxAttempts = 10
-
-// cleanupTimeout bounds the statement that undoes a claim whose caller's
-// context ended before the answer arrived.
-const cleanupTimeout = 5 * time.Second
 
 // Store is a [store.Store] kept in one PostgreSQL table. Every replica that
 // uses the same table sees the same records; claims are decided by the
@@ -424,7 +421,7 @@ func uncertain(ctx context.Context, err error) bool {
 // It is best effort: when it fails too, the claim stays as it landed until
 // its lease runs out, which frees nothing either.
 func (s *Store) undoClaim(ctx context.Context, tenant, key string, token int64, takeover bool) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backoff.CleanupTimeout)
 	defer cancel()
 	var n int64
 	if takeover {

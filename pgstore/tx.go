@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tesserix/idempotency/internal/backoff"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -201,7 +202,7 @@ func (t *transaction) Rollback(ctx context.Context) error {
 
 // rollback ends the transaction after a failed step, bounded on its own.
 func (t *transaction) rollback() error {
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), backoff.CleanupTimeout)
 	defer cancel()
 	return t.Rollback(ctx)
 }

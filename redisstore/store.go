@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tesserix/idempotency/internal/backoff"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -338,7 +339,7 @@ func isWrongType(err error) bool {
 // The store package's documentation says why a takeover's lease is ended
 // rather than the superseded record restored.
 func (s *Store) undoClaim(ctx context.Context, c redis.Scripter, keys []string, member, token, pub, channel string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backoff.CleanupTimeout)
 	defer cancel()
 	a := releaseArgs{
 		fence:  fence{announce: announce{pubcmd: pub, channel: channel}, now: s.now(ctx).arg(), token: token},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tesserix/idempotency/internal/backoff"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -34,7 +35,7 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 	defer s.unwatch(rk, wake)
 	defer s.subscribe(ctx, p.Tenant)()
 
-	backoff := minPoll
+	poll := backoff.New(minPoll, s.poll)
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -54,8 +55,7 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 			return res, nil
 		}
 
-		d := backoff
-		backoff = min(2*backoff, s.poll)
+		d := poll.Next()
 		if s.noPoll {
 			d = time.Hour
 		}
@@ -71,7 +71,7 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 		case <-ctx.Done():
 			return store.Result{}, translate(ctx, "wait", ctx.Err())
 		case <-wake:
-			backoff = minPoll
+			poll.Reset()
 			timer.Stop() // Since Go 1.23 a stopped timer never delivers a stale tick.
 		case <-timer.C:
 		}
@@ -311,7 +311,7 @@ func (s *Store) unsubscribe(sub *subscription, channel string, sharded bool) {
 // were lost.
 func (s *Store) receive(life context.Context, ps *redis.PubSub, done chan struct{}) {
 	defer close(done)
-	backoff := minPoll
+	pause := backoff.New(minPoll, time.Second)
 	for {
 		msg, err := ps.ReceiveTimeout(life, receiveTimeout)
 		if life.Err() != nil {
@@ -327,15 +327,12 @@ func (s *Store) receive(life context.Context, ps *redis.PubSub, done chan struct
 				}
 			}
 			s.broadcast()
-			select {
-			case <-life.Done():
+			if !pause.Sleep(life) {
 				return
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, time.Second)
 			continue
 		}
-		backoff = minPoll
+		pause.Reset()
 		switch m := msg.(type) {
 		case *redis.Message:
 			s.notify(m.Payload)
