@@ -198,83 +198,102 @@ func (x *execution) supersededBody(ctx context.Context, run bodyRun) (any, error
 // and goes on renewing: the claim may still be this execution's, to settle.
 func (x *execution) renew(ctx context.Context, lost, lapsed func(error)) (stop func()) {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		lastErr error // the last renewal's failure, for lapsed
-		stopped bool
-		fence   *time.Timer
-	)
-	fenceAt := func() time.Duration {
-		from := time.Unix(0, x.leaseFrom.Load())
-		return time.Until(from.Add(time.Duration(float64(x.opts.Lease) * fenceFraction)))
-	}
+	r := &renewer{x: x, lapsed: lapsed}
 	if lapsed != nil {
 		// A timer of its own: a renewal that hangs must not hold the fence
 		// back.
-		var fired bool
-		fence = time.AfterFunc(fenceAt(), func() {
-			mu.Lock()
-			defer mu.Unlock()
-			if stopped || fired {
-				return
-			}
-			fired = true
-			cause := lastErr
-			if cause == nil {
-				cause = errors.New("no renewal answered")
-			}
-			lapsed(fmt.Errorf("%w: %w", ErrLeaseLapsed, cause))
-		})
+		r.fence = time.AfterFunc(r.fenceAt(), r.fenced)
 	}
-	// A renewal gets a third of a lease: the next one is due by then.
-	perCall := min(x.opts.Lease/3, x.opts.StoreTimeout)
-	wg.Add(1)
+	r.wg.Add(1)
 	go func() {
-		defer wg.Done()
-		t := time.NewTicker(x.opts.Lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-rctx.Done():
-				return
-			case <-t.C:
-			}
-			sent := time.Now()
-			cctx, cancelCall := context.WithTimeout(rctx, perCall)
-			_, err := x.opts.Store.Renew(cctx, store.RenewParams{
-				Tenant: x.tenant, Key: x.key, Token: x.token, Lease: x.opts.Lease,
-			})
-			cancelCall()
-			switch {
-			case err == nil:
-				x.leaseFrom.Store(sent.UnixNano())
-				if fence != nil {
-					fence.Reset(fenceAt())
-				}
-			case rctx.Err() != nil:
-				return
-			case errors.Is(err, store.ErrNotHolder):
-				// Another caller took the key over: stop the body.
-				lost(fmt.Errorf("renewing the lease: %w", err))
-				return
-			default:
-				mu.Lock()
-				lastErr = err
-				mu.Unlock()
-				x.storeError(ctx, fmt.Errorf("renewing the lease: %w", err))
-			}
-		}
+		defer r.wg.Done()
+		r.loop(ctx, rctx, lost)
 	}()
 	return func() {
 		cancel()
-		mu.Lock()
-		stopped = true
-		mu.Unlock()
-		if fence != nil {
-			fence.Stop()
+		r.mu.Lock()
+		r.stopped = true
+		r.mu.Unlock()
+		if r.fence != nil {
+			r.fence.Stop()
 		}
-		wg.Wait()
+		r.wg.Wait()
+	}
+}
+
+// renewer is the state renew's goroutine and fence timer share.
+type renewer struct {
+	x      *execution
+	lapsed func(error)
+	fence  *time.Timer // nil without lapsed
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	lastErr error // the last renewal's failure, for lapsed
+	stopped bool
+	fired   bool
+}
+
+// fenceAt is how long from now the fence falls: fenceFraction of a lease
+// after the last acknowledged claim or renewal was sent.
+func (r *renewer) fenceAt() time.Duration {
+	from := time.Unix(0, r.x.leaseFrom.Load())
+	return time.Until(from.Add(time.Duration(float64(r.x.opts.Lease) * fenceFraction)))
+}
+
+// fenced calls lapsed, once, unless renew was stopped.
+func (r *renewer) fenced() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped || r.fired {
+		return
+	}
+	r.fired = true
+	cause := r.lastErr
+	if cause == nil {
+		cause = errors.New("no renewal answered")
+	}
+	r.lapsed(fmt.Errorf("%w: %w", ErrLeaseLapsed, cause))
+}
+
+// loop renews every third of a lease until rctx ends or the store says
+// the claim is no longer this execution's (then it calls lost). A renewal
+// gets a third of a lease: the next one is due by then.
+func (r *renewer) loop(ctx, rctx context.Context, lost func(error)) {
+	x := r.x
+	perCall := min(x.opts.Lease/3, x.opts.StoreTimeout)
+	t := time.NewTicker(x.opts.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-rctx.Done():
+			return
+		case <-t.C:
+		}
+		sent := time.Now()
+		cctx, cancelCall := context.WithTimeout(rctx, perCall)
+		_, err := x.opts.Store.Renew(cctx, store.RenewParams{
+			Tenant: x.tenant, Key: x.key, Token: x.token, Lease: x.opts.Lease,
+		})
+		cancelCall()
+		switch {
+		case err == nil:
+			x.leaseFrom.Store(sent.UnixNano())
+			if r.fence != nil {
+				r.fence.Reset(r.fenceAt())
+			}
+		case rctx.Err() != nil:
+			return
+		case errors.Is(err, store.ErrNotHolder):
+			// Another caller took the key over: stop the body.
+			lost(fmt.Errorf("renewing the lease: %w", err))
+			return
+		default:
+			r.mu.Lock()
+			r.lastErr = err
+			r.mu.Unlock()
+			x.storeError(ctx, fmt.Errorf("renewing the lease: %w", err))
+		}
 	}
 }
 
