@@ -60,7 +60,13 @@ func (s *Store) claimFast(ctx context.Context, keys []string, member, token, val
 		}
 		return "", nil
 	}
+	return s.claimFastReplicated(ctx, keys, member, token, now, extend, queue, pub, channel)
+}
 
+// claimFastReplicated is claimFast with ReplicaAcks: the MULTI on the
+// master that owns the record, then WAIT on the same connection.
+func (s *Store) claimFastReplicated(ctx context.Context, keys []string, member, token string, now stamp,
+	extend bool, queue func(redis.Pipeliner) (set, zadd *redis.Cmd), pub, channel string) (string, error) {
 	node, err := s.nodeFor(ctx, keys[0])
 	if err != nil {
 		return "", err

@@ -199,89 +199,121 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	if err := ctx.Err(); err != nil {
 		return store.Result{}, translate(ctx, "claim", err)
 	}
-	now := s.now(ctx)
-	lease := now.add(p.Lease)
+	c, err := s.newClaim(ctx, p)
+	if err != nil {
+		return store.Result{}, err
+	}
+	if p.Supersede == 0 {
+		// A takeover finds the key held: it goes straight to the script.
+		prev, err := s.claimFast(ctx, c.keys, p.Key, c.tok, c.value, c.now, c.ttl, c.ageTTL, c.pub, c.channel)
+		if res, done, err := s.judgeFast(ctx, c, prev, err); done {
+			return res, err
+		}
+	}
+	return s.claimByScript(ctx, c)
+}
+
+// claim is one Claim's values, computed once for either of its paths.
+type claim struct {
+	p               store.ClaimParams
+	now, lease, exp stamp
+	ttl, ageTTL     string // milliseconds
+	token           int64
+	tok             string // token, as Redis keeps it
+	keys            []string
+	origin          string // p.Origin as JSON; "" for none
+	value           string // the packed record claimFast writes
+	pub, channel    string // how a change is announced
+}
+
+func (s *Store) newClaim(ctx context.Context, p store.ClaimParams) (*claim, error) {
+	c := &claim{p: p, now: s.now(ctx), token: store.NewToken()}
+	c.lease = c.now.add(p.Lease)
 	window := store.RetentionOr(keptRetention(p.Retention), s.ttl)
-	exp, ttl := s.expiryWithin(now, lease, window)
-	token := store.NewToken()
-	tok := strconv.FormatInt(token, 10)
-	rec := s.recordKey(p.Tenant, p.Key)
-	keys := []string{rec, s.ageKey(p.Tenant)}
-	origin := ""
+	c.exp, c.ttl = s.expiryWithin(c.now, c.lease, window)
+	c.ageTTL = s.indexTTLWithin(c.ttl, window)
+	c.tok = strconv.FormatInt(c.token, 10)
+	c.keys = []string{s.recordKey(p.Tenant, p.Key), s.ageKey(p.Tenant)}
 	if p.Origin != (store.Origin{}) {
 		b, err := json.Marshal(p.Origin)
 		if err != nil {
-			return store.Result{}, fmt.Errorf("redisstore: claim: encoding the origin: %w", err)
+			return nil, fmt.Errorf("redisstore: claim: encoding the origin: %w", err)
 		}
-		origin = string(b)
+		c.origin = string(b)
 	}
-	acquired := store.Result{Status: store.StatusAcquired, Record: store.Record{
-		Tenant:     p.Tenant,
-		Key:        p.Key,
-		State:      store.StatePending,
-		Holder:     p.Holder,
-		Token:      token,
-		LeaseUntil: lease.time(),
-		ExpiresAt:  exp.time(),
-		CreatedAt:  now.time(),
-		UpdatedAt:  now.time(),
-		Origin:     p.Origin,
-		Check:      p.Check,
-		Retention:  keptRetention(p.Retention),
-	}}
-	ageTTL := s.indexTTLWithin(ttl, window)
-	value := pack(packed{
-		"state": "pending", "token": tok, "lease": lease.arg(), "exp": exp.arg(),
-		"updated": now.arg(), "created": now.arg(), "ret": retentionArg(p.Retention),
-		"holder": p.Holder, "check": p.Check, "origin": origin,
+	c.value = pack(packed{
+		"state": "pending", "token": c.tok, "lease": c.lease.arg(), "exp": c.exp.arg(),
+		"updated": c.now.arg(), "created": c.now.arg(), "ret": retentionArg(p.Retention),
+		"holder": p.Holder, "check": p.Check, "origin": c.origin,
 	})
-	pub, channel := s.publisher(ctx, p.Tenant)
-	prev, err := "", errTakeover
-	if p.Supersede == 0 {
-		prev, err = s.claimFast(ctx, keys, p.Key, tok, value, now, ttl, ageTTL, pub, channel)
-	}
+	c.pub, c.channel = s.publisher(ctx, p.Tenant)
+	return c, nil
+}
+
+// acquired is the answer of a claim that now holds the key.
+func (c *claim) acquired() store.Result {
+	return store.Result{Status: store.StatusAcquired, Record: store.Record{
+		Tenant:     c.p.Tenant,
+		Key:        c.p.Key,
+		State:      store.StatePending,
+		Holder:     c.p.Holder,
+		Token:      c.token,
+		LeaseUntil: c.lease.time(),
+		ExpiresAt:  c.exp.time(),
+		CreatedAt:  c.now.time(),
+		UpdatedAt:  c.now.time(),
+		Origin:     c.p.Origin,
+		Check:      c.p.Check,
+		Retention:  keptRetention(c.p.Retention),
+	}}
+}
+
+// judgeFast turns claimFast's answer into the claim's, or (done false)
+// leaves the claim to the script: a record expired but still in Redis, or
+// a record hash of the previous layout.
+func (s *Store) judgeFast(ctx context.Context, c *claim, prev string, err error) (store.Result, bool, error) {
 	switch {
-	case err == errTakeover:
-		// A takeover finds the key held: straight to the script.
 	case err == nil && prev == "":
-		return acquired, nil
+		return c.acquired(), true, nil
 	case err == nil:
-		r, perr := parsePacked("claim", p.Tenant, p.Key, prev)
+		r, perr := parsePacked("claim", c.p.Tenant, c.p.Key, prev)
 		if perr != nil {
-			return store.Result{}, perr
+			return store.Result{}, true, perr
 		}
-		if now.time().Before(r.ExpiresAt) {
-			if r.State == store.StatePending && r.Token == token {
-				return acquired, nil // this claim, sent again after a lost answer
-			}
-			if r.State != store.StatePending || p.Supersede == 0 || r.Token != p.Supersede {
-				return resultOf(r, now), nil
-			}
+		if !c.now.time().Before(r.ExpiresAt) {
+			return store.Result{}, false, nil // expired but still in Redis
 		}
-		// Expired but still in Redis, or a takeover: the script decides.
+		if r.State == store.StatePending && r.Token == c.token {
+			return c.acquired(), true, nil // this claim, sent again after a lost answer
+		}
+		return resultOf(r, c.now), true, nil
 	case isWrongType(err):
-		// A record hash of the previous layout: the script reads it.
-	default:
-		if timedOut(ctx, err) {
-			// The MULTI may have run: take back a claim nobody will use.
-			s.undoClaim(ctx, s.client, keys, p.Key, tok, pub, channel)
-		}
-		return store.Result{}, translate(ctx, "claim", err)
+		return store.Result{}, false, nil // the previous layout: the script reads it
 	}
-	v, err := s.runClaim(ctx, keys, claimArgs{
-		announce:   announce{pubcmd: pub, channel: channel},
-		now:        now.arg(),
-		holder:     p.Holder,
-		token:      tok,
-		leaseUntil: lease.arg(),
-		exp:        exp.arg(),
-		supersede:  strconv.FormatInt(p.Supersede, 10),
-		ttlMs:      ttl,
-		member:     p.Key,
-		ageTTLMs:   ageTTL,
-		origin:     origin,
-		check:      p.Check,
-		ret:        retentionArg(p.Retention),
+	if timedOut(ctx, err) {
+		// The MULTI may have run: take back a claim nobody will use.
+		s.undoClaim(ctx, s.client, c.keys, c.p.Key, c.tok, c.pub, c.channel)
+	}
+	return store.Result{}, true, translate(ctx, "claim", err)
+}
+
+// claimByScript claims through claimScript: a takeover, or a record the
+// fast path cannot answer from.
+func (s *Store) claimByScript(ctx context.Context, c *claim) (store.Result, error) {
+	v, err := s.runClaim(ctx, c.keys, claimArgs{
+		announce:   announce{pubcmd: c.pub, channel: c.channel},
+		now:        c.now.arg(),
+		holder:     c.p.Holder,
+		token:      c.tok,
+		leaseUntil: c.lease.arg(),
+		exp:        c.exp.arg(),
+		supersede:  strconv.FormatInt(c.p.Supersede, 10),
+		ttlMs:      c.ttl,
+		member:     c.p.Key,
+		ageTTLMs:   c.ageTTL,
+		origin:     c.origin,
+		check:      c.p.Check,
+		ret:        retentionArg(c.p.Retention),
 	})
 	if err != nil {
 		if timedOut(ctx, err) {
@@ -289,7 +321,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 			// The undo removes only what the claim created: a claim of a
 			// free key leaves none behind; a takeover is left standing
 			// with its lease ended, never freeing the key.
-			s.undoClaim(ctx, s.client, keys, p.Key, tok, pub, channel)
+			s.undoClaim(ctx, s.client, c.keys, c.p.Key, c.tok, c.pub, c.channel)
 		}
 		return store.Result{}, translate(ctx, "claim", err)
 	}
@@ -298,14 +330,14 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 		return store.Result{}, fmt.Errorf("redisstore: claim: unexpected reply %T", v)
 	}
 	if status, _ := reply[0].(string); status == claimAcquired {
-		return acquired, nil
+		return c.acquired(), nil
 	}
 	held, _ := reply[len(reply)-1].(string)
-	r, err := parsePacked("claim", p.Tenant, p.Key, held)
+	r, err := parsePacked("claim", c.p.Tenant, c.p.Key, held)
 	if err != nil {
 		return store.Result{}, err
 	}
-	return resultOf(r, now), nil
+	return resultOf(r, c.now), nil
 }
 
 // parsePacked builds the Record of tenant's key from the packed record v
