@@ -226,30 +226,12 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 		// PostgreSQL keeps microseconds; the fast claim builds the record
 		// it inserted from these values, so they are what a read returns.
 		now := s.now(ctx).Truncate(time.Microsecond)
-		var (
-			acquired bool
-			rec      store.Record
-			err      error
-		)
-		if fast {
-			rec, acquired, err = s.claimFast(ctx, p, token, now)
-			if err == nil && !acquired && stale(rec, now, p.Supersede) {
-				// A row to replace: the full statement judges and takes it.
-				fast = false
-				attempt--
-				continue
-			}
-		} else {
-			if s.onReplace != nil {
-				s.onReplace()
-			}
-			var notified int64
-			row := s.pool.QueryRow(ctx, s.sql.claim, claimArgs{
-				newClaim:  s.newClaim(p, token, now),
-				supersede: p.Supersede,
-				notice:    s.notice(p.Tenant, p.Key),
-			}.params().values()...)
-			err = scanRecord(row, &rec, &acquired, &notified)
+		rec, acquired, err := s.claimOnce(ctx, p, token, now, fast)
+		if fast && err == nil && !acquired && stale(rec, now, p.Supersede) {
+			// A row to replace: the full statement judges and takes it.
+			fast = false
+			attempt--
+			continue
 		}
 		switch {
 		case err == nil && acquired:
@@ -262,13 +244,10 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 			// new snapshot, sees it. Run it again at once: nothing is
 			// waited for that a pause would let finish.
 			if attempt == maxAttempts {
-				return store.Result{}, store.Unavailable("pgstore: claim",
-					fmt.Errorf("key %q in tenant %q kept changing under %d attempts", p.Key, p.Tenant, maxAttempts))
+				return store.Result{}, keptChanging(p)
 			}
 			continue
-		case retryable(err):
-			// A transient conflict: run it again after a pause.
-		default:
+		case !retryable(err):
 			if uncertain(ctx, err) {
 				// Only the statement that replaces a standing row can
 				// have taken a key over; the fast claim inserts into a
@@ -277,14 +256,44 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 			}
 			return store.Result{}, s.interpret(ctx, op, err)
 		}
+		// A transient conflict: run it again after a pause.
 		if attempt == maxAttempts {
-			return store.Result{}, store.Unavailable("pgstore: claim",
-				fmt.Errorf("key %q in tenant %q kept changing under %d attempts", p.Key, p.Tenant, maxAttempts))
+			return store.Result{}, keptChanging(p)
 		}
 		if err := pause(ctx, attempt); err != nil {
 			return store.Result{}, fmt.Errorf("pgstore: %s: %w", op, err)
 		}
 	}
+}
+
+// claimOnce makes one attempt at the claim: the fast claim, or the full
+// statement that judges and replaces a standing row.
+func (s *Store) claimOnce(ctx context.Context, p store.ClaimParams, token int64, now time.Time, fast bool) (store.Record, bool, error) {
+	if fast {
+		return s.claimFast(ctx, p, token, now)
+	}
+	if s.onReplace != nil {
+		s.onReplace()
+	}
+	var (
+		rec      store.Record
+		acquired bool
+		notified int64
+	)
+	row := s.pool.QueryRow(ctx, s.sql.claim, claimArgs{
+		newClaim:  s.newClaim(p, token, now),
+		supersede: p.Supersede,
+		notice:    s.notice(p.Tenant, p.Key),
+	}.params().values()...)
+	err := scanRecord(row, &rec, &acquired, &notified)
+	return rec, acquired, err
+}
+
+// keptChanging is the error of a claim whose key changed under every one
+// of its attempts.
+func keptChanging(p store.ClaimParams) error {
+	return store.Unavailable("pgstore: claim",
+		fmt.Errorf("key %q in tenant %q kept changing under %d attempts", p.Key, p.Tenant, maxAttempts))
 }
 
 // claimFast is the claim of the common cases, in one round trip: a batch
