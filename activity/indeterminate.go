@@ -15,13 +15,6 @@ import (
 // lists it with every other error type of the library.
 const ErrorTypeIndeterminateOutcome = "IndeterminateOutcomeError"
 
-// IndeterminateOutcomeErrorType is the former name of
-// [ErrorTypeIndeterminateOutcome].
-//
-// Deprecated: use [ErrorTypeIndeterminateOutcome]; this name goes in the
-// next release.
-const IndeterminateOutcomeErrorType = ErrorTypeIndeterminateOutcome
-
 // Reason says why an outcome is indeterminate.
 type Reason string
 
@@ -50,7 +43,7 @@ const (
 )
 
 // IndeterminateOutcome describes an effect whose outcome nobody can state. It
-// travels as the details of the [IndeterminateOutcomeErrorType] application
+// travels as the details of the [ErrorTypeIndeterminateOutcome] application
 // error, so the workflow and the person it routes the decision to see the
 // same fields.
 type IndeterminateOutcome struct {
@@ -125,18 +118,18 @@ func (o IndeterminateOutcome) summary() string {
 }
 
 // NewIndeterminateError returns the non-retryable application error of type
-// [IndeterminateOutcomeErrorType] carrying o as its details and cause as its
+// [ErrorTypeIndeterminateOutcome] carrying o as its details and cause as its
 // cause. The dispatcher returns it; it is exported for activities and tests
 // that need to raise the same signal.
 func NewIndeterminateError(o IndeterminateOutcome, cause error) error {
 	if cause == nil {
-		return temporal.NewNonRetryableApplicationError(o.Message(), IndeterminateOutcomeErrorType, nil, o)
+		return temporal.NewNonRetryableApplicationError(o.Message(), ErrorTypeIndeterminateOutcome, nil, o)
 	}
 	if o.Cause == "" {
 		o.Cause = cause.Error()
 	}
 	// The application error prints its cause after the message.
-	return temporal.NewNonRetryableApplicationError(o.summary(), IndeterminateOutcomeErrorType, cause, o)
+	return temporal.NewNonRetryableApplicationError(o.summary(), ErrorTypeIndeterminateOutcome, cause, o)
 }
 
 // AsIndeterminate reports whether err, or an error it wraps, is the
@@ -160,7 +153,7 @@ func AsIndeterminate(err error) (IndeterminateOutcome, bool) {
 		if !errors.As(err, &appErr) {
 			return timedOut(orig)
 		}
-		if appErr.Type() == IndeterminateOutcomeErrorType {
+		if appErr.Type() == ErrorTypeIndeterminateOutcome {
 			break
 		}
 		err = appErr.Unwrap()

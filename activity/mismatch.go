@@ -17,12 +17,6 @@ import (
 // major version.
 const ErrorTypeArgumentsMismatch = "IdempotencyArgumentsMismatch"
 
-// ArgumentsMismatchErrorType is the former name of
-// [ErrorTypeArgumentsMismatch].
-//
-// Deprecated: use [ErrorTypeArgumentsMismatch].
-const ArgumentsMismatchErrorType = ErrorTypeArgumentsMismatch
-
 // The ways a call meets a record: ArgumentsMismatch.Found.
 const (
 	// FoundCompleted: the key's record was completed when the call claimed

@@ -331,7 +331,7 @@ func TestStoreUnavailableAtClaim(t *testing.T) {
 		// person, but the retryable error that says so.
 		_, indeterminate := activity.AsIndeterminate(err)
 		assert.False(t, indeterminate, "the store being down before the body is no unknown outcome")
-		appErr := requireApplicationError(t, err, interceptor.ErrorTypeStoreUnavailable)
+		appErr := requireApplicationError(t, err, decision.ErrorTypeStoreUnavailable)
 		assert.False(t, appErr.NonRetryable(), "nothing ran: running it again is safe")
 		n, ok := activity.AsNotRun(err)
 		require.True(t, ok)

@@ -121,7 +121,7 @@
 // (a duplicate's answer keeps the store converter's payload encoding, under
 // the client's codecs), and changing it leaves earlier records readable only
 // if its codecs still decode them; a record that cannot be decoded fails the
-// call with ErrorTypeOutcomeUnreadable.
+// call with [decision.ErrorTypeOutcomeUnreadable].
 //
 // # Waiting for a person
 //

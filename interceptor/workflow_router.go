@@ -239,7 +239,7 @@ func (o *workflowOutbound) await(ctx workflow.Context, out activity.Indeterminat
 	}()
 	o.Next.GetLogger(ctx).Warn("idempotency: waiting for a person's decision",
 		"activity", out.Activity, "tenant", out.Tenant, "key", out.Key, "reason", string(out.Reason),
-		"query", PendingQuery, "update", DecisionUpdate)
+		"query", decision.QueryName, "update", decision.UpdateName)
 	settle := o.settles(ctx)
 
 	// The configuration in force when the wait began is recorded, so a

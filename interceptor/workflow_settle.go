@@ -37,7 +37,7 @@ import (
 //     call keeps failing (a downstream that always times out).
 //   - The wait for a person is a timer with a summary, so the Web UI's
 //     default History view and the history show it, and the decision is
-//     recorded by [ResolveActivityName] with a start-to-close of seconds
+//     recorded by [decision.ResolveActivityName] with a start-to-close of seconds
 //     (resolveTimeout), so a decision accepted as its worker dies is applied
 //     within seconds.
 //
@@ -340,14 +340,14 @@ func (o *workflowOutbound) startProbingOnSchedule(ctx workflow.Context, w *wait,
 // reason.
 func (o *workflowOutbound) takeProbeAnswer(ctx workflow.Context, w *wait, r decision.ProbeReply) {
 	out := w.pending.Outcome
-	d := Decision{Key: out.Key, Tenant: out.Tenant, By: decision.ProbeDecider}
+	d := decision.Decision{Key: out.Key, Tenant: out.Tenant, By: decision.ProbeDecider}
 	switch {
 	case r.Settled:
-		d.Action, d.Reason = ActionRetry, "the record is no longer the indeterminate one asked about: "+r.Detail
+		d.Action, d.Reason = decision.ActionRetry, "the record is no longer the indeterminate one asked about: "+r.Detail
 	case r.Landing == activity.Landed.String():
-		d.Action, d.Result, d.Reason = ActionComplete, r.Result, "the probe answered: landed"
+		d.Action, d.Result, d.Reason = decision.ActionComplete, r.Result, "the probe answered: landed"
 	case r.Landing == activity.NotLanded.String():
-		d.Action, d.Reason = ActionFree, "the probe answered: not landed"
+		d.Action, d.Reason = decision.ActionFree, "the probe answered: not landed"
 	default:
 		w.probe.Last = activity.CannotTell.String()
 		if r.Detail != "" {

@@ -66,9 +66,9 @@ func TestAgeIndexFollowsRecords(t *testing.T) {
 	assert.Zero(t, exists)
 }
 
-// TestBackfillListIndex lists records written before the store kept an age
-// index once BackfillListIndex (now Migrate) has run, and only then.
-func TestBackfillListIndex(t *testing.T) {
+// TestMigrateListsOldRecords lists records written before the store kept
+// an age index once Migrate has run, and only then.
+func TestMigrateListsOldRecords(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, client := newStoreClient(t, redisstore.Options{})
@@ -85,7 +85,8 @@ func TestBackfillListIndex(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"new"}, keys(page.Records), "the gap before the backfill")
 
-	n, err := s.BackfillListIndex(ctx)
+	res, err := s.Migrate(ctx, redisstore.MigrateParams{})
+	n := res.Migrated
 	require.NoError(t, err)
 	assert.Equal(t, 4, n)
 	page, err = s.List(ctx, store.ListParams{Tenant: "a", Order: store.OldestFirst})
@@ -98,7 +99,8 @@ func TestBackfillListIndex(t *testing.T) {
 	require.NoError(t, err)
 	assert.Positive(t, ttl, "the backfilled index expires")
 
-	n, err = s.BackfillListIndex(ctx)
+	res, err = s.Migrate(ctx, redisstore.MigrateParams{})
+	n = res.Migrated
 	require.NoError(t, err)
 	assert.Zero(t, n, "a second run adds nothing")
 }

@@ -216,13 +216,3 @@ func parseMigrateCursor(c string) (node, phase int, cursor uint64, err error) {
 	return 0, 0, 0, fmt.Errorf("malformed cursor %q", c)
 }
 
-// BackfillListIndex adds to the age index that [Store.List] reads the
-// records an earlier version wrote, and returns how many records it
-// converted.
-//
-// Deprecated: use [Store.Migrate], which it calls to the end; it converts
-// those records to the current layout and indexes them.
-func (s *Store) BackfillListIndex(ctx context.Context) (int, error) {
-	res, err := s.Migrate(ctx, MigrateParams{})
-	return res.Migrated, err
-}
