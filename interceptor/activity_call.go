@@ -126,6 +126,9 @@ type execution struct {
 	dc converter.DataConverter
 	// out appends the timeout marker to the execution's heartbeats.
 	out *activityOutbound
+	// nexus is set on the execution of a Nexus operation's handler
+	// (NexusOperation), which is no activity.
+	nexus *nexusCall
 
 	tenant string
 	key    string
@@ -187,7 +190,15 @@ func (x *execution) prepare(ctx context.Context, args []any) error {
 
 // resolveTenant returns the call's tenant, or the error that refuses it.
 func (x *execution) resolveTenant(ctx context.Context) (string, error) {
-	tenant, ok := x.opts.Tenant(ctx, x.info)
+	var (
+		tenant string
+		ok     bool
+	)
+	if x.nexus != nil {
+		tenant, ok = x.nexusTenant()
+	} else {
+		tenant, ok = x.opts.Tenant(ctx, x.info)
+	}
 	if !ok && standalone(x.info) && x.opts.DefaultTenant != "" {
 		// No workflow carries the default to a standalone activity: it
 		// applies here.
@@ -209,6 +220,11 @@ func (x *execution) resolveTenant(ctx context.Context) (string, error) {
 func (x *execution) scopeRun(ctx context.Context) (run string, resetRun bool, err error) {
 	run = x.info.WorkflowExecution.RunID
 	switch {
+	case x.nexus != nil:
+		if x.nexus.perRequest && x.nexus.opts.RequestID == "" {
+			return "", false, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, errNexusNoRequestID)
+		}
+		run = x.nexusRun()
 	case standalone(x.info):
 		// Scoped by its activity ID, whatever the Scope: see StandaloneRun.
 		run = StandaloneRun(x.info.Namespace, x.info.ActivityID)
@@ -438,6 +454,14 @@ func (x *execution) execute(ctx context.Context, in *interceptor.ExecuteActivity
 	return x.runBody(ctx, in)
 }
 
+// heartbeat tells Temporal the activity is alive; a Nexus handler, which
+// is no activity, has nobody to tell.
+func (x *execution) heartbeat(ctx context.Context) {
+	if x.nexus == nil && sdkactivity.IsActivity(ctx) {
+		sdkactivity.RecordHeartbeat(ctx)
+	}
+}
+
 // deadlineMargin is the time left before the activity's deadline at which
 // the dispatcher stops retrying the store, so it can still report.
 const deadlineMargin = time.Second
@@ -486,7 +510,7 @@ func (r *retrier) again(ctx context.Context, err error) bool {
 		return false
 	}
 	r.x.storeError(ctx, err)
-	sdkactivity.RecordHeartbeat(ctx)
+	r.x.heartbeat(ctx)
 	return r.pause.Sleep(ctx)
 }
 
@@ -552,7 +576,7 @@ func (x *execution) wait(ctx context.Context, token int64) (store.Result, time.D
 		case ctx.Err() != nil:
 			return store.Result{}, time.Since(start), ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded):
-			sdkactivity.RecordHeartbeat(ctx)
+			x.heartbeat(ctx)
 		default:
 			return store.Result{}, time.Since(start), err
 		}

@@ -86,6 +86,11 @@ func (x *execution) invalidTenant(ctx context.Context, cause error) error {
 // noTenant refuses an execution no tenant could be resolved for, saying how
 // to give its workflow one and, when its memo was there but held none, why.
 func (x *execution) noTenant(ctx context.Context) error {
+	if x.nexus != nil {
+		return x.misconfigured(ctx, decision.ErrorTypeNoTenant, fmt.Errorf("%w: the Nexus request carries no tenant; give it one: "+
+			"call the operation from a workflow that has one, on a worker with the plugin (it sets the %s header), "+
+			"or set Options.DefaultTenant on the handler's worker", errNoTenant, TenantHeader))
+	}
 	if !x.root.tenantFromHeader {
 		return x.misconfigured(ctx, decision.ErrorTypeNoTenant, fmt.Errorf("%w: Options.Tenant resolved none", errNoTenant))
 	}
