@@ -40,7 +40,9 @@ func TestNexusOperationDeclarations(t *testing.T) {
 
 	_, err = interceptor.NexusOperation(h.ic, "book-seat",
 		activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"},
-			Probe: func(context.Context, activity.ProbeRequest) (activity.ProbeAnswer, error) { return activity.ProbeAnswer{}, nil }},
+			Probe: func(context.Context, activity.ProbeRequest) (activity.ProbeAnswer, error) {
+				return activity.ProbeAnswer{}, nil
+			}},
 		bookSeat)
 	assert.ErrorIs(t, err, interceptor.ErrNexusDeclaration)
 
