@@ -211,50 +211,50 @@ func NexusBooking(ctx workflow.Context, endpoint, service string, req NexusSeatR
 func TestNexusOperationLostAnswerBooksOnce(t *testing.T) {
 	t.Parallel()
 	srv := newNexusServer(t)
-	st, err := store.NewMemory(store.MemoryOptions{})
-	require.NoError(t, err)
-	e := newEnvOn(t, srv, st, interceptor.Options{Lease: 2 * time.Second})
-	endpoint := createEndpoint(t, srv, e.client, e.queue)
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		e := newEnvOn(t, srv, st, interceptor.Options{Lease: 2 * time.Second})
+		endpoint := createEndpoint(t, srv, e.client, e.queue)
 
-	declared := &nexusAirline{bookings: map[string]int{}}
-	plain := &nexusAirline{bookings: map[string]int{}}
-	op, err := interceptor.NexusOperation(e.worker.Interceptor(), "book-seat",
-		activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight", "seat"}}, declared.book)
-	require.NoError(t, err)
-	svc := nexus.NewService("seats")
-	require.NoError(t, svc.Register(op))
-	e.worker.RegisterNexusService(svc)
-	plainSvc := nexus.NewService("seats-undeclared")
-	require.NoError(t, plainSvc.Register(nexus.NewSyncOperation("book-seat", plain.book)))
-	e.worker.RegisterNexusService(plainSvc)
-	e.worker.RegisterWorkflow(NexusBooking)
-	e.start()
+		declared := &nexusAirline{bookings: map[string]int{}}
+		plain := &nexusAirline{bookings: map[string]int{}}
+		op, err := interceptor.NexusOperation(e.worker.Interceptor(), "book-seat",
+			activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight", "seat"}}, declared.book)
+		require.NoError(t, err)
+		svc := nexus.NewService("seats")
+		require.NoError(t, svc.Register(op))
+		e.worker.RegisterNexusService(svc)
+		plainSvc := nexus.NewService("seats-undeclared")
+		require.NoError(t, plainSvc.Register(nexus.NewSyncOperation("book-seat", plain.book)))
+		e.worker.RegisterNexusService(plainSvc)
+		e.worker.RegisterWorkflow(NexusBooking)
+		e.start()
 
-	var got, gotPlain string
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		assert.NoError(t, e.execute("acme", NexusBooking, &got, endpoint, "seats", NexusSeatRequest{Flight: "BA117", Seat: "12A"}))
-	}()
-	go func() {
-		defer wg.Done()
-		assert.NoError(t, e.execute("acme", NexusBooking, &gotPlain, endpoint, "seats-undeclared", NexusSeatRequest{Flight: "BA117", Seat: "12A"}))
-	}()
-	wg.Wait()
+		var got, gotPlain string
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			assert.NoError(t, e.execute("acme", NexusBooking, &got, endpoint, "seats", NexusSeatRequest{Flight: "BA117", Seat: "12A"}))
+		}()
+		go func() {
+			defer wg.Done()
+			assert.NoError(t, e.execute("acme", NexusBooking, &gotPlain, endpoint, "seats-undeclared", NexusSeatRequest{Flight: "BA117", Seat: "12A"}))
+		}()
+		wg.Wait()
 
-	assert.Equal(t, 1, declared.booked("BA117"), "declared: one booking, though the operation started twice")
-	assert.GreaterOrEqual(t, int(declared.calls.Load()), 1)
-	assert.Equal(t, "seat 12A on BA117, booking 1", got, "the caller gets the first booking's answer, from its record")
-	assert.Equal(t, 2, plain.booked("BA117"), "undeclared: the lost answer books again")
-	assert.Equal(t, "seat 12A on BA117, booking 2", gotPlain)
-	assert.Positive(t, e.events.count(interceptor.EventWaiting)+e.events.count(interceptor.EventDeduplicated),
-		"the second start met the first's record")
-	for _, ev := range e.events.all() {
-		if ev.Kind == interceptor.EventClaimed {
-			assert.Equal(t, "acme", ev.Tenant, "the tenant travels from the calling workflow in the Nexus header")
+		assert.Equal(t, 1, declared.booked("BA117"), "declared: one booking, though the operation started twice")
+		assert.GreaterOrEqual(t, int(declared.calls.Load()), 1)
+		assert.Equal(t, "seat 12A on BA117, booking 1", got, "the caller gets the first booking's answer, from its record")
+		assert.Equal(t, 2, plain.booked("BA117"), "undeclared: the lost answer books again")
+		assert.Equal(t, "seat 12A on BA117, booking 2", gotPlain)
+		assert.Positive(t, e.events.count(interceptor.EventWaiting)+e.events.count(interceptor.EventDeduplicated),
+			"the second start met the first's record")
+		for _, ev := range e.events.all() {
+			if ev.Kind == interceptor.EventClaimed {
+				assert.Equal(t, "acme", ev.Tenant, "the tenant travels from the calling workflow in the Nexus header")
+			}
 		}
-	}
+	})
 }
 
 // An EFFECTFUL handler that fails leaves an outcome nobody can state: the
@@ -264,33 +264,33 @@ func TestNexusOperationLostAnswerBooksOnce(t *testing.T) {
 func TestNexusOperationUnknownOutcomeReachesTheCaller(t *testing.T) {
 	t.Parallel()
 	srv := newNexusServer(t)
-	st, err := store.NewMemory(store.MemoryOptions{})
-	require.NoError(t, err)
-	e := newEnvOn(t, srv, st, interceptor.Options{})
-	endpoint := createEndpoint(t, srv, e.client, e.queue)
-	a := &nexusAirline{bookings: map[string]int{}, fail: true}
-	op, err := interceptor.NexusOperation(e.worker.Interceptor(), "book-seat",
-		activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight", "seat"}}, a.book)
-	require.NoError(t, err)
-	svc := nexus.NewService("seats")
-	require.NoError(t, svc.Register(op))
-	e.worker.RegisterNexusService(svc)
-	e.worker.RegisterWorkflow(NexusBooking)
-	e.start()
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		e := newEnvOn(t, srv, st, interceptor.Options{})
+		endpoint := createEndpoint(t, srv, e.client, e.queue)
+		a := &nexusAirline{bookings: map[string]int{}, fail: true}
+		op, err := interceptor.NexusOperation(e.worker.Interceptor(), "book-seat",
+			activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight", "seat"}}, a.book)
+		require.NoError(t, err)
+		svc := nexus.NewService("seats")
+		require.NoError(t, svc.Register(op))
+		e.worker.RegisterNexusService(svc)
+		e.worker.RegisterWorkflow(NexusBooking)
+		e.start()
 
-	ctx, cancel := context.WithTimeout(interceptor.WithTenant(context.Background(), "acme"), time.Minute)
-	defer cancel()
-	run, err := e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: testenv.UniqueName("wf"), TaskQueue: e.queue},
-		NexusBooking, endpoint, "seats", NexusSeatRequest{Flight: "BA118", Seat: "1C"})
-	require.NoError(t, err)
-	var got string
-	require.NoError(t, run.Get(ctx, &got))
-	if _, ok := os.LookupEnv(recordEnv); ok {
-		writeHistoryTo(ctx, t, e.client, run, nexusHistoriesDir, "nexus-indeterminate")
-	}
-	require.Regexp(t, `^indeterminate v1:[0-9a-f]{64}$`, got, "the caller reads the indeterminate outcome and its key")
-	assert.EqualValues(t, 1, a.calls.Load(), "the handler ran once: the outcome is not retried into a second effect")
-	rec, err := st.Lookup(context.Background(), store.LookupParams{Tenant: "acme", Key: got[len("indeterminate "):]})
-	require.NoError(t, err)
-	assert.Equal(t, store.StateIndeterminate, rec.State)
+		ctx, cancel := context.WithTimeout(interceptor.WithTenant(context.Background(), "acme"), time.Minute)
+		defer cancel()
+		run, err := e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: testenv.UniqueName("wf"), TaskQueue: e.queue},
+			NexusBooking, endpoint, "seats", NexusSeatRequest{Flight: "BA118", Seat: "1C"})
+		require.NoError(t, err)
+		var got string
+		require.NoError(t, run.Get(ctx, &got))
+		if _, ok := os.LookupEnv(recordEnv); ok {
+			writeHistoryTo(ctx, t, e.client, run, nexusHistoriesDir, "nexus-indeterminate")
+		}
+		require.Regexp(t, `^indeterminate v1:[0-9a-f]{64}$`, got, "the caller reads the indeterminate outcome and its key")
+		assert.EqualValues(t, 1, a.calls.Load(), "the handler ran once: the outcome is not retried into a second effect")
+		rec, err := st.Lookup(context.Background(), store.LookupParams{Tenant: "acme", Key: got[len("indeterminate "):]})
+		require.NoError(t, err)
+		assert.Equal(t, store.StateIndeterminate, rec.State)
+	})
 }
