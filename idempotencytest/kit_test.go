@@ -249,7 +249,7 @@ func TestDecisionOnGoneKeyKeepsTheCheck(t *testing.T) {
 		require.Len(t, p, 1)
 		require.NotEmpty(t, p[0].Outcome.Check, "the outcome carries the digest to the decision")
 		require.NoError(t, env.Store().Resolve(context.Background(), store.ResolveParams{Tenant: env.Tenant(),
-			Key: p[0].Outcome.Key, Decision: store.DecisionFree}))
+			Key: p[0].Outcome.Key, Decision: store.ActionFree}))
 	}, 30*time.Second)
 	env.DecideAfter(time.Minute, "BookFare", decision.Decision{Action: decision.ActionComplete, Result: []byte(`"CONF-BA117-120"`)})
 

@@ -101,7 +101,7 @@ func TestWorkerExportsTheBacklogGauge(t *testing.T) {
 		"one Charge record whose holder is gone")
 
 	for i, tenant := range []string{"acme", "globex"} {
-		require.NoError(t, mem.Resolve(ctx, store.ResolveParams{Tenant: tenant, Key: "k", Decision: store.DecisionFree, Token: tokens[i]}))
+		require.NoError(t, mem.Resolve(ctx, store.ResolveParams{Tenant: tenant, Key: "k", Decision: store.ActionFree, Token: tokens[i]}))
 	}
 	require.Eventually(t, want(interceptor.MetricBacklogIndeterminate+"/Book", 0), 10*time.Second, 20*time.Millisecond,
 		"a drained backlog reads zero")

@@ -280,7 +280,7 @@ func TestDecisionRetryAndFail(t *testing.T) {
 			defer cancel()
 			outcome, err := interceptor.EncodeOutcome(nil, "seat 2 on BA117, settled by the operator")
 			require.NoError(t, err)
-			require.NoError(t, st.Resolve(ctx, store.ResolveParams{Tenant: o.Tenant, Key: o.Key, Decision: store.DecisionComplete, Outcome: outcome}))
+			require.NoError(t, st.Resolve(ctx, store.ResolveParams{Tenant: o.Tenant, Key: o.Key, Decision: store.ActionComplete, Outcome: outcome}))
 			res, err := decide(ctx, e.client, run, decision.Decision{Key: o.Key, Action: "Retry", By: "ops@acme"})
 			require.NoError(t, err)
 			assert.Equal(t, decision.AppliedRetried, res.Applied)

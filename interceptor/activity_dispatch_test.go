@@ -435,7 +435,7 @@ func TestResolvedOutcomeReachesDuplicate(t *testing.T) {
 	outcome, err := interceptor.EncodeOutcome(nil, want)
 	require.NoError(t, err)
 	require.NoError(t, h.mem.Resolve(context.Background(), store.ResolveParams{
-		Tenant: o.Tenant, Key: o.Key, Decision: store.DecisionComplete, Outcome: outcome,
+		Tenant: o.Tenant, Key: o.Key, Decision: store.ActionComplete, Outcome: outcome,
 	}))
 	var decoded Booking
 	require.NoError(t, interceptor.DecodeOutcome(nil, outcome, &decoded))

@@ -85,9 +85,9 @@ func resolveActivity(st store.Store, dc converter.DataConverter, tenantOf Tenant
 			}
 			// A record that expired or was swept meanwhile gets the
 			// person's outcome: a freed key would run the effect again.
-			p.Decision, p.Outcome, p.RecordIfGone = store.DecisionComplete, outcome, true
+			p.Decision, p.Outcome, p.RecordIfGone = store.ActionComplete, outcome, true
 		case decision.ActionFree:
-			p.Decision = store.DecisionFree
+			p.Decision = store.ActionFree
 		default:
 			return temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("idempotency: action %q records nothing", req.Action), decision.ErrorTypeBadDecision, nil)

@@ -61,7 +61,7 @@ func TestResolveKeepsTheTrail(t *testing.T) {
 	rec, err := h.mem.Lookup(ctx, store.LookupParams{Tenant: "acme", Key: "k"})
 	require.NoError(t, err)
 	assert.Equal(t, store.StateCompleted, rec.State)
-	assert.Equal(t, store.DecisionComplete, rec.Resolution.Action)
+	assert.Equal(t, store.ActionComplete, rec.Resolution.Action)
 	assert.Equal(t, "ops@acme", rec.Resolution.By)
 	assert.Equal(t, "airline confirmed", rec.Resolution.Reason)
 	assert.Equal(t, "PNR 5XK2", rec.Resolution.Reference)

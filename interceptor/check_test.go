@@ -296,7 +296,7 @@ func TestCheckDecisionOnGoneKey(t *testing.T) {
 	_, err := h.call(env, "BookFare", FareRequest{Flight: "BA117", Fare: 120})
 	o := requireIndeterminate(t, err, activity.ReasonBodyFailed, true)
 	require.NotEmpty(t, o.Check)
-	require.NoError(t, h.mem.Resolve(context.Background(), store.ResolveParams{Tenant: "acme", Key: o.Key, Decision: store.DecisionFree}))
+	require.NoError(t, h.mem.Resolve(context.Background(), store.ResolveParams{Tenant: "acme", Key: o.Key, Decision: store.ActionFree}))
 
 	resolve := interceptor.ResolveActivity(h.mem, nil)
 	require.NoError(t, resolve(context.Background(), decision.ResolveRequest{Tenant: o.Tenant, Key: o.Key,

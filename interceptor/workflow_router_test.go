@@ -110,7 +110,7 @@ func TestAwaitDecisionRetryAfterOutsideResolve(t *testing.T) {
 		outcome, err := interceptor.EncodeOutcome(nil, Booking{Flight: "BA117", Call: 7})
 		require.NoError(t, err)
 		require.NoError(t, h.mem.Resolve(context.Background(), store.ResolveParams{
-			Tenant: p[0].Outcome.Tenant, Key: p[0].Outcome.Key, Decision: store.DecisionComplete, Outcome: outcome,
+			Tenant: p[0].Outcome.Tenant, Key: p[0].Outcome.Key, Decision: store.ActionComplete, Outcome: outcome,
 		}))
 		return decision.Decision{Key: p[0].Outcome.Key, Action: decision.ActionRetry, By: "ops@acme"}
 	})

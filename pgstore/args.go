@@ -193,7 +193,7 @@ func (a markArgs) params() paramList {
 
 // resolution is the trail a person's decision leaves on a record.
 type resolution struct {
-	action                int16 // store.Decision
+	action                int16 // store.Action
 	by, reason, reference string
 }
 

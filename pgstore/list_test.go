@@ -235,14 +235,14 @@ func TestEnsureSchemaMigratesEarlierTable(t *testing.T) {
 	require.Len(t, page.Records, 2)
 	require.Equal(t, "done", page.Records[0].Key)
 
-	err = s.Resolve(ctx, store.ResolveParams{Tenant: "t", Key: "waiting", Decision: store.DecisionComplete, Outcome: []byte("ok"), Token: 41})
+	err = s.Resolve(ctx, store.ResolveParams{Tenant: "t", Key: "waiting", Decision: store.ActionComplete, Outcome: []byte("ok"), Token: 41})
 	require.ErrorIs(t, err, store.ErrNotHolder)
-	require.NoError(t, s.Resolve(ctx, store.ResolveParams{Tenant: "t", Key: "waiting", Decision: store.DecisionComplete, Outcome: []byte("ok"),
+	require.NoError(t, s.Resolve(ctx, store.ResolveParams{Tenant: "t", Key: "waiting", Decision: store.ActionComplete, Outcome: []byte("ok"),
 		Token: 42, By: "alice", Reason: "confirmed", Reference: "T-1"}))
 	rec, err = s.Lookup(ctx, store.LookupParams{Tenant: "t", Key: "waiting"})
 	require.NoError(t, err)
 	require.Equal(t, "alice", rec.Resolution.By)
-	require.Equal(t, store.DecisionComplete, rec.Resolution.Action)
+	require.Equal(t, store.ActionComplete, rec.Resolution.Action)
 }
 
 // BenchmarkWaitingIndexCost measures what the listings' partial index costs

@@ -609,7 +609,7 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 	err := s.retry(ctx, func(ctx context.Context) error {
 		now := s.now(ctx)
 		when = now
-		if p.Decision == store.DecisionComplete {
+		if p.Decision == store.ActionComplete {
 			a := resolveCompleteArgs{
 				tenant: p.Tenant, key: p.Key, now: now, expiresAt: now.Add(s.opts.TTL), outcome: outcome,
 				notice: announce, token: p.Token, resolution: trail, stale: p.Stale,
@@ -781,7 +781,7 @@ func scanRecord(row pgx.Row, rec *store.Record, extra ...any) error {
 		return err
 	}
 	rec.State = store.State(state)
-	rec.Resolution.Action = store.Decision(action)
+	rec.Resolution.Action = store.Action(action)
 	if resolvedAt != nil {
 		rec.Resolution.At = *resolvedAt
 	}

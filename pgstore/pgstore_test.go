@@ -323,7 +323,7 @@ func operations(s store.Store, tenant, key string, token int64) map[string]func(
 			return err
 		},
 		"Resolve": func(ctx context.Context) error {
-			return s.Resolve(ctx, store.ResolveParams{Tenant: tenant, Key: key, Decision: store.DecisionFree})
+			return s.Resolve(ctx, store.ResolveParams{Tenant: tenant, Key: key, Decision: store.ActionFree})
 		},
 		"Forget": func(ctx context.Context) error {
 			_, err := s.Forget(ctx, store.ForgetParams{Tenant: tenant})

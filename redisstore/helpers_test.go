@@ -55,7 +55,7 @@ func allOps(token int64) []op {
 			return err
 		}},
 		{"Resolve", func(ctx context.Context, s store.Store, tenant, key string) error {
-			return s.Resolve(ctx, store.ResolveParams{Tenant: tenant, Key: key, Decision: store.DecisionFree})
+			return s.Resolve(ctx, store.ResolveParams{Tenant: tenant, Key: key, Decision: store.ActionFree})
 		}},
 		{"Forget", func(ctx context.Context, s store.Store, tenant, key string) error {
 			_, err := s.Forget(ctx, store.ForgetParams{Tenant: tenant})

@@ -38,7 +38,7 @@ func TestAgeIndexFollowsRecords(t *testing.T) {
 
 	require.NoError(t, s.Release(ctx, store.ReleaseParams{Tenant: "t", Key: "released", Token: released.Token}))
 	require.NoError(t, s.MarkIndeterminate(ctx, store.MarkIndeterminateParams{Tenant: "t", Key: "freed", Token: freed.Token}))
-	require.NoError(t, s.Resolve(ctx, store.ResolveParams{Tenant: "t", Key: "freed", Decision: store.DecisionFree}))
+	require.NoError(t, s.Resolve(ctx, store.ResolveParams{Tenant: "t", Key: "freed", Decision: store.ActionFree}))
 	assert.Equal(t, []string{"kept"}, members())
 
 	// A completion restarts the retention window: the index's physical

@@ -90,7 +90,7 @@ func TestLegacyRecordsAreRead(t *testing.T) {
 	assert.Equal(t, store.StatusCompleted, res.Status)
 	assert.Equal(t, []byte("late"), res.Record.Outcome)
 
-	require.NoError(t, s.Resolve(ctx, store.ResolveParams{Tenant: "t", Key: "lost", Decision: store.DecisionComplete,
+	require.NoError(t, s.Resolve(ctx, store.ResolveParams{Tenant: "t", Key: "lost", Decision: store.ActionComplete,
 		Outcome: []byte("decided"), Token: lost, By: "ops", Reason: "checked"}))
 	assert.Equal(t, "string", keyType(t, client, redisstore.RecordKey(s, "t", "lost")), "the resolution converted it")
 	rec, err := s.Lookup(ctx, store.LookupParams{Tenant: "t", Key: "lost"})

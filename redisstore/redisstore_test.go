@@ -226,7 +226,7 @@ func TestScriptsPublishOnlyWhenWaited(t *testing.T) {
 	require.NoError(t, s.Release(ctx, store.ReleaseParams{Tenant: "tenant", Key: "released", Token: rec.Token}))
 	rec = claimOK(t, s, "tenant", "resolved")
 	require.NoError(t, s.MarkIndeterminate(ctx, store.MarkIndeterminateParams{Tenant: "tenant", Key: "resolved", Token: rec.Token, Reason: "lost"}))
-	require.NoError(t, s.Resolve(ctx, store.ResolveParams{Tenant: "tenant", Key: "resolved", Decision: store.DecisionFree}))
+	require.NoError(t, s.Resolve(ctx, store.ResolveParams{Tenant: "tenant", Key: "resolved", Decision: store.ActionFree}))
 	rec = claimOK(t, s, "tenant", "superseded")
 	res, err := s.Claim(ctx, store.ClaimParams{Tenant: "tenant", Key: "superseded", Holder: "h", Lease: time.Minute, Supersede: rec.Token})
 	require.NoError(t, err)

@@ -484,11 +484,11 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 	// record's own), the params' for a record made for RecordIfGone.
 	exp, ttl := s.expiry(now, now)
 	goneExp, goneTTL := s.expiryWithin(now, now, store.RetentionOr(keptRetention(p.Retention), s.ttl))
-	if p.Decision == store.DecisionFree || !p.RecordIfGone {
+	if p.Decision == store.ActionFree || !p.RecordIfGone {
 		goneExp, goneTTL = exp, ttl
 	}
 	decision := "complete"
-	if p.Decision == store.DecisionFree {
+	if p.Decision == store.ActionFree {
 		decision = "free"
 	}
 	recordIfGone, stale := "0", "0"

@@ -123,7 +123,7 @@ func ExampleMemory_Resolve() {
 	fmt.Printf("retry: %s (%s)\n", again.Status, again.Record.Reason)
 
 	// A person checked with the airline: the seat was booked.
-	_ = s.Resolve(ctx, store.ResolveParams{Tenant: "acme", Key: "book/BA117", Decision: store.DecisionComplete, Outcome: []byte("seat 12A")})
+	_ = s.Resolve(ctx, store.ResolveParams{Tenant: "acme", Key: "book/BA117", Decision: store.ActionComplete, Outcome: []byte("seat 12A")})
 	again, _ = s.Claim(ctx, claim)
 	fmt.Printf("after resolving: %s %q\n", again.Status, again.Record.Outcome)
 	// Output:
@@ -168,7 +168,7 @@ func ExampleMemory_List() {
 		for _, rec := range page.Records {
 			fmt.Println(rec.Key, rec.State, rec.Origin.WorkflowID, rec.Reason)
 			err := s.Resolve(ctx, store.ResolveParams{Tenant: "acme", Key: rec.Key, Token: rec.Token,
-				Decision: store.DecisionFree, By: "alice", Reason: "no booking at the airline"})
+				Decision: store.ActionFree, By: "alice", Reason: "no booking at the airline"})
 			if err != nil {
 				panic(err)
 			}

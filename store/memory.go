@@ -302,14 +302,14 @@ func (m *Memory) Resolve(ctx context.Context, params ResolveParams) error {
 			params.Key, params.Tenant, params.Token, rec.Token, ErrNotHolder)
 	}
 	switch params.Decision {
-	case DecisionComplete:
+	case ActionComplete:
 		rec.State = StateCompleted
 		rec.Resolution = params.Resolution(now)
 		rec.Outcome = slices.Clone(params.Outcome)
 		rec.UpdatedAt = now
 		rec.ExpiresAt = now.Add(RetentionOr(rec.Retention, m.ttl))
 		m.notify(params.Tenant, params.Key)
-	case DecisionFree:
+	case ActionFree:
 		m.remove(params.Tenant, params.Key)
 	}
 	return nil

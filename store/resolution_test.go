@@ -18,7 +18,7 @@ func TestResolutionJSON(t *testing.T) {
 	assert.JSONEq(t, `{}`, string(b), "no decision reads as nothing")
 
 	at := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
-	r := store.Resolution{Action: store.DecisionFree, By: "alice", Reason: "never charged", Reference: "T-1", At: at}
+	r := store.Resolution{Action: store.ActionFree, By: "alice", Reason: "never charged", Reference: "T-1", At: at}
 	b, err = json.Marshal(r)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"action":"free","by":"alice","reason":"never charged","reference":"T-1","at":"2026-12-03T08:00:00Z"}`, string(b))

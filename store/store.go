@@ -281,7 +281,7 @@ const MaxResolutionTextLength = 1024
 // It holds identifiers and prose, never the activity's arguments.
 type Resolution struct {
 	// Action is the decision applied; zero when there was none.
-	Action Decision `json:"action,omitempty"`
+	Action Action `json:"action,omitempty"`
 	// By names the person or system that decided.
 	By string `json:"by,omitempty"`
 	// Reason says why, for the next person who reads the record.
@@ -460,24 +460,42 @@ type WaitParams struct {
 	Token int64
 }
 
-// Decision is a person's answer to an indeterminate record.
-type Decision uint8
+// Action is what a person's decision on an indeterminate record does to
+// it: the store's half of [decision.Action], which also retries and fails
+// calls without touching the record.
+//
+// [decision.Action]: https://pkg.go.dev/github.com/tesserix/idempotency/decision#Action
+type Action uint8
 
-// The decisions [Store.Resolve] applies.
+// The actions [Store.Resolve] applies.
 const (
-	// DecisionComplete records ResolveParams.Outcome: the effect happened.
-	DecisionComplete Decision = iota + 1
-	// DecisionFree frees the key: the effect did not happen and may be tried
+	// ActionComplete records ResolveParams.Outcome: the effect happened.
+	ActionComplete Action = iota + 1
+	// ActionFree frees the key: the effect did not happen and may be tried
 	// again.
-	DecisionFree
+	ActionFree
 )
 
-// String returns the decision's lower-case name.
-func (d Decision) String() string {
+// Decision is the former name of [Action].
+//
+// Deprecated: use [Action]; this name goes in the next release.
+type Decision = Action
+
+// The former names of [ActionComplete] and [ActionFree].
+//
+// Deprecated: use [ActionComplete] and [ActionFree]; these names go in the
+// next release.
+const (
+	DecisionComplete = ActionComplete
+	DecisionFree     = ActionFree
+)
+
+// String returns the action's lower-case name.
+func (d Action) String() string {
 	switch d {
-	case DecisionComplete:
+	case ActionComplete:
 		return "complete"
-	case DecisionFree:
+	case ActionFree:
 		return "free"
 	default:
 		return "unknown"
@@ -486,22 +504,22 @@ func (d Decision) String() string {
 
 // MarshalText returns the decision's name, so a [Resolution] reads as
 // "complete" or "free" in JSON.
-func (d Decision) MarshalText() ([]byte, error) {
+func (d Action) MarshalText() ([]byte, error) {
 	if d == 0 {
 		return []byte{}, nil
 	}
 	return []byte(d.String()), nil
 }
 
-// UnmarshalText is the inverse of [Decision.MarshalText].
-func (d *Decision) UnmarshalText(b []byte) error {
+// UnmarshalText is the inverse of [Action.MarshalText].
+func (d *Action) UnmarshalText(b []byte) error {
 	switch string(b) {
 	case "":
 		*d = 0
 	case "complete":
-		*d = DecisionComplete
+		*d = ActionComplete
 	case "free":
-		*d = DecisionFree
+		*d = ActionFree
 	default:
 		return &InvalidError{Field: "Decision", Reason: "unknown decision " + quote(string(b))}
 	}
@@ -512,7 +530,7 @@ func (d *Decision) UnmarshalText(b []byte) error {
 type ResolveParams struct {
 	Tenant   string
 	Key      string
-	Decision Decision
+	Decision Action
 	// Outcome is recorded with DecisionComplete.
 	Outcome []byte
 	// Token, when non-zero, fences the decision: it applies only while the

@@ -110,14 +110,14 @@ func (p ResolveParams) Validate() error {
 		return err
 	}
 	switch p.Decision {
-	case DecisionComplete, DecisionFree:
+	case ActionComplete, ActionFree:
 	default:
 		return &InvalidError{Field: "Decision", Reason: "unknown decision " + strconv.Itoa(int(p.Decision))}
 	}
 	if p.Token < 0 {
 		return &InvalidError{Field: "Token", Reason: "must not be negative"}
 	}
-	if p.RecordIfGone && p.Decision != DecisionComplete {
+	if p.RecordIfGone && p.Decision != ActionComplete {
 		return &InvalidError{Field: "RecordIfGone", Reason: "only records an outcome, with DecisionComplete"}
 	}
 	if p.Stale && p.Token == 0 {

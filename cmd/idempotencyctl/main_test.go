@@ -684,7 +684,7 @@ var storeCases = []struct {
 		assert.Equal(t, testOrigin, res.Record.Origin, "and its origin")
 		assert.Equal(t, "ops@acme", res.Record.Resolution.By, "the decision keeps its trail")
 		assert.Equal(t, "the airline has the booking", res.Record.Resolution.Reason)
-		assert.Equal(t, store.DecisionComplete, res.Record.Resolution.Action)
+		assert.Equal(t, store.ActionComplete, res.Record.Resolution.Action)
 		var got string
 		require.NoError(t, interceptor.DecodeOutcome(nil, res.Record.Outcome, &got))
 		assert.Equal(t, "12A", got)
@@ -884,7 +884,7 @@ var storeCases = []struct {
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 		rec, err := f.st.Lookup(context.Background(), store.LookupParams{Tenant: tenant, Key: testKey})
 		require.NoError(t, err)
-		assert.Equal(t, store.Resolution{Action: store.DecisionComplete, By: "ops@acme", Reason: "airline confirmed", Reference: "TICKET-7", At: rec.Resolution.At}, rec.Resolution)
+		assert.Equal(t, store.Resolution{Action: store.ActionComplete, By: "ops@acme", Reason: "airline confirmed", Reference: "TICKET-7", At: rec.Resolution.At}, rec.Resolution)
 		assert.False(t, rec.Resolution.At.IsZero())
 
 		r = f.run(t, "show", "-tenant", tenant, "-key", testKey)

@@ -56,7 +56,7 @@ func resolveFlags(fs *flag.FlagSet, env func(string) string) func() (action, err
 			return nil, fmt.Errorf("-reference is %d bytes; at most %d", len(*reference), store.MaxResolutionTextLength)
 		}
 		req := resolveRequest{
-			p: store.ResolveParams{Tenant: *tenant, Key: *key, Decision: store.DecisionFree,
+			p: store.ResolveParams{Tenant: *tenant, Key: *key, Decision: store.ActionFree,
 				By: strings.TrimSpace(*by), Reason: *reason, Reference: *reference},
 			by: strings.TrimSpace(*by), reason: *reason, dryRun: *dryRun, force: *force,
 		}
@@ -70,7 +70,7 @@ func resolveFlags(fs *flag.FlagSet, env func(string) string) func() (action, err
 			if err != nil {
 				return nil, outcomeError(*outcome, err)
 			}
-			req.p.Decision, req.p.Outcome, req.shown = store.DecisionComplete, enc, js
+			req.p.Decision, req.p.Outcome, req.shown = store.ActionComplete, enc, js
 		}
 		return func(ctx context.Context, b *backend, out io.Writer) error {
 			return resolve(ctx, b, out, req)
@@ -80,7 +80,7 @@ func resolveFlags(fs *flag.FlagSet, env func(string) string) func() (action, err
 
 // will, did and then describe the decision before and after it is applied.
 func (r resolveRequest) describe() (will, did, then string) {
-	if r.p.Decision == store.DecisionComplete {
+	if r.p.Decision == store.ActionComplete {
 		return "record the outcome " + string(r.shown), "recorded the outcome " + string(r.shown), "duplicates of the key will receive it"
 	}
 	return "free the key", "freed the key", "the next attempt may run the effect"

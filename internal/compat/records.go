@@ -227,7 +227,7 @@ func WriteRecords(t testing.TB, st store.Store, clock *storetest.Clock) Records 
 	mark("resolved", tok, "holder_lost: holder stopped answering without recording an outcome")
 	k := keys["resolved"]
 	require.NoError(t, st.Resolve(ctx, store.ResolveParams{Tenant: k.tenant, Key: k.key, Token: tok,
-		Decision: store.DecisionComplete, Outcome: OutcomeDecided,
+		Decision: store.ActionComplete, Outcome: OutcomeDecided,
 		By: "ops@acme", Reason: "the bank confirmed the charge", Reference: "TICKET-7"}))
 	step()
 
@@ -242,7 +242,7 @@ func WriteRecords(t testing.TB, st store.Store, clock *storetest.Clock) Records 
 
 	gone := struct{ tenant, key string }{TenantUnicode, key(t, TenantUnicode, "Book", "LH400")}
 	require.NoError(t, st.Resolve(ctx, store.ResolveParams{Tenant: gone.tenant, Key: gone.key,
-		Decision: store.DecisionComplete, Outcome: OutcomeDecided, RecordIfGone: true,
+		Decision: store.ActionComplete, Outcome: OutcomeDecided, RecordIfGone: true,
 		By: "ops@zürich", Reason: "the airline confirmed after the record expired", Reference: "PNR 5XK2"}))
 	keys["recorded-if-gone"] = gone
 	step()
@@ -256,7 +256,7 @@ func WriteRecords(t testing.TB, st store.Store, clock *storetest.Clock) Records 
 
 	gone = struct{ tenant, key string }{TenantPlain, key(t, TenantPlain, "Book", "LH401")}
 	require.NoError(t, st.Resolve(ctx, store.ResolveParams{Tenant: gone.tenant, Key: gone.key,
-		Decision: store.DecisionComplete, Outcome: OutcomeDecided, RecordIfGone: true,
+		Decision: store.ActionComplete, Outcome: OutcomeDecided, RecordIfGone: true,
 		Check: check(t, TenantPlain, "Book", "LH401", "310"), Retention: 48 * time.Hour,
 		By: "ops@acme", Reason: "confirmed by the airline", Reference: "PNR 7QW1"}))
 	keys["recorded-if-gone-kept"] = gone
@@ -489,15 +489,15 @@ func CheckWrites(t *testing.T, st store.Store, clock *storetest.Clock, rs Record
 
 	ind := rs.ByName(t, "indeterminate")
 	require.ErrorIs(t, st.Resolve(ctx, store.ResolveParams{Tenant: ind.Tenant, Key: ind.Key, Token: ind.Token + 1,
-		Decision: store.DecisionFree}), store.ErrNotHolder, "a decision fenced by another token")
+		Decision: store.ActionFree}), store.ErrNotHolder, "a decision fenced by another token")
 	require.NoError(t, st.Resolve(ctx, store.ResolveParams{Tenant: ind.Tenant, Key: ind.Key, Token: ind.Token,
-		Decision: store.DecisionComplete, Outcome: OutcomeDecided, By: "ops@acme", Reason: "confirmed", Reference: "T-1"}))
+		Decision: store.ActionComplete, Outcome: OutcomeDecided, By: "ops@acme", Reason: "confirmed", Reference: "T-1"}))
 	rec, err = st.Lookup(ctx, store.LookupParams{Tenant: ind.Tenant, Key: ind.Key})
 	require.NoError(t, err)
 	assert.Equal(t, store.StateCompleted, rec.State)
 	assert.Equal(t, OutcomeDecided, rec.Outcome)
 	trail := resolutionUTC(rec.Resolution)
-	assert.Equal(t, store.Resolution{Action: store.DecisionComplete, By: "ops@acme", Reason: "confirmed", Reference: "T-1", At: rs.Now},
+	assert.Equal(t, store.Resolution{Action: store.ActionComplete, By: "ops@acme", Reason: "confirmed", Reference: "T-1", At: rs.Now},
 		trail, "the decision's trail, at the store's clock")
 	res, err = st.Claim(ctx, store.ClaimParams{Tenant: ind.Tenant, Key: ind.Key, Holder: "compat-reader", Lease: time.Minute})
 	require.NoError(t, err)
@@ -505,7 +505,7 @@ func CheckWrites(t *testing.T, st store.Store, clock *storetest.Clock, rs Record
 	assert.Equal(t, OutcomeDecided, res.Record.Outcome, "a duplicate receives the decided outcome")
 
 	u := rs.ByName(t, "indeterminate-unicode")
-	require.NoError(t, st.Resolve(ctx, store.ResolveParams{Tenant: u.Tenant, Key: u.Key, Token: u.Token, Decision: store.DecisionFree}))
+	require.NoError(t, st.Resolve(ctx, store.ResolveParams{Tenant: u.Tenant, Key: u.Key, Token: u.Token, Decision: store.ActionFree}))
 	_, err = st.Lookup(ctx, store.LookupParams{Tenant: u.Tenant, Key: u.Key})
 	assert.ErrorIs(t, err, store.ErrNotFound)
 	res, err = st.Claim(ctx, store.ClaimParams{Tenant: u.Tenant, Key: u.Key, Holder: "compat-reader", Lease: time.Minute})

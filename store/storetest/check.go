@@ -101,14 +101,14 @@ func checkCases() []testCase {
 			// the call that made the record.
 			rec := h.claimChecked(t, "k", checkA)
 			require.NoError(t, h.s.MarkIndeterminate(h.ctx, store.MarkIndeterminateParams{Tenant: h.tenant, Key: "k", Token: rec.Token, Reason: "r"}))
-			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionComplete,
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.ActionComplete,
 				Outcome: []byte("x"), Token: rec.Token, RecordIfGone: true, Check: checkB}))
 			got := h.lookup(t, "k")
 			assert.Equal(t, store.StateCompleted, got.State)
 			assert.Equal(t, checkA, got.Check)
 		}},
 		{"DecisionOnGoneKeyKeepsTheParams", func(t *testing.T, h *harness) {
-			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionComplete,
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.ActionComplete,
 				Outcome: []byte("x"), RecordIfGone: true, Check: checkB}))
 			res := h.claim(t, "k", "duplicate")
 			require.Equal(t, store.StatusCompleted, res.Status)

@@ -227,7 +227,7 @@ func listCases() []testCase {
 			rel := h.acquire(t, "released")
 			require.NoError(t, h.s.Release(h.ctx, store.ReleaseParams{Tenant: h.tenant, Key: "released", Token: rel.Token}))
 			h.indeterminate(t, "freed", "r")
-			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "freed", Decision: store.DecisionFree}))
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "freed", Decision: store.ActionFree}))
 			h.completed(t, "expires", nil)
 			h.clock.Advance(h.ttl / 2)
 			h.completed(t, "stays", nil)

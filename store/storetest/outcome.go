@@ -51,7 +51,7 @@ func outcomeCases() []testCase {
 		}})
 		cases = append(cases, testCase{"ResolveRoundTrip" + tt.name, func(t *testing.T, h *harness) {
 			h.indeterminate(t, "k", "r")
-			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionComplete, Outcome: tt.outcome}))
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.ActionComplete, Outcome: tt.outcome}))
 			res := h.claim(t, "k", "worker-2")
 			require.Equal(t, store.StatusCompleted, res.Status)
 			assertOutcome(t, tt.outcome, res.Record.Outcome)

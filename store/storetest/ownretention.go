@@ -94,14 +94,14 @@ func ownRetentionCases() []testCase {
 			require.NoError(t, err)
 			require.Equal(t, store.StatusIndeterminate, h.claim(t, "k", "dup").Status, "an indeterminate record waits for a person, whatever its window")
 			decided := h.clock.Now()
-			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionComplete, Outcome: []byte("x"), Token: rec.Token}))
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.ActionComplete, Outcome: []byte("x"), Token: rec.Token}))
 			got := h.lookup(t, "k")
 			assertTime(t, decided.Add(10*time.Minute), got.ExpiresAt, "ExpiresAt after the decision: its own window")
 			assert.Equal(t, 10*time.Minute, got.Retention)
 		}},
 		{"DecisionOnGoneKey", func(t *testing.T, h *harness) {
 			now := h.clock.Now()
-			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionComplete,
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.ActionComplete,
 				Outcome: []byte("x"), RecordIfGone: true, Retention: 3 * h.ttl}))
 			got := h.lookup(t, "k")
 			assertTime(t, now.Add(3*h.ttl), got.ExpiresAt, "ExpiresAt")

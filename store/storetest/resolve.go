@@ -16,7 +16,7 @@ func resolveCases() []testCase {
 			rec := h.indeterminate(t, "k", "unknown")
 			h.clock.Advance(time.Minute)
 			now := h.clock.Now()
-			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionComplete, Outcome: []byte("confirmed by phone")}))
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.ActionComplete, Outcome: []byte("confirmed by phone")}))
 			res := h.claim(t, "k", "worker-2")
 			require.Equal(t, store.StatusCompleted, res.Status)
 			assertOutcome(t, []byte("confirmed by phone"), res.Record.Outcome)
@@ -27,7 +27,7 @@ func resolveCases() []testCase {
 		}},
 		{"FreeReleasesKey", func(t *testing.T, h *harness) {
 			rec := h.indeterminate(t, "k", "unknown")
-			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionFree}))
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.ActionFree}))
 			h.requireMissing(t, h.tenant, "k")
 			again := h.acquire(t, "k")
 			assert.NotEqual(t, rec.Token, again.Token)
@@ -39,14 +39,14 @@ func resolveCases() []testCase {
 			res, err := collect()
 			require.NoError(t, err)
 			require.Equal(t, store.StatusIndeterminate, res.Status)
-			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionFree}))
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.ActionFree}))
 			res, err = h.wait(t, store.WaitParams{Tenant: h.tenant, Key: "k", Token: rec.Token})
 			require.NoError(t, err)
 			assert.Equal(t, store.StatusFree, res.Status)
 		}},
 		{"PendingRefused", func(t *testing.T, h *harness) {
 			rec := h.acquire(t, "k")
-			for _, d := range []store.Decision{store.DecisionComplete, store.DecisionFree} {
+			for _, d := range []store.Action{store.ActionComplete, store.ActionFree} {
 				err := h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: d, Outcome: []byte("x")})
 				require.ErrorIs(t, err, store.ErrNotIndeterminate, "Resolve(%v) on a pending record", d)
 			}
@@ -55,23 +55,23 @@ func resolveCases() []testCase {
 		{"CompletedRefused", func(t *testing.T, h *harness) {
 			h.completed(t, "k", []byte("original"))
 			want := h.lookup(t, "k")
-			for _, d := range []store.Decision{store.DecisionComplete, store.DecisionFree} {
+			for _, d := range []store.Action{store.ActionComplete, store.ActionFree} {
 				err := h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: d, Outcome: []byte("overwrite")})
 				require.ErrorIs(t, err, store.ErrNotIndeterminate, "Resolve(%v) on a completed record", d)
 			}
 			assertRecord(t, want, h.lookup(t, "k"))
 		}},
 		{"MissingNotFound", func(t *testing.T, h *harness) {
-			err := h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "never", Decision: store.DecisionFree})
+			err := h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "never", Decision: store.ActionFree})
 			require.ErrorIs(t, err, store.ErrNotFound)
-			err = h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "never", Decision: store.DecisionComplete, Outcome: []byte("x")})
+			err = h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "never", Decision: store.ActionComplete, Outcome: []byte("x")})
 			require.ErrorIs(t, err, store.ErrNotFound)
 			h.requireMissing(t, h.tenant, "never")
 		}},
 		{"DecidedLongAfterTheWindow", func(t *testing.T, h *harness) {
 			h.indeterminate(t, "k", "unknown")
 			h.clock.Advance(h.ttl + time.Second)
-			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionComplete, Outcome: []byte("x")}),
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.ActionComplete, Outcome: []byte("x")}),
 				"the record waited for the person")
 			assertOutcome(t, []byte("x"), h.lookup(t, "k").Outcome)
 		}},
@@ -79,19 +79,19 @@ func resolveCases() []testCase {
 			h.indeterminate(t, "k", "unknown")
 			_, err := h.s.Forget(h.ctx, store.ForgetParams{Tenant: h.tenant})
 			require.NoError(t, err)
-			err = h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionComplete, Outcome: []byte("x")})
+			err = h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.ActionComplete, Outcome: []byte("x")})
 			require.ErrorIs(t, err, store.ErrNotFound)
 			h.requireMissing(t, h.tenant, "k")
 		}},
 		{"SecondResolveRefused", func(t *testing.T, h *harness) {
 			h.indeterminate(t, "done", "r")
 			h.indeterminate(t, "freed", "r")
-			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "done", Decision: store.DecisionComplete, Outcome: []byte("first")}))
-			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "freed", Decision: store.DecisionFree}))
-			err := h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "done", Decision: store.DecisionComplete, Outcome: []byte("second")})
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "done", Decision: store.ActionComplete, Outcome: []byte("first")}))
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "freed", Decision: store.ActionFree}))
+			err := h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "done", Decision: store.ActionComplete, Outcome: []byte("second")})
 			require.ErrorIs(t, err, store.ErrNotIndeterminate)
 			assertOutcome(t, []byte("first"), h.lookup(t, "done").Outcome)
-			err = h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "freed", Decision: store.DecisionFree})
+			err = h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "freed", Decision: store.ActionFree})
 			require.ErrorIs(t, err, store.ErrNotFound)
 		}},
 		{"MarkedKeyStaysIndeterminate", func(t *testing.T, h *harness) {

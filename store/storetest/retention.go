@@ -49,7 +49,7 @@ func retentionCases() []testCase {
 			require.NoError(t, err)
 			res := h.claim(t, "k", "worker-2")
 			assert.Equal(t, store.StatusIndeterminate, res.Status)
-			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionFree}))
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.ActionFree}))
 			assert.Equal(t, store.StatusAcquired, h.claim(t, "k", "worker-2").Status, "decided, the key is free")
 		}},
 		{"ClaimLeaseLongerThanTheWindow", func(t *testing.T, h *harness) {
@@ -126,7 +126,7 @@ func retentionCases() []testCase {
 			h.indeterminate(t, "k", "r")
 			h.clock.Advance(h.ttl / 2)
 			now := h.clock.Now()
-			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionComplete, Outcome: []byte("y")}))
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.ActionComplete, Outcome: []byte("y")}))
 			assertTime(t, now.Add(h.ttl), h.lookup(t, "k").ExpiresAt, "ExpiresAt")
 			h.clock.Advance(h.ttl/2 + time.Minute)
 			assert.Equal(t, store.StatusCompleted, h.claim(t, "k", "worker-2").Status)

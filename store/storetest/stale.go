@@ -24,7 +24,7 @@ func staleCases() []testCase {
 		h.clock.Advance(h.lease + time.Second)
 		return res.Record
 	}
-	decide := func(h *harness, key string, d store.Decision, token int64) store.ResolveParams {
+	decide := func(h *harness, key string, d store.Action, token int64) store.ResolveParams {
 		return store.ResolveParams{Tenant: h.tenant, Key: key, Decision: d, Outcome: []byte("booked"), Token: token, Stale: true,
 			By: "alice@ops", Reason: "the airline has the booking", Reference: "PNR ABC123"}
 	}
@@ -32,7 +32,7 @@ func staleCases() []testCase {
 		{"CompleteSettlesInOneStep", func(t *testing.T, h *harness) {
 			rec := stale(t, h, "k")
 			now := h.clock.Now()
-			require.NoError(t, h.s.Resolve(h.ctx, decide(h, "k", store.DecisionComplete, rec.Token)))
+			require.NoError(t, h.s.Resolve(h.ctx, decide(h, "k", store.ActionComplete, rec.Token)))
 			got := h.lookup(t, "k")
 			assert.Equal(t, store.StateCompleted, got.State)
 			assertOutcome(t, []byte("booked"), got.Outcome)
@@ -43,7 +43,7 @@ func staleCases() []testCase {
 			assertTime(t, now, got.UpdatedAt, "UpdatedAt")
 			assertTime(t, now.Add(h.ttl), got.ExpiresAt, "ExpiresAt")
 			r := got.Resolution
-			assert.Equal(t, store.DecisionComplete, r.Action)
+			assert.Equal(t, store.ActionComplete, r.Action)
 			assert.Equal(t, "alice@ops", r.By)
 			assert.Equal(t, "the airline has the booking", r.Reason)
 			assert.Equal(t, "PNR ABC123", r.Reference)
@@ -62,7 +62,7 @@ func staleCases() []testCase {
 		}},
 		{"FreeSettlesInOneStep", func(t *testing.T, h *harness) {
 			rec := stale(t, h, "k")
-			require.NoError(t, h.s.Resolve(h.ctx, decide(h, "k", store.DecisionFree, rec.Token)))
+			require.NoError(t, h.s.Resolve(h.ctx, decide(h, "k", store.ActionFree, rec.Token)))
 			h.requireMissing(t, h.tenant, "k")
 			w, err := h.wait(t, store.WaitParams{Tenant: h.tenant, Key: "k", Token: rec.Token})
 			require.NoError(t, err)
@@ -75,7 +75,7 @@ func staleCases() []testCase {
 		{"LeaseLiveRefused", func(t *testing.T, h *harness) {
 			rec := h.acquire(t, "k")
 			h.clock.Advance(h.lease - time.Second)
-			for _, d := range []store.Decision{store.DecisionComplete, store.DecisionFree} {
+			for _, d := range []store.Action{store.ActionComplete, store.ActionFree} {
 				err := h.s.Resolve(h.ctx, decide(h, "k", d, rec.Token))
 				require.ErrorIs(t, err, store.ErrLeaseLive, "Resolve(%v) within the holder's lease", d)
 			}
@@ -91,7 +91,7 @@ func staleCases() []testCase {
 			res := h.claim(t, "k", "duplicate")
 			require.Equal(t, store.StatusHeld, res.Status)
 			require.True(t, res.LeaseExpired)
-			require.NoError(t, h.s.Resolve(h.ctx, decide(h, "k", store.DecisionComplete, rec.Token)))
+			require.NoError(t, h.s.Resolve(h.ctx, decide(h, "k", store.ActionComplete, rec.Token)))
 			assert.Equal(t, store.StateCompleted, h.lookup(t, "k").State)
 		}},
 		{"OtherTokenRefused", func(t *testing.T, h *harness) {
@@ -105,7 +105,7 @@ func staleCases() []testCase {
 			successor := res.Record
 			for _, advance := range []time.Duration{0, h.lease + time.Second} {
 				h.clock.Advance(advance)
-				for _, d := range []store.Decision{store.DecisionComplete, store.DecisionFree} {
+				for _, d := range []store.Action{store.ActionComplete, store.ActionFree} {
 					err := h.s.Resolve(h.ctx, decide(h, "k", d, rec.Token))
 					require.ErrorIs(t, err, store.ErrNotHolder, "Resolve(%v) on the taken-over token, successor's lease run out: %v", d, advance > 0)
 				}
@@ -116,7 +116,7 @@ func staleCases() []testCase {
 			require.NoError(t, h.s.Release(h.ctx, store.ReleaseParams{Tenant: h.tenant, Key: "r", Token: again.Token}))
 			newer := h.acquire(t, "r")
 			h.clock.Advance(h.lease + time.Second)
-			require.ErrorIs(t, h.s.Resolve(h.ctx, decide(h, "r", store.DecisionFree, again.Token)), store.ErrNotHolder)
+			require.ErrorIs(t, h.s.Resolve(h.ctx, decide(h, "r", store.ActionFree, again.Token)), store.ErrNotHolder)
 			assertRecord(t, newer, h.lookup(t, "r"))
 		}},
 		{"SettledRecordsRefused", func(t *testing.T, h *harness) {
@@ -124,7 +124,7 @@ func staleCases() []testCase {
 			// did: nothing is left to decide, and its outcome stands.
 			done := stale(t, h, "done")
 			require.NoError(t, h.s.Complete(h.ctx, store.CompleteParams{Tenant: h.tenant, Key: "done", Token: done.Token, Outcome: []byte("holder's")}))
-			for _, d := range []store.Decision{store.DecisionComplete, store.DecisionFree} {
+			for _, d := range []store.Action{store.ActionComplete, store.ActionFree} {
 				require.ErrorIs(t, h.s.Resolve(h.ctx, decide(h, "done", d, done.Token)), store.ErrNotIndeterminate, "Resolve(%v) on a completed record", d)
 			}
 			got := h.lookup(t, "done")
@@ -133,7 +133,7 @@ func staleCases() []testCase {
 
 			freed := stale(t, h, "freed")
 			require.NoError(t, h.s.Release(h.ctx, store.ReleaseParams{Tenant: h.tenant, Key: "freed", Token: freed.Token}))
-			require.ErrorIs(t, h.s.Resolve(h.ctx, decide(h, "freed", store.DecisionFree, freed.Token)), store.ErrNotFound)
+			require.ErrorIs(t, h.s.Resolve(h.ctx, decide(h, "freed", store.ActionFree, freed.Token)), store.ErrNotFound)
 			h.requireMissing(t, h.tenant, "freed")
 		}},
 		{"IndeterminateUnderTokenDecided", func(t *testing.T, h *harness) {
@@ -141,7 +141,7 @@ func staleCases() []testCase {
 			// person decided: the decision is about the same claim.
 			rec := stale(t, h, "k")
 			require.NoError(t, h.s.MarkIndeterminate(h.ctx, store.MarkIndeterminateParams{Tenant: h.tenant, Key: "k", Token: rec.Token, Reason: "late"}))
-			require.NoError(t, h.s.Resolve(h.ctx, decide(h, "k", store.DecisionComplete, rec.Token)))
+			require.NoError(t, h.s.Resolve(h.ctx, decide(h, "k", store.ActionComplete, rec.Token)))
 			got := h.lookup(t, "k")
 			assert.Equal(t, store.StateCompleted, got.State)
 			assert.Equal(t, "late", got.Reason, "the indeterminate reason stays")
@@ -150,7 +150,7 @@ func staleCases() []testCase {
 		{"RecordsTheOutcomeOfAGoneRecord", func(t *testing.T, h *harness) {
 			rec := stale(t, h, "k")
 			h.clock.Advance(h.ttl)
-			p := decide(h, "k", store.DecisionComplete, rec.Token)
+			p := decide(h, "k", store.ActionComplete, rec.Token)
 			require.ErrorIs(t, h.s.Resolve(h.ctx, p), store.ErrNotFound)
 			p.RecordIfGone = true
 			require.NoError(t, h.s.Resolve(h.ctx, p))
@@ -182,7 +182,7 @@ func staleCases() []testCase {
 					}
 				}
 			})
-			require.NoError(t, h.s.Resolve(h.ctx, decide(h, "k", store.DecisionComplete, rec.Token)))
+			require.NoError(t, h.s.Resolve(h.ctx, decide(h, "k", store.ActionComplete, rec.Token)))
 			wg.Wait()
 			select {
 			case err := <-errc:
@@ -196,7 +196,7 @@ func staleCases() []testCase {
 		}},
 		{"NeedsTheToken", func(t *testing.T, h *harness) {
 			stale(t, h, "k")
-			err := h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionFree, Stale: true})
+			err := h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.ActionFree, Stale: true})
 			require.ErrorIs(t, err, store.ErrInvalid)
 			var inv *store.InvalidError
 			require.ErrorAs(t, err, &inv)
@@ -205,7 +205,7 @@ func staleCases() []testCase {
 		}},
 		{"WithoutStalePendingStaysRefused", func(t *testing.T, h *harness) {
 			rec := stale(t, h, "k")
-			p := decide(h, "k", store.DecisionComplete, rec.Token)
+			p := decide(h, "k", store.ActionComplete, rec.Token)
 			p.Stale = false
 			require.ErrorIs(t, h.s.Resolve(h.ctx, p), store.ErrNotIndeterminate)
 			assertRecord(t, rec, h.lookup(t, "k"))

@@ -41,7 +41,7 @@ func tenantCases() []testCase {
 			require.ErrorIs(t, h.s.MarkIndeterminate(h.ctx, store.MarkIndeterminateParams{Tenant: "B", Key: "pending", Token: pending.Token}), store.ErrNotHolder, "MarkIndeterminate through B")
 			_, err := h.s.Renew(h.ctx, store.RenewParams{Tenant: "B", Key: "pending", Token: pending.Token, Lease: time.Hour})
 			require.ErrorIs(t, err, store.ErrNotHolder, "Renew through B")
-			require.ErrorIs(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: "B", Key: "marked", Decision: store.DecisionFree}), store.ErrNotFound, "Resolve through B")
+			require.ErrorIs(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: "B", Key: "marked", Decision: store.ActionFree}), store.ErrNotFound, "Resolve through B")
 			h.requireMissing(t, "B", "pending")
 			h.requireMissing(t, "B", "marked")
 			res, err := h.wait(t, store.WaitParams{Tenant: "B", Key: "pending", Token: pending.Token})

@@ -18,11 +18,11 @@ func trailCases() []testCase {
 			h.indeterminate(t, "k", "unknown")
 			h.clock.Advance(time.Minute)
 			now := h.clock.Now()
-			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionComplete,
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.ActionComplete,
 				Outcome: []byte("ok"), By: "alice@ops", Reason: "the airline confirmed by phone", Reference: "TICKET-42 / PNR ABC123"}))
 			for what, rec := range map[string]store.Record{"Lookup": h.lookup(t, "k"), "Claim": h.claim(t, "k", "worker-2").Record} {
 				r := rec.Resolution
-				assert.Equal(t, store.DecisionComplete, r.Action, what)
+				assert.Equal(t, store.ActionComplete, r.Action, what)
 				assert.Equal(t, "alice@ops", r.By, what)
 				assert.Equal(t, "the airline confirmed by phone", r.Reason, what)
 				assert.Equal(t, "TICKET-42 / PNR ABC123", r.Reference, what)
@@ -35,9 +35,9 @@ func trailCases() []testCase {
 		}},
 		{"OptionalText", func(t *testing.T, h *harness) {
 			h.indeterminate(t, "k", "r")
-			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionComplete}))
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.ActionComplete}))
 			r := h.lookup(t, "k").Resolution
-			assert.Equal(t, store.DecisionComplete, r.Action)
+			assert.Equal(t, store.ActionComplete, r.Action)
 			assert.Empty(t, r.By+r.Reason+r.Reference)
 			assert.False(t, r.At.IsZero())
 		}},
@@ -51,7 +51,7 @@ func trailCases() []testCase {
 		}},
 		{"ClearedByANewClaim", func(t *testing.T, h *harness) {
 			h.indeterminate(t, "k", "r")
-			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionComplete, By: "alice"}))
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.ActionComplete, By: "alice"}))
 			h.clock.Advance(h.ttl + time.Second)
 			rec := h.acquire(t, "k")
 			assert.Equal(t, store.Resolution{}, rec.Resolution)
@@ -59,14 +59,14 @@ func trailCases() []testCase {
 		}},
 		{"FencedByToken", func(t *testing.T, h *harness) {
 			rec := h.indeterminate(t, "k", "r")
-			for _, d := range []store.Decision{store.DecisionComplete, store.DecisionFree} {
+			for _, d := range []store.Action{store.ActionComplete, store.ActionFree} {
 				err := h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: d, Outcome: []byte("x"), Token: rec.Token + 1})
 				require.ErrorIs(t, err, store.ErrNotHolder, "Resolve(%v) with another token", d)
 			}
 			got := h.lookup(t, "k")
 			assert.Equal(t, store.StateIndeterminate, got.State)
 			assert.Equal(t, store.Resolution{}, got.Resolution)
-			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionComplete, Outcome: []byte("x"), Token: rec.Token}))
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.ActionComplete, Outcome: []byte("x"), Token: rec.Token}))
 			assert.Equal(t, store.StateCompleted, h.lookup(t, "k").State)
 		}},
 		{"LateDecisionLeavesANewerRecord", func(t *testing.T, h *harness) {
@@ -75,10 +75,10 @@ func trailCases() []testCase {
 			// anew. The second caller's late copy of the decision must not
 			// settle the record nobody has decided on.
 			first := h.indeterminate(t, "k", "first")
-			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionFree, Token: first.Token}))
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.ActionFree, Token: first.Token}))
 			second := h.indeterminate(t, "k", "second")
 			require.NotEqual(t, first.Token, second.Token)
-			for _, d := range []store.Decision{store.DecisionFree, store.DecisionComplete} {
+			for _, d := range []store.Action{store.ActionFree, store.ActionComplete} {
 				err := h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: d, Outcome: []byte("x"), Token: first.Token})
 				require.ErrorIs(t, err, store.ErrNotHolder, "late Resolve(%v)", d)
 			}
@@ -89,14 +89,14 @@ func trailCases() []testCase {
 		}},
 		{"FenceOnSettledRecords", func(t *testing.T, h *harness) {
 			done := h.indeterminate(t, "done", "r")
-			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "done", Decision: store.DecisionComplete, Outcome: []byte("first"), Token: done.Token}))
-			err := h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "done", Decision: store.DecisionComplete, Outcome: []byte("again"), Token: done.Token})
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "done", Decision: store.ActionComplete, Outcome: []byte("first"), Token: done.Token}))
+			err := h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "done", Decision: store.ActionComplete, Outcome: []byte("again"), Token: done.Token})
 			require.ErrorIs(t, err, store.ErrNotIndeterminate, "the same decision twice")
 			assertOutcome(t, []byte("first"), h.lookup(t, "done").Outcome)
 			pending := h.acquire(t, "pending")
-			err = h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "pending", Decision: store.DecisionFree, Token: pending.Token})
+			err = h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "pending", Decision: store.ActionFree, Token: pending.Token})
 			require.ErrorIs(t, err, store.ErrNotIndeterminate)
-			err = h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "gone", Decision: store.DecisionFree, Token: 7})
+			err = h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "gone", Decision: store.ActionFree, Token: 7})
 			require.ErrorIs(t, err, store.ErrNotFound)
 		}},
 		{"Refused", func(t *testing.T, h *harness) {
@@ -111,7 +111,7 @@ func trailCases() []testCase {
 				"invalid UTF-8":    {Reason: "\xff"},
 				"NUL in reference": {Reference: "\x00"},
 			} {
-				p.Tenant, p.Key, p.Decision, p.Outcome = h.tenant, "k", store.DecisionComplete, []byte("x")
+				p.Tenant, p.Key, p.Decision, p.Outcome = h.tenant, "k", store.ActionComplete, []byte("x")
 				require.ErrorIs(t, h.s.Resolve(h.ctx, p), store.ErrInvalid, name)
 			}
 			got := h.lookup(t, "k")
@@ -119,7 +119,7 @@ func trailCases() []testCase {
 			assert.Equal(t, store.Resolution{}, got.Resolution)
 			// The bound itself is accepted.
 			limit := strings.Repeat("é", store.MaxResolutionTextLength/2)
-			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.DecisionComplete, By: limit, Reason: limit, Reference: limit}))
+			require.NoError(t, h.s.Resolve(h.ctx, store.ResolveParams{Tenant: h.tenant, Key: "k", Decision: store.ActionComplete, By: limit, Reason: limit, Reference: limit}))
 			assert.Equal(t, limit, h.lookup(t, "k").Resolution.Reference)
 		}},
 	}
@@ -128,7 +128,7 @@ func trailCases() []testCase {
 // goneCases cover ResolveParams.RecordIfGone.
 func goneCases() []testCase {
 	decide := func(h *harness, key string, token int64) store.ResolveParams {
-		return store.ResolveParams{Tenant: h.tenant, Key: key, Decision: store.DecisionComplete, Outcome: []byte("booked"),
+		return store.ResolveParams{Tenant: h.tenant, Key: key, Decision: store.ActionComplete, Outcome: []byte("booked"),
 			Token: token, By: "alice", Reason: "the airline has it", RecordIfGone: true}
 	}
 	return []testCase{
@@ -149,7 +149,7 @@ func goneCases() []testCase {
 			assert.Equal(t, store.ResolveHolder, got.Holder)
 			assert.NotEqual(t, rec.Token, got.Token)
 			assert.Equal(t, "alice", got.Resolution.By)
-			assert.Equal(t, store.DecisionComplete, got.Resolution.Action)
+			assert.Equal(t, store.ActionComplete, got.Resolution.Action)
 			assertTime(t, now, got.CreatedAt, "CreatedAt")
 			assertTime(t, now.Add(h.ttl), got.ExpiresAt, "ExpiresAt")
 			assert.Equal(t, []string{"k"}, keysOf(h.listAll(t, store.ListParams{Tenant: h.tenant, States: []store.State{store.StateCompleted}}, 10)))
@@ -185,7 +185,7 @@ func goneCases() []testCase {
 		}},
 		{"OnlyWithComplete", func(t *testing.T, h *harness) {
 			p := decide(h, "k", 0)
-			p.Decision = store.DecisionFree
+			p.Decision = store.ActionFree
 			require.ErrorIs(t, h.s.Resolve(h.ctx, p), store.ErrInvalid)
 			h.requireMissing(t, h.tenant, "k")
 		}},

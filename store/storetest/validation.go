@@ -55,10 +55,10 @@ func validationCases() []testCase {
 		{"ClaimNegativeRetention", "Retention", claim(store.ClaimParams{Tenant: "tenant-a", Key: "new", Holder: "h", Lease: time.Minute, Retention: -time.Second})},
 		{"ClaimRetentionPastMax", "Retention", claim(store.ClaimParams{Tenant: "tenant-a", Key: "new", Holder: "h", Lease: time.Minute, Retention: store.MaxRetention + time.Hour})},
 		{"ResolveGoneNegativeRetention", "Retention", func(h *harness, _ int64) error {
-			return h.s.Resolve(h.ctx, store.ResolveParams{Tenant: "tenant-a", Key: "new", Decision: store.DecisionComplete, RecordIfGone: true, Retention: -time.Second})
+			return h.s.Resolve(h.ctx, store.ResolveParams{Tenant: "tenant-a", Key: "new", Decision: store.ActionComplete, RecordIfGone: true, Retention: -time.Second})
 		}},
 		{"ResolveGoneInvalidCheck", "Check", func(h *harness, _ int64) error {
-			return h.s.Resolve(h.ctx, store.ResolveParams{Tenant: "tenant-a", Key: "new", Decision: store.DecisionComplete, RecordIfGone: true, Check: "c1:\xff"})
+			return h.s.Resolve(h.ctx, store.ResolveParams{Tenant: "tenant-a", Key: "new", Decision: store.ActionComplete, RecordIfGone: true, Check: "c1:\xff"})
 		}},
 		{"CompleteEmptyTenant", "Tenant", complete(store.CompleteParams{Key: "pending", Token: -1})},
 		{"CompleteEmptyKey", "Key", complete(store.CompleteParams{Tenant: "tenant-a", Token: -1})},
@@ -114,7 +114,7 @@ func validationCases() []testCase {
 			return h.s.Resolve(h.ctx, store.ResolveParams{Tenant: "tenant-a", Key: "marked", Decision: 99})
 		}},
 		{"ResolveEmptyKey", "Key", func(h *harness, _ int64) error {
-			return h.s.Resolve(h.ctx, store.ResolveParams{Tenant: "tenant-a", Decision: store.DecisionFree})
+			return h.s.Resolve(h.ctx, store.ResolveParams{Tenant: "tenant-a", Decision: store.ActionFree})
 		}},
 		{"ForgetEmptyTenant", "Tenant", func(h *harness, _ int64) error {
 			_, err := h.s.Forget(h.ctx, store.ForgetParams{})
