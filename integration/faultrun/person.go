@@ -156,6 +156,11 @@ func (p *person) look(ctx context.Context, id string) {
 			err = h.Get(uctx, &res)
 		}
 		ucancel()
+		if err != nil && ctx.Err() != nil {
+			// The round ended while the decision was on its way: the
+			// workflow rejected nothing, the person stopped.
+			return
+		}
 		p.mu.Lock()
 		if err != nil {
 			p.rejected[why(err)]++
