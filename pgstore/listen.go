@@ -59,7 +59,7 @@ func (l *listener) subscribe(payload string) *waiter {
 		l.waiters[payload] = set
 	}
 	set[w] = struct{}{}
-	if !l.started && !l.closed {
+	if !l.started && !l.closed && !l.s.opts.Portable {
 		l.started = true
 		ctx, cancel := context.WithCancel(context.Background())
 		l.cancel = cancel
@@ -187,14 +187,15 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 			timer.Stop()
 		}
 	}()
-	interval := s.opts.PollInterval
+	poll := backoff.New(s.opts.PollInterval, s.opts.MaxPollInterval)
 	for first := true; ; first = false {
 		var (
 			rec store.Record
 			err error
 		)
-		if first {
+		if first && !s.opts.Portable {
 			// Mark the record watched, so whoever settles it announces it.
+			// (A portable store announces nothing: it only polls.)
 			rec, err = s.watch(ctx, p.Tenant, p.Key)
 		} else {
 			rec, err = s.lookup(ctx, p.Tenant, p.Key)
@@ -212,7 +213,7 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 		case rec.Token != p.Token || !now.Before(rec.LeaseUntil):
 			return store.Result{Status: store.StatusHeld, Record: rec, LeaseExpired: !now.Before(rec.LeaseUntil)}, nil
 		}
-		d := min(interval, max(rec.LeaseUntil.Sub(now), time.Millisecond))
+		d := min(poll.Peek(), max(rec.LeaseUntil.Sub(now), time.Millisecond))
 		if timer == nil {
 			timer = time.NewTimer(d)
 		} else {
@@ -224,7 +225,7 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 		select {
 		case <-w.ch:
 		case <-timer.C:
-			interval = min(2*interval, s.opts.MaxPollInterval)
+			poll.Next()
 		case <-ctx.Done():
 			return store.Result{}, fmt.Errorf("pgstore: %s on %q in tenant %q: %w", op, p.Key, p.Tenant, ctx.Err())
 		}
