@@ -215,4 +215,3 @@ func parseMigrateCursor(c string) (node, phase int, cursor uint64, err error) {
 	}
 	return 0, 0, 0, fmt.Errorf("malformed cursor %q", c)
 }
-
