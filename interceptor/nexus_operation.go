@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/nexus-rpc/sdk-go/nexus"
 	sdkactivity "go.temporal.io/sdk/activity"
@@ -190,9 +191,9 @@ func newCallID() string {
 // not of what replay compares, so histories recorded without it replay.
 func (o *workflowOutbound) ExecuteNexusOperation(ctx workflow.Context, in interceptor.ExecuteNexusOperationInput) workflow.NexusOperationFuture {
 	if t, ok := WorkflowTenant(ctx); ok && in.NexusHeader.Get(TenantHeader) == "" {
-		h := make(nexus.Header, len(in.NexusHeader)+1)
-		for k, v := range in.NexusHeader {
-			h[k] = v
+		h := maps.Clone(in.NexusHeader)
+		if h == nil {
+			h = nexus.Header{}
 		}
 		h.Set(TenantHeader, t)
 		in.NexusHeader = h

@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -353,9 +352,6 @@ func parsePacked(op, tenant, key, v string) (store.Record, error) {
 	}
 	return r, nil
 }
-
-// errTakeover sends a takeover to the claim script.
-var errTakeover = errors.New("takeover")
 
 // isWrongType reports Redis's answer to a string command on a record hash
 // of the previous layout.
