@@ -132,6 +132,18 @@ func (a *nexusAirline) booked(flight string) int {
 	return a.bookings[flight]
 }
 
+// registerSeats registers on e's worker the "seats" service, whose
+// book-seat operation is a's, declared EFFECTFUL and keyed by flight and seat.
+func registerSeats(t *testing.T, e *env, a *nexusAirline) {
+	t.Helper()
+	op, err := interceptor.NexusOperation(e.worker.Interceptor(), "book-seat",
+		activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight", "seat"}}, a.book)
+	require.NoError(t, err)
+	svc := nexus.NewService("seats")
+	require.NoError(t, svc.Register(op))
+	e.worker.RegisterNexusService(svc)
+}
+
 // nexusHistoriesDir holds the histories of workflows that call Nexus
 // operations. They are apart from historiesDir because the previous
 // release's test suite, which replays those, has no NexusBooking workflow;
@@ -217,12 +229,7 @@ func TestNexusOperationLostAnswerBooksOnce(t *testing.T) {
 
 		declared := &nexusAirline{bookings: map[string]int{}}
 		plain := &nexusAirline{bookings: map[string]int{}}
-		op, err := interceptor.NexusOperation(e.worker.Interceptor(), "book-seat",
-			activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight", "seat"}}, declared.book)
-		require.NoError(t, err)
-		svc := nexus.NewService("seats")
-		require.NoError(t, svc.Register(op))
-		e.worker.RegisterNexusService(svc)
+		registerSeats(t, e, declared)
 		plainSvc := nexus.NewService("seats-undeclared")
 		require.NoError(t, plainSvc.Register(nexus.NewSyncOperation("book-seat", plain.book)))
 		e.worker.RegisterNexusService(plainSvc)
@@ -268,12 +275,7 @@ func TestNexusOperationUnknownOutcomeReachesTheCaller(t *testing.T) {
 		e := newEnvOn(t, srv, st, interceptor.Options{})
 		endpoint := createEndpoint(t, srv, e.client, e.queue)
 		a := &nexusAirline{bookings: map[string]int{}, fail: true}
-		op, err := interceptor.NexusOperation(e.worker.Interceptor(), "book-seat",
-			activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight", "seat"}}, a.book)
-		require.NoError(t, err)
-		svc := nexus.NewService("seats")
-		require.NoError(t, svc.Register(op))
-		e.worker.RegisterNexusService(svc)
+		registerSeats(t, e, a)
 		e.worker.RegisterWorkflow(NexusBooking)
 		e.start()
 

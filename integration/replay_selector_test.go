@@ -3,17 +3,14 @@ package integration
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap/zaptest"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/interceptor"
@@ -97,16 +94,7 @@ func TestRecordSelectorHistories(t *testing.T) {
 			defer w2.Stop()
 			_ = run.Get(ctx, nil)
 
-			var h historypb.History
-			it := c.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, 0)
-			for it.HasNext() {
-				ev, err := it.Next()
-				require.NoError(t, err)
-				h.Events = append(h.Events, ev)
-			}
-			b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(&h)
-			require.NoError(t, err)
-			require.NoError(t, os.WriteFile(filepath.Join(historiesDir, prefix+sc.name+".json"), b, 0o644))
+			writeHistory(ctx, t, c, run, prefix+sc.name)
 		})
 	}
 }

@@ -9,12 +9,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
@@ -246,16 +244,7 @@ func recordScenarios(t *testing.T, scenarios []historyScenario) {
 // writeHistory writes run's history under historiesDir as name.json.
 func writeHistory(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, name string) {
 	t.Helper()
-	var h historypb.History
-	it := c.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, 0)
-	for it.HasNext() {
-		ev, err := it.Next()
-		require.NoError(t, err)
-		h.Events = append(h.Events, ev)
-	}
-	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(&h)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(historiesDir, name+".json"), b, 0o644))
+	writeHistoryTo(ctx, t, c, run, historiesDir, name)
 }
 
 // signalDecision returns a decide function that signals action.
