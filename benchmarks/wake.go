@@ -113,14 +113,6 @@ func benchWake(ctx context.Context, e *benchEnv, cfg config, out, progress io.Wr
 		return err
 	}
 	defer deaf.Close()
-	portable, err := pgstore.New(e.pool, pgstore.Options{Schema: e.schema, Table: "wake_portable", TTL: benchTTL, Portable: true})
-	if err != nil {
-		return err
-	}
-	defer portable.Close()
-	if err := portable.EnsureSchema(ctx); err != nil {
-		return err
-	}
 	rs, err := redisstore.New(e.redis, redisstore.Options{Prefix: e.prefix + ":wake", TTL: redisTTL})
 	if err != nil {
 		return err
@@ -134,7 +126,6 @@ func benchWake(ctx context.Context, e *benchEnv, cfg config, out, progress io.Wr
 	}{
 		{"pgstore, LISTEN/NOTIFY (Wait)", ps, storeWait(ps)},
 		{fmt.Sprintf("pgstore, polling only (Wait, no notification: %s doubling to %s)", pgstore.DefaultPollInterval, pgstore.DefaultMaxPollInterval), ps, storeWait(deaf)},
-		{"pgstore, portable mode (Wait polls; nothing announced)", portable, storeWait(portable)},
 		{"redisstore, pub/sub (Wait)", rs, storeWait(rs)},
 		{fmt.Sprintf("redisstore, polling only (Lookup, 10ms doubling to %s)", redisstore.DefaultPollInterval), rs, pollWait(rs, 10*time.Millisecond, redisstore.DefaultPollInterval)},
 	}
