@@ -354,14 +354,6 @@ func benchThroughput(ctx context.Context, e *benchEnv, cfg config, out, progress
 	if err := ps.EnsureSchema(ctx); err != nil {
 		return err
 	}
-	pp, err := pgstore.New(e.pool, pgstore.Options{Schema: e.schema, Table: "lib_portable", TTL: benchTTL, Portable: true})
-	if err != nil {
-		return err
-	}
-	defer pp.Close()
-	if err := pp.EnsureSchema(ctx); err != nil {
-		return err
-	}
 	floor, err := floorDesign(ctx, e, "floor", false)
 	if err != nil {
 		return err
@@ -393,7 +385,7 @@ func benchThroughput(ctx context.Context, e *benchEnv, cfg config, out, progress
 		base    design
 		designs []design
 	}{
-		{"PostgreSQL", floor, []design{libraryDesign("pgstore", ps), libraryDesign("pgstore, portable mode", pp), answering, bare, rtw, ser}},
+		{"PostgreSQL", floor, []design{libraryDesign("pgstore", ps), answering, bare, rtw, ser}},
 		{"Redis", redisFloorDesign(e.redis, e.prefix), []design{
 			libraryDesign("redisstore", rs),
 			redisPackedDesign(e.redis, e.prefix, true),

@@ -54,15 +54,6 @@
 // it notices leases running out and covers notifications lost while the
 // listener reconnects.
 //
-// # Portable mode
-//
-// [Options.Portable] runs the store on what PostgreSQL-compatible
-// distributed engines (Citus, YugabyteDB, CockroachDB) share with
-// PostgreSQL: no LISTEN/NOTIFY (Wait polls), no system columns (xmax,
-// ctid), no advisory locks. [DetectPortable] tells whether a database needs
-// it. The whole store contract runs in it against PostgreSQL;
-// docs/SCALING.md says what is known, and what is untested, per engine.
-//
 // # Errors
 //
 // Errors are translated at the store's edge: a server that cannot be
