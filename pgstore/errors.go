@@ -49,21 +49,6 @@ func retryable(err error) bool {
 	return pgErr.Code == codeSerializationFailure || pgErr.Code == codeDeadlockDetected
 }
 
-// collided reports whether err is two sessions creating the same catalogue
-// object at once (a duplicate schema, table, index or type): EnsureSchema
-// without its advisory lock (Options.Portable) runs again and finds it.
-func collided(err error) bool {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return false
-	}
-	switch pgErr.Code {
-	case "23505", "42P06", "42P07", "42710":
-		return true
-	}
-	return false
-}
-
 // interpret translates an error from pgx into the contract's errors, at the
 // store's edge (as river's interpretError does):
 //

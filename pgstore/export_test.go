@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"reflect"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -85,24 +84,3 @@ func CommitWithHook(ctx context.Context, txn store.Transaction, outcome []byte, 
 	t.beforeCommit = hook
 	return t.Commit(ctx, outcome)
 }
-
-// AllSQL returns every statement the store runs.
-func (s *Store) AllSQL() []string {
-	v := reflect.ValueOf(s.sql)
-	out := make([]string, 0, v.NumField())
-	for i := range v.NumField() {
-		out = append(out, v.Field(i).String())
-	}
-	return out
-}
-
-// ListenerStarted reports whether the store ever started its LISTEN
-// connection.
-func (s *Store) ListenerStarted() bool {
-	s.l.mu.Lock()
-	defer s.l.mu.Unlock()
-	return s.l.started
-}
-
-// EngineOf is engineOf.
-var EngineOf = engineOf

@@ -59,7 +59,7 @@ func (l *listener) subscribe(payload string) *waiter {
 		l.waiters[payload] = set
 	}
 	set[w] = struct{}{}
-	if !l.started && !l.closed && !l.s.opts.Portable {
+	if !l.started && !l.closed {
 		l.started = true
 		ctx, cancel := context.WithCancel(context.Background())
 		l.cancel = cancel
@@ -187,15 +187,14 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 			timer.Stop()
 		}
 	}()
-	poll := backoff.New(s.opts.PollInterval, s.opts.MaxPollInterval)
+	interval := s.opts.PollInterval
 	for first := true; ; first = false {
 		var (
 			rec store.Record
 			err error
 		)
-		if first && !s.opts.Portable {
+		if first {
 			// Mark the record watched, so whoever settles it announces it.
-			// (A portable store announces nothing: it only polls.)
 			rec, err = s.watch(ctx, p.Tenant, p.Key)
 		} else {
 			rec, err = s.lookup(ctx, p.Tenant, p.Key)
@@ -213,7 +212,7 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 		case rec.Token != p.Token || !now.Before(rec.LeaseUntil):
 			return store.Result{Status: store.StatusHeld, Record: rec, LeaseExpired: !now.Before(rec.LeaseUntil)}, nil
 		}
-		d := min(poll.Peek(), max(rec.LeaseUntil.Sub(now), time.Millisecond))
+		d := min(interval, max(rec.LeaseUntil.Sub(now), time.Millisecond))
 		if timer == nil {
 			timer = time.NewTimer(d)
 		} else {
@@ -225,7 +224,7 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 		select {
 		case <-w.ch:
 		case <-timer.C:
-			poll.Next()
+			interval = min(2*interval, s.opts.MaxPollInterval)
 		case <-ctx.Done():
 			return store.Result{}, fmt.Errorf("pgstore: %s on %q in tenant %q: %w", op, p.Key, p.Tenant, ctx.Err())
 		}

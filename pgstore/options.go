@@ -62,19 +62,6 @@ type Options struct {
 	// on. Every store on the same table must use the same channel. Same
 	// rules as Schema. Defaults to a name derived from Schema and Table.
 	NotifyChannel string
-	// Portable makes the store use only what PostgreSQL-compatible
-	// distributed engines (Citus, YugabyteDB, CockroachDB) share with
-	// PostgreSQL: no LISTEN/NOTIFY (Wait polls, from PollInterval up to
-	// MaxPollInterval, and marks nothing watched), no system columns (xmax,
-	// ctid), no advisory locks (EnsureSchema relies on IF NOT EXISTS and
-	// runs again when two replicas create an object at once). Statements
-	// that fail with a serialization failure (40001) or a deadlock (40P01)
-	// run again, as they do in either mode. Every store on one table must
-	// agree: a default-mode store's waiters are woken by notifications a
-	// portable store does not send, so they wait up to MaxPollInterval
-	// longer. docs/SCALING.md says what holds on which engine.
-	// [DetectPortable] tells whether a database needs it.
-	Portable bool
 }
 
 // resolve validates o and fills in its defaults. Errors name the field.

@@ -89,7 +89,7 @@ func newStore(pool *pgxpool.Pool, opts Options, local store.Clock) (*Store, erro
 		tableName: table,
 		channel:   pgx.Identifier{o.NotifyChannel}.Sanitize(),
 		sql: buildStatements(table, pgx.Identifier{indexName(o.Table)}.Sanitize(),
-			pgx.Identifier{listIndexName(o.Table)}.Sanitize(), pgx.Identifier{o.Schema, guardName(o.Table)}.Sanitize(), o.Portable),
+			pgx.Identifier{listIndexName(o.Table)}.Sanitize(), pgx.Identifier{o.Schema, guardName(o.Table)}.Sanitize()),
 		guardSQL: buildGuard(o.Schema, o.Table),
 		server:   server,
 	}
@@ -131,17 +131,9 @@ func (s *Store) EnsureSchema(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("pgstore: %s: %w", op, err)
 	}
-	again := retryable
-	if s.opts.Portable {
-		again = func(err error) bool { return retryable(err) || collided(err) }
-	}
-	err := s.retryIf(ctx, again, func(ctx context.Context) error {
+	err := s.retry(ctx, func(ctx context.Context) error {
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if s.opts.Portable {
-				// No advisory lock: two replicas that create an object at
-				// once collide on the catalogue, and the loser runs again
-				// (see retry), finding the object there.
-			} else if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", schemaLockKey); err != nil {
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", schemaLockKey); err != nil {
 				return err
 			}
 			var exists bool
@@ -724,14 +716,9 @@ func (s *Store) Sweep(ctx context.Context, p store.SweepParams) (int, error) {
 // retry runs fn again, a bounded number of times, while it fails with a
 // serialization failure or a deadlock. It returns fn's last error as is.
 func (s *Store) retry(ctx context.Context, fn func(ctx context.Context) error) error {
-	return s.retryIf(ctx, retryable, fn)
-}
-
-// retryIf is retry, running fn again when again says so.
-func (s *Store) retryIf(ctx context.Context, again func(error) bool, fn func(ctx context.Context) error) error {
 	for attempt := 1; ; attempt++ {
 		err := fn(ctx)
-		if err == nil || !again(err) || attempt == maxAttempts {
+		if err == nil || !retryable(err) || attempt == maxAttempts {
 			return err
 		}
 		if perr := pause(ctx, attempt); perr != nil {

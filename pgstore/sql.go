@@ -140,19 +140,15 @@ SELECT CASE
 	ELSE ('` + fenceMarker + ` (' || count(*) || ' rows)')::bigint END FROM upd`
 }
 
-func buildStatements(table, index, listIndex, guard string, portable bool) statements {
+func buildStatements(table, index, listIndex, guard string) statements {
 	r := strings.NewReplacer("{t}", table, "{i}", index, "{li}", listIndex, "{g}", guard, "{cols}", columns)
 	// q builds one statement: its states spelled and its parameters bound
 	// to p's order first, then the quoted names written in (a quoted name
-	// may hold an @ or a brace). In portable mode the statement is first
-	// made portable (see portableSQL).
+	// may hold an @ or a brace).
 	q := func(sql string, p paramList) string {
-		if portable {
-			sql = portableSQL.Replace(sql)
-		}
 		return r.Replace(bind(spellStates.Replace(sql), p.names()))
 	}
-	st := statements{
+	return statements{
 		createTable: q(`CREATE TABLE IF NOT EXISTS {t} (
 	tenant      text        NOT NULL,
 	key         text        NOT NULL,
@@ -395,28 +391,7 @@ GROUP BY origin_activity_type
 HAVING count(*) FILTER (WHERE state = {indeterminate} OR lease_until <= @now) > 0
 ORDER BY origin_activity_type COLLATE "C"`, backlogArgs{}.params()),
 	}
-	if portable {
-		// Without a physical address, by key; without NOTIFY, the erased
-		// keys need no announcement (the channel is still a parameter).
-		st.sweep = q(`DELETE FROM {t}
-WHERE (tenant, key) IN (SELECT tenant, key FROM {t} WHERE expires_at <= @now LIMIT @limit FOR UPDATE SKIP LOCKED)
-	AND expires_at <= @now`, sweepArgs{}.params())
-		st.forget = q(`WITH del AS (DELETE FROM {t} WHERE tenant = @tenant RETURNING key)
-SELECT count(*) + 0 * length(@channel::text) FROM del`, forgetArgs{}.params())
-	}
-	return st
 }
-
-// portableSQL makes a statement portable (Options.Portable): an
-// announcement becomes a value of the same shape that announces nothing
-// (concat of the channel and payload is as non-null as pg_notify's void,
-// so counts of it count the same rows, and keeps both parameters typed), and whether a claim replaced a row
-// — which only decided whether to announce it — is no longer read from
-// xmax. Sweep and Forget have portable statements of their own.
-var portableSQL = strings.NewReplacer(
-	"pg_notify(@channel, @payload)", "concat(@channel::text, @payload::text)",
-	"r.xmax::text <> '0'", "false",
-)
 
 // window is the SQL of the end of a retention window restarted at now
 // (a named parameter): the row's own retention when it keeps one
