@@ -60,14 +60,14 @@ type Options struct {
 	// MaxPollInterval. Polling only covers lost notifications and leases
 	// running out — except without [Capabilities.Notify], where it is how
 	// every waiter learns of a settlement. Must not be negative. Defaults
-	// to 250 milliseconds ([DefaultPollInterval]), or 20 milliseconds
-	// ([DefaultPollOnlyInterval]) without Notify.
+	// to 250 milliseconds ([DefaultPollInterval]) with Notify. Defaults to
+	// 20 milliseconds ([DefaultPollOnlyInterval]) without it.
 	PollInterval time.Duration
 	// MaxPollInterval bounds PollInterval's backoff. Must not be negative
 	// nor, when set, below PollInterval. Defaults to 2 seconds
-	// ([DefaultMaxPollInterval]), or 500 milliseconds
-	// ([DefaultPollOnlyMaxInterval]) without [Capabilities.Notify], or
-	// PollInterval when that is larger.
+	// ([DefaultMaxPollInterval]) with [Capabilities.Notify]. Defaults to
+	// 500 milliseconds ([DefaultPollOnlyMaxInterval]) without it. Either
+	// way, PollInterval when that is larger.
 	MaxPollInterval time.Duration
 	// NotifyChannel is the LISTEN/NOTIFY channel state changes are announced
 	// on. Every store on the same table must use the same channel. Same
