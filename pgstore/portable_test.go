@@ -284,3 +284,33 @@ func TestDetectCapabilities(t *testing.T) {
 	assert.Equal(t, pgstore.EnginePostgreSQL, engine)
 	assert.Equal(t, pgstore.AllCapabilities(), caps)
 }
+
+// The portable mode keeps the contract where every transaction is
+// SERIALIZABLE, as on CockroachDB: the pool's sessions default to it, so
+// racing claims end in real serialization failures (40001), which the
+// store runs again as whole transactions. (Transactional bodies begin READ
+// COMMITTED explicitly, and are not run here.)
+func TestConformancePortableSerializable(t *testing.T) {
+	t.Parallel()
+	_, schema := pgenv.Postgres(t)
+	cfg, err := pgxpool.ParseConfig(pgenv.PostgresURL())
+	require.NoError(t, err)
+	cfg.MaxConns = pgenv.PostgresMaxConns
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "serializable"
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	var iso string
+	require.NoError(t, pool.QueryRow(context.Background(), "SHOW transaction_isolation").Scan(&iso))
+	require.Equal(t, "serializable", iso)
+	var retries atomic.Int64
+	t.Cleanup(func() { t.Logf("claims run again: %d", retries.Load()) })
+	storetest.Run(t, func(t *testing.T, cfg storetest.Config) store.Store {
+		s := newStore(t, pool, schema, pgstore.Options{
+			TTL: cfg.TTL, Clock: cfg.Clock, Capabilities: portable(),
+			PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond,
+		})
+		s.SetOnRetry(func(int) { retries.Add(1) })
+		return s
+	})
+}
