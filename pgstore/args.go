@@ -44,9 +44,32 @@ func (l paramList) values() []any {
 }
 
 // notice is where a statement that settles a record announces it: the
-// notification channel and the key's payload (payloadFor).
+// notification channel and the key's payload (payloadFor). A silent notice
+// (a store without Capabilities.Notify) binds neither: its statements
+// announce nothing.
 type notice struct {
 	channel, payload string
+	silent           bool
+}
+
+func (n notice) params() paramList {
+	if n.silent {
+		return nil
+	}
+	return paramList{{"channel", n.channel}, {"payload", n.payload}}
+}
+
+// cat joins parameter lists, in order.
+func cat(lists ...paramList) paramList {
+	var n int
+	for _, l := range lists {
+		n += len(l)
+	}
+	out := make(paramList, 0, n)
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
 }
 
 // fence names the record a fenced statement changes and the claim that
@@ -99,14 +122,15 @@ type claimArgs struct {
 
 func (a claimArgs) params() paramList {
 	o := a.origin
-	return paramList{
+	return cat(paramList{
 		{"tenant", a.tenant}, {"key", a.key}, {"holder", a.holder}, {"token", a.token},
 		{"lease_until", a.leaseUntil}, {"expires_at", a.expiresAt}, {"now", a.now},
-		{"supersede", a.supersede}, {"channel", a.channel}, {"payload", a.payload},
+		{"supersede", a.supersede},
+	}, a.notice.params(), paramList{
 		{"origin_workflow_id", o.WorkflowID}, {"origin_run_id", o.RunID},
 		{"origin_activity_type", o.ActivityType}, {"origin_activity_id", o.ActivityID}, {"origin_attempt", o.Attempt},
 		{"check_digest", a.check}, {"retention_us", a.retention},
-	}
+	})
 }
 
 // claimReadArgs are claimRead's parameters: the key, and the claim's own
@@ -152,8 +176,7 @@ type completeArgs struct {
 }
 
 func (a completeArgs) params() paramList {
-	return append(a.fence.params(), param{"expires_at", a.expiresAt}, param{"outcome", a.outcome},
-		param{"channel", a.channel}, param{"payload", a.payload})
+	return cat(a.fence.params(), paramList{{"expires_at", a.expiresAt}, {"outcome", a.outcome}}, a.notice.params())
 }
 
 // completeTxArgs are the parameters of completeTx and completeTxGuarded:
@@ -174,7 +197,7 @@ type settleArgs struct {
 }
 
 func (a settleArgs) params() paramList {
-	return append(a.fence.params(), param{"channel", a.channel}, param{"payload", a.payload})
+	return cat(a.fence.params(), a.notice.params())
 }
 
 // markArgs are markIndeterminate's parameters: the record's new expiry,
@@ -187,8 +210,7 @@ type markArgs struct {
 }
 
 func (a markArgs) params() paramList {
-	return append(a.fence.params(), param{"expires_at", a.expiresAt}, param{"reason", a.reason},
-		param{"channel", a.channel}, param{"payload", a.payload})
+	return cat(a.fence.params(), paramList{{"expires_at", a.expiresAt}, {"reason", a.reason}}, a.notice.params())
 }
 
 // resolution is the trail a person's decision leaves on a record.
@@ -212,11 +234,12 @@ type resolveCompleteArgs struct {
 }
 
 func (a resolveCompleteArgs) params() paramList {
-	return paramList{
+	return cat(paramList{
 		{"tenant", a.tenant}, {"key", a.key}, {"now", a.now}, {"expires_at", a.expiresAt}, {"outcome", a.outcome},
-		{"channel", a.channel}, {"payload", a.payload}, {"token", a.token},
+	}, a.notice.params(), paramList{
+		{"token", a.token},
 		{"action", a.action}, {"by", a.by}, {"reason", a.reason}, {"reference", a.reference}, {"stale", a.stale},
-	}
+	})
 }
 
 // resolveFreeArgs are resolveFree's parameters, as resolveComplete's.
@@ -229,10 +252,8 @@ type resolveFreeArgs struct {
 }
 
 func (a resolveFreeArgs) params() paramList {
-	return paramList{
-		{"tenant", a.tenant}, {"key", a.key}, {"now", a.now},
-		{"channel", a.channel}, {"payload", a.payload}, {"token", a.token}, {"stale", a.stale},
-	}
+	return cat(paramList{{"tenant", a.tenant}, {"key", a.key}, {"now", a.now}}, a.notice.params(),
+		paramList{{"token", a.token}, {"stale", a.stale}})
 }
 
 // resolveGoneArgs are resolveGone's parameters: the completed record it
@@ -251,21 +272,24 @@ type resolveGoneArgs struct {
 }
 
 func (a resolveGoneArgs) params() paramList {
-	return paramList{
+	return cat(paramList{
 		{"tenant", a.tenant}, {"key", a.key}, {"holder", a.holder}, {"token", a.token},
 		{"now", a.now}, {"expires_at", a.expiresAt}, {"outcome", a.outcome},
 		{"action", a.action}, {"by", a.by}, {"reason", a.reason}, {"reference", a.reference},
-		{"channel", a.channel}, {"payload", a.payload}, {"check_digest", a.check}, {"retention_us", a.retention},
-	}
+	}, a.notice.params(), paramList{{"check_digest", a.check}, {"retention_us", a.retention}})
 }
 
 // forgetArgs are forget's parameters: the tenant, and the channel it
-// announces every erased key on.
+// announces every erased key on (none when silent: see notice).
 type forgetArgs struct {
 	tenant, channel string
+	silent          bool
 }
 
 func (a forgetArgs) params() paramList {
+	if a.silent {
+		return paramList{{"tenant", a.tenant}}
+	}
 	return paramList{{"tenant", a.tenant}, {"channel", a.channel}}
 }
 
@@ -288,8 +312,7 @@ type cancelClaimArgs struct {
 }
 
 func (a cancelClaimArgs) params() paramList {
-	return paramList{{"tenant", a.tenant}, {"key", a.key}, {"token", a.token},
-		{"channel", a.channel}, {"payload", a.payload}}
+	return cat(paramList{{"tenant", a.tenant}, {"key", a.key}, {"token", a.token}}, a.notice.params())
 }
 
 // backlogArgs are countBacklogQuery's parameters.

@@ -54,6 +54,43 @@
 // it notices leases running out and covers notifications lost while the
 // listener reconnects.
 //
+// # Distributed PostgreSQL: the portable mode
+//
+// The store relies on four features of PostgreSQL itself that distributed
+// engines speaking its protocol lack in part: the system column xmax (to
+// tell a claim that replaced a record from one that inserted it), ctid (to
+// sweep by physical address), NOTIFY (sent inside the statements that
+// settle a record, received on one LISTEN connection) and advisory locks
+// (EnsureSchema). [Options.Capabilities] says which it may use: nil, the
+// default, is every one ([AllCapabilities]) and sends exactly the
+// statements the store has always sent; the zero [Capabilities] is the
+// portable mode, which uses none:
+//
+//   - a claim that replaces a standing record is an upsert whose RETURNING
+//     carries the record's token: the claim took the key when it is the
+//     token the call sent; otherwise a second statement reads what stands;
+//   - Sweep deletes a batch by primary key, re-checking each row's expiry;
+//   - nothing is announced and no connection listens: [Store.Wait] polls,
+//     from [DefaultPollOnlyInterval] backing off to
+//     [DefaultPollOnlyMaxInterval];
+//   - EnsureSchema creates each object with IF NOT EXISTS and runs its
+//     transaction again when it loses a race on the catalogs to a replica.
+//
+// Serialization failures (SQLSTATE 40001) and deadlocks (40P01), routine
+// on engines whose transactions are SERIALIZABLE, are run again as a whole
+// transaction — a statement, the claim's batch, EnsureSchema's transaction
+// — a bounded number of times with a growing, jittered pause, in every
+// mode. The transaction of a transactional body cannot be: the body is the
+// application's code. Its commit fails with an error matching
+// [ErrTransactionConflict], nothing of it lands, and the dispatcher frees
+// the key for the activity's retry.
+//
+// [DetectCapabilities] reads which engine the pool dials and returns the
+// set for it. The portable mode passes the whole conformance suite
+// (storetest) against PostgreSQL with every capability off; it has not
+// been run against Citus, YugabyteDB or CockroachDB. docs/SCALING.md says
+// per engine what holds by design and what is untested.
+//
 // # Errors
 //
 // Errors are translated at the store's edge: a server that cannot be

@@ -46,3 +46,30 @@ func Example() {
 		}
 	}
 }
+
+// ExampleDetectCapabilities runs the store on whatever engine the pool
+// dials: every capability on PostgreSQL itself, the portable mode on
+// Citus, YugabyteDB and CockroachDB. It needs a database, so it has no
+// Output and is compiled but not run.
+func ExampleDetectCapabilities() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "postgres://app@db.internal:26257/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+
+	engine, caps, err := pgstore.DetectCapabilities(ctx, pool)
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("idempotency records on %s, capabilities %s", engine, caps)
+	s, err := pgstore.New(pool, pgstore.Options{Schema: "idempotency", Capabilities: &caps})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.EnsureSchema(ctx); err != nil {
+		log.Fatal(err)
+	}
+}

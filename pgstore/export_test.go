@@ -84,3 +84,19 @@ func CommitWithHook(ctx context.Context, txn store.Transaction, outcome []byte, 
 	t.beforeCommit = hook
 	return t.Commit(ctx, outcome)
 }
+
+// Statements returns the text of every statement the store may send,
+// named, for tests that read what a mode sends.
+func (s *Store) Statements() map[string]string {
+	st := s.sql
+	return map[string]string{
+		"createTable": st.createTable, "createIndex": st.createIndex, "addColumn": st.addColumn,
+		"createListIndex": st.createListIndex, "watch": st.watch, "claim": st.claim, "claimInsert": st.claimInsert,
+		"claimRead": st.claimRead, "lookup": st.lookup, "renew": st.renew, "complete": st.complete,
+		"release": st.release, "markIndeterminate": st.markIndeterminate, "completeTx": st.completeTx,
+		"completeTxGuarded": st.completeTxGuarded, "resolveComplete": st.resolveComplete,
+		"resolveFree": st.resolveFree, "forget": st.forget, "sweep": st.sweep, "resolveGone": st.resolveGone,
+		"cancelClaim": st.cancelClaim, "endLease": st.endLease, "countBacklog": st.countBacklog,
+		"claimUpsert": st.claimUpsert, "announce": st.announce,
+	}
+}

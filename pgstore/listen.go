@@ -169,7 +169,8 @@ func (l *listener) listen(ctx context.Context) (listening bool) {
 // Wait implements [store.Store.Wait]. A change to the key announced on the
 // store's channel wakes it at once; otherwise it re-reads the record after
 // PollInterval, backing off to MaxPollInterval, and never later than the
-// lease's end by the store's clock. Polling is what notices a lease running
+// lease's end by the store's clock. Without [Capabilities.Notify] nothing
+// is announced and it only polls. Polling is what notices a lease running
 // out, and what covers notifications lost while the listener reconnects.
 // An unreachable database ends the wait with an error matching
 // store.ErrUnavailable.
@@ -178,8 +179,14 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 	if err := begin(ctx, op, p); err != nil {
 		return store.Result{}, err
 	}
-	w := s.l.subscribe(payloadFor(p.Tenant, p.Key))
-	defer s.l.unsubscribe(w)
+	// Without notifications nothing wakes the wait but its timer, and no
+	// connection listens.
+	var wake <-chan struct{}
+	if s.caps.Notify {
+		w := s.l.subscribe(payloadFor(p.Tenant, p.Key))
+		defer s.l.unsubscribe(w)
+		wake = w.ch
+	}
 
 	var timer *time.Timer
 	defer func() {
@@ -193,7 +200,7 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 			rec store.Record
 			err error
 		)
-		if first {
+		if first && s.caps.Notify {
 			// Mark the record watched, so whoever settles it announces it.
 			rec, err = s.watch(ctx, p.Tenant, p.Key)
 		} else {
@@ -222,7 +229,7 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 			s.onBlock(p)
 		}
 		select {
-		case <-w.ch:
+		case <-wake:
 		case <-timer.C:
 			interval = min(2*interval, s.opts.MaxPollInterval)
 		case <-ctx.Done():

@@ -21,6 +21,13 @@ const (
 	DefaultPollInterval = 250 * time.Millisecond
 	// DefaultMaxPollInterval bounds the backoff of [Store.Wait]'s polling.
 	DefaultMaxPollInterval = 2 * time.Second
+	// DefaultPollOnlyInterval is [Options.PollInterval]'s default for a
+	// store without [Capabilities.Notify], whose waiters learn of a
+	// settlement only by polling.
+	DefaultPollOnlyInterval = 20 * time.Millisecond
+	// DefaultPollOnlyMaxInterval is [Options.MaxPollInterval]'s default
+	// for a store without [Capabilities.Notify].
+	DefaultPollOnlyMaxInterval = 500 * time.Millisecond
 )
 
 // maxIdentifierLength is PostgreSQL's NAMEDATALEN-1: longer names are
@@ -51,17 +58,31 @@ type Options struct {
 	// PollInterval is how long [Store.Wait] first waits for a notification
 	// before re-reading the record; it doubles on each quiet poll up to
 	// MaxPollInterval. Polling only covers lost notifications and leases
-	// running out. Must not be negative. Defaults to 250 milliseconds
-	// ([DefaultPollInterval]).
+	// running out — except without [Capabilities.Notify], where it is how
+	// every waiter learns of a settlement. Must not be negative. Defaults
+	// to 250 milliseconds ([DefaultPollInterval]) with Notify. Defaults to
+	// 20 milliseconds ([DefaultPollOnlyInterval]) without it.
 	PollInterval time.Duration
 	// MaxPollInterval bounds PollInterval's backoff. Must not be negative
 	// nor, when set, below PollInterval. Defaults to 2 seconds
-	// ([DefaultMaxPollInterval]), or PollInterval when that is larger.
+	// ([DefaultMaxPollInterval]) with [Capabilities.Notify]. Defaults to
+	// 500 milliseconds ([DefaultPollOnlyMaxInterval]) without it. Either
+	// way, PollInterval when that is larger.
 	MaxPollInterval time.Duration
 	// NotifyChannel is the LISTEN/NOTIFY channel state changes are announced
 	// on. Every store on the same table must use the same channel. Same
 	// rules as Schema. Defaults to a name derived from Schema and Table.
 	NotifyChannel string
+	// Capabilities are the features of PostgreSQL the store may use
+	// beyond what distributed engines share: nil is every one
+	// ([AllCapabilities]), the store's mode on PostgreSQL itself; the zero
+	// Capabilities is the portable mode, for Citus, YugabyteDB or
+	// CockroachDB (see [Capabilities] for what each costs, and
+	// [DetectCapabilities] to ask the server). With every capability on,
+	// the store sends exactly the statements it sends with nil. Every
+	// store on one table must agree on Capabilities.Notify. Defaults to
+	// nil; [Store.Options] returns the set in use, never nil.
+	Capabilities *Capabilities
 }
 
 // resolve validates o and fills in its defaults. Errors name the field.
@@ -90,8 +111,17 @@ func (o Options) resolve() (Options, error) {
 	}
 	o.TTL = cmp.Or(o.TTL, store.DefaultTTL)
 	o.Clock = cmp.Or[store.Clock](o.Clock, store.SystemClock{})
-	o.PollInterval = cmp.Or(o.PollInterval, DefaultPollInterval)
-	o.MaxPollInterval = cmp.Or(o.MaxPollInterval, max(DefaultMaxPollInterval, o.PollInterval))
+	caps := AllCapabilities()
+	if o.Capabilities != nil {
+		caps = *o.Capabilities
+	}
+	o.Capabilities = &caps // a copy: the caller's may change after New
+	poll, maxPoll := DefaultPollInterval, DefaultMaxPollInterval
+	if !caps.Notify {
+		poll, maxPoll = DefaultPollOnlyInterval, DefaultPollOnlyMaxInterval
+	}
+	o.PollInterval = cmp.Or(o.PollInterval, poll)
+	o.MaxPollInterval = cmp.Or(o.MaxPollInterval, max(maxPoll, o.PollInterval))
 	return o, nil
 }
 

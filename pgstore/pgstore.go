@@ -33,6 +33,7 @@ type Store struct {
 	schema    string // quoted
 	tableName string // quoted and schema-qualified
 	channel   string // quoted, for LISTEN
+	caps      Capabilities
 	sql       statements
 	l         *listener
 	// guardSQL and guard are the commit guard of transactional bodies
@@ -88,8 +89,10 @@ func newStore(pool *pgxpool.Pool, opts Options, local store.Clock) (*Store, erro
 		schema:    pgx.Identifier{o.Schema}.Sanitize(),
 		tableName: table,
 		channel:   pgx.Identifier{o.NotifyChannel}.Sanitize(),
+		caps:      *o.Capabilities,
 		sql: buildStatements(table, pgx.Identifier{indexName(o.Table)}.Sanitize(),
-			pgx.Identifier{listIndexName(o.Table)}.Sanitize(), pgx.Identifier{o.Schema, guardName(o.Table)}.Sanitize()),
+			pgx.Identifier{listIndexName(o.Table)}.Sanitize(), pgx.Identifier{o.Schema, guardName(o.Table)}.Sanitize(),
+			*o.Capabilities),
 		guardSQL: buildGuard(o.Schema, o.Table),
 		server:   server,
 	}
@@ -106,8 +109,14 @@ func (s *Store) now(ctx context.Context) time.Time {
 	return s.opts.Clock.Now()
 }
 
-// Options returns the options the store runs with, defaults filled in.
-func (s *Store) Options() Options { return s.opts }
+// Options returns the options the store runs with, defaults filled in
+// (Capabilities is never nil: it is the set the store runs with).
+func (s *Store) Options() Options {
+	o := s.opts
+	caps := s.caps
+	o.Capabilities = &caps
+	return o
+}
 
 // Close stops the store's listener and closes its dedicated connection. It
 // does not close the pool. Waits in progress fall back to polling. Close is
@@ -123,7 +132,9 @@ const schemaLockKey int64 = 0x6964656d706f7467 // "idempotg"
 // are missing, adds the columns a table made by an earlier version lacks,
 // and leaves them alone otherwise. It is the deployment's to
 // call; it is idempotent and safe to run from several replicas at once: the
-// work is serialized by a transaction-scoped advisory lock. Objects that
+// work is serialized by a transaction-scoped advisory lock (without
+// [Capabilities.AdvisoryLocks], a replica that loses a race on the
+// catalogs runs its transaction again instead). Objects that
 // already exist are detected first, so a role without CREATE privilege can
 // run it against a prepared database.
 func (s *Store) EnsureSchema(ctx context.Context) error {
@@ -131,54 +142,66 @@ func (s *Store) EnsureSchema(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("pgstore: %s: %w", op, err)
 	}
+	if !s.caps.AdvisoryLocks {
+		return s.ensureSchemaUnlocked(ctx)
+	}
 	err := s.retry(ctx, func(ctx context.Context) error {
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", schemaLockKey); err != nil {
 				return err
 			}
-			var exists bool
-			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", s.opts.Schema).Scan(&exists); err != nil {
-				return err
-			}
-			if !exists {
-				if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+s.schema); err != nil {
-					return err
-				}
-			}
-			for _, obj := range []struct{ name, ddl string }{
-				{s.tableName, s.sql.createTable},
-				{pgx.Identifier{s.opts.Schema, indexName(s.opts.Table)}.Sanitize(), s.sql.createIndex},
-				{pgx.Identifier{s.opts.Schema, listIndexName(s.opts.Table)}.Sanitize(), s.sql.createListIndex},
-			} {
-				if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", obj.name).Scan(&exists); err != nil {
-					return err
-				}
-				if !exists {
-					if _, err := tx.Exec(ctx, obj.ddl); err != nil {
-						return err
-					}
-				}
-			}
-			if err := s.guardDDL(ctx, tx); err != nil {
-				return err
-			}
-			// A table made by an earlier version lacks the newer columns.
-			for _, c := range addedColumns {
-				if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
-WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`, s.tableName, c.name).Scan(&exists); err != nil {
-					return err
-				}
-				if !exists {
-					if _, err := tx.Exec(ctx, fmt.Sprintf(s.sql.addColumn, c.name, c.def)); err != nil {
-						return err
-					}
-				}
-			}
-			return nil
+			return s.schemaDDL(ctx, tx, true)
 		})
 	})
 	if err != nil {
 		return s.interpret(ctx, op, err)
+	}
+	return nil
+}
+
+// schemaDDL creates in tx what EnsureSchema creates that is missing: the
+// schema, the table and its indexes, with guard the commit guard, and the
+// columns a table made by an earlier version lacks.
+func (s *Store) schemaDDL(ctx context.Context, tx pgx.Tx, guard bool) error {
+	var exists bool
+	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", s.opts.Schema).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+s.schema); err != nil {
+			return err
+		}
+	}
+	for _, obj := range []struct{ name, ddl string }{
+		{s.tableName, s.sql.createTable},
+		{pgx.Identifier{s.opts.Schema, indexName(s.opts.Table)}.Sanitize(), s.sql.createIndex},
+		{pgx.Identifier{s.opts.Schema, listIndexName(s.opts.Table)}.Sanitize(), s.sql.createListIndex},
+	} {
+		if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", obj.name).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			if _, err := tx.Exec(ctx, obj.ddl); err != nil {
+				return err
+			}
+		}
+	}
+	if guard {
+		if err := s.guardDDL(ctx, tx); err != nil {
+			return err
+		}
+	}
+	// A table made by an earlier version lacks the newer columns.
+	for _, c := range addedColumns {
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`, s.tableName, c.name).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			if _, err := tx.Exec(ctx, fmt.Sprintf(s.sql.addColumn, c.name, c.def)); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -275,6 +298,9 @@ func (s *Store) claimOnce(ctx context.Context, p store.ClaimParams, token int64,
 	if s.onReplace != nil {
 		s.onReplace()
 	}
+	if s.sql.claim == "" {
+		return s.claimReplace(ctx, p, token, now)
+	}
 	var (
 		rec      store.Record
 		acquired bool
@@ -349,8 +375,12 @@ func (s *Store) newClaim(p store.ClaimParams, token int64, now time.Time) newCla
 	}
 }
 
-// notice is where a change to tenant's key is announced.
+// notice is where a change to tenant's key is announced: nowhere, without
+// Capabilities.Notify.
 func (s *Store) notice(tenant, key string) notice {
+	if !s.caps.Notify {
+		return notice{silent: true}
+	}
 	return notice{channel: s.opts.NotifyChannel, payload: payloadFor(tenant, key)}
 }
 
@@ -683,7 +713,7 @@ func (s *Store) Forget(ctx context.Context, p store.ForgetParams) (int, error) {
 	}
 	var n int64
 	err := s.retry(ctx, func(ctx context.Context) error {
-		a := forgetArgs{tenant: p.Tenant, channel: s.opts.NotifyChannel}
+		a := forgetArgs{tenant: p.Tenant, channel: s.opts.NotifyChannel, silent: !s.caps.Notify}
 		return s.pool.QueryRow(ctx, s.sql.forget, a.params().values()...).Scan(&n)
 	})
 	if err != nil {

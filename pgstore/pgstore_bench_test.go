@@ -101,3 +101,92 @@ func runCallers(b *testing.B, callers int, op func(ctx context.Context) error) {
 		b.Fatal(err)
 	}
 }
+
+// newBenchStore is a store on a table of its own in schema, with caps.
+func newBenchStore(b *testing.B, pool *pgxpool.Pool, schema string, caps *pgstore.Capabilities) *pgstore.Store {
+	b.Helper()
+	s, err := pgstore.New(pool, pgstore.Options{Schema: schema, Table: testenv.UniqueName("bench"), Capabilities: caps})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(s.Close)
+	if err := s.EnsureSchema(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// BenchmarkPortable is storetest's store benchmark of the portable mode
+// (every capability off) with the default mode as its floor: the same
+// Claim and Complete through a default-mode store on its own table of the
+// same pool, run interleaved in the same process. Its lib/floor is the
+// portable mode's claim+complete throughput as a fraction of the default
+// mode's (portable ÷ default), at 1, 8 and 32 callers.
+func BenchmarkPortable(b *testing.B) {
+	_, schema := pgenv.Postgres(b)
+	pool := pgenv.PostgresPool(b, benchConns)
+	def := newBenchStore(b, pool, schema, nil)
+	port := newBenchStore(b, pool, schema, &pgstore.Capabilities{})
+	storetest.Benchmark(b, port, func(ctx context.Context, key string, outcome []byte) (bool, error) {
+		res, err := def.Claim(ctx, store.ClaimParams{Tenant: "bench", Key: key, Holder: "bench", Lease: time.Minute})
+		if err != nil || res.Status != store.StatusAcquired {
+			return false, err
+		}
+		return true, def.Complete(ctx, store.CompleteParams{Tenant: "bench", Key: key, Token: res.Record.Token, Outcome: outcome})
+	})
+}
+
+// BenchmarkWaitWake measures what a waiter costs and how late it learns
+// of a settlement, with NOTIFY (the default) and by polling alone (the
+// portable mode, at its default intervals): a holder claims a key, a
+// duplicate waits on it, and the holder completes hold after the wait
+// began (after the wait first read the record pending). wake-ms is the
+// time from the completion to the wait's return; reads/wait the reads of
+// the record the wait made (its first read and one per poll).
+func BenchmarkWaitWake(b *testing.B) {
+	_, schema := pgenv.Postgres(b)
+	pool := pgenv.PostgresPool(b, benchConns)
+	for _, mode := range []struct {
+		name string
+		caps *pgstore.Capabilities
+	}{{"notify", nil}, {"poll", &pgstore.Capabilities{}}} {
+		s := newBenchStore(b, pool, schema, mode.caps)
+		var reads atomic.Int64
+		s.SetOnBlock(func(store.WaitParams) { reads.Add(1) })
+		for _, hold := range []time.Duration{0, 100 * time.Millisecond, time.Second} {
+			b.Run("mode="+mode.name+"/hold="+hold.String(), func(b *testing.B) {
+				ctx := context.Background()
+				var late time.Duration
+				reads.Store(0)
+				for i := 0; i < b.N; i++ {
+					key := testenv.UniqueName("wake")
+					before := reads.Load()
+					res, err := s.Claim(ctx, store.ClaimParams{Tenant: "bench", Key: key, Holder: "bench", Lease: time.Minute})
+					if err != nil {
+						b.Fatal(err)
+					}
+					done := make(chan time.Time, 1)
+					go func() {
+						_, err := s.Wait(ctx, store.WaitParams{Tenant: "bench", Key: key, Token: res.Record.Token})
+						if err != nil {
+							b.Error(err)
+						}
+						done <- time.Now()
+					}()
+					for reads.Load() == before { // until the wait read the record pending and sleeps
+						time.Sleep(50 * time.Microsecond)
+					}
+					time.Sleep(hold)
+					if err := s.Complete(ctx, store.CompleteParams{Tenant: "bench", Key: key, Token: res.Record.Token}); err != nil {
+						b.Fatal(err)
+					}
+					completed := time.Now()
+					late += (<-done).Sub(completed)
+				}
+				b.ReportMetric(float64(late.Microseconds())/1000/float64(b.N), "wake-ms")
+				// Each block followed a read; the read that ends the wait is one more.
+				b.ReportMetric(float64(reads.Load())/float64(b.N)+1, "reads/wait")
+			})
+		}
+	}
+}

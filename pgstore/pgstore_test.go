@@ -496,6 +496,7 @@ func TestOptionsDocStatesTheDefaults(t *testing.T) {
 	n := optdoc.Check(t, "options.go", map[string]any{
 		"DefaultSchema": pgstore.DefaultSchema, "DefaultTable": pgstore.DefaultTable, "store.DefaultTTL": store.DefaultTTL,
 		"DefaultPollInterval": pgstore.DefaultPollInterval, "DefaultMaxPollInterval": pgstore.DefaultMaxPollInterval,
+		"DefaultPollOnlyInterval": pgstore.DefaultPollOnlyInterval, "DefaultPollOnlyMaxInterval": pgstore.DefaultPollOnlyMaxInterval,
 	})
-	assert.Equal(t, 5, n)
+	assert.Equal(t, 7, n)
 }

@@ -122,6 +122,11 @@ type statements struct {
 	resolveGone                                 string
 	cancelClaim, endLease                       string
 	countBacklog                                string
+
+	// claimUpsert and announce are the full claim's statements without
+	// Capabilities.Xmax (or Notify): the replacing upsert, and the
+	// announcement of what it replaced, sent after it.
+	claimUpsert, announce string
 }
 
 // completeTxSQL is completeTx's statement, with more CTEs after its
@@ -135,20 +140,67 @@ func completeTxSQL(more string) string {
 SELECT CASE
 	WHEN current_setting('` + markSetting + `', true) IS DISTINCT FROM @mark::text
 		THEN ('` + txEndedMarker + ` (' || count(*) || ' rows)')::bigint
-	WHEN count(*) = 1 THEN 1 + 0 * count(CASE WHEN watched THEN pg_notify(@channel, @payload) END)
+	WHEN count(*) = 1 THEN 1{notify_watched}
 		+ 0 * length(set_config('` + commitSetting + `', @mark::text, true))
 	ELSE ('` + fenceMarker + ` (' || count(*) || ' rows)')::bigint END FROM upd`
 }
 
-func buildStatements(table, index, listIndex, guard string) statements {
+func buildStatements(table, index, listIndex, guard string, caps Capabilities) statements {
 	r := strings.NewReplacer("{t}", table, "{i}", index, "{li}", listIndex, "{g}", guard, "{cols}", columns)
-	// q builds one statement: its states spelled and its parameters bound
-	// to p's order first, then the quoted names written in (a quoted name
-	// may hold an @ or a brace).
+	spellCaps := capabilityTerms(caps)
+	// q builds one statement: its states and its capability terms spelled
+	// and its parameters bound to p's order first, then the quoted names
+	// written in (a quoted name may hold an @ or a brace).
 	q := func(sql string, p paramList) string {
-		return r.Replace(bind(spellStates.Replace(sql), p.names()))
+		return r.Replace(bind(spellCaps.Replace(spellStates.Replace(sql)), p.names()))
 	}
-	return statements{
+	// n is the notice the statements' parameter lists are built with: it
+	// binds the channel and payload only when the store notifies.
+	n := notice{silent: !caps.Notify}
+	// claim takes the key in one statement. The INSERT's ON CONFLICT
+	// arm replaces the row only when it has expired (by @now) or is
+	// pending under exactly the superseded token @supersede (0, the
+	// "no supersede" value, is never a token). A replaced row (xmax <>
+	// 0: the tuple came from an UPDATE, not an INSERT) may have
+	// waiters on its old token, so it is announced. When the arm does
+	// not fire, the second branch returns the row as it stands, in the
+	// same round trip. See Store.Claim for why that branch can come
+	// back empty or stale under READ COMMITTED. Parameters: claimArgs.
+	//
+	// It reads xmax and notifies, so a store without either has none, and
+	// sends claimUpsert (and announce) instead.
+	var claimSQL string
+	if caps.Xmax && caps.Notify {
+		claimSQL = q(`WITH ins AS (
+	INSERT INTO {t} AS r (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
+		origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt, check_digest, retention_us)
+	VALUES (@tenant, @key, {pending}, @holder, @token, @lease_until, @expires_at, @now, @now, NULL, '', @origin_workflow_id, @origin_run_id, @origin_activity_type, @origin_activity_id, @origin_attempt, @check_digest, @retention_us)
+	ON CONFLICT (tenant, key) DO UPDATE SET
+		state = {pending}, holder = EXCLUDED.holder, token = EXCLUDED.token,
+		lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at,
+		created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
+		outcome = NULL, reason = '', watched = false,
+		origin_workflow_id = EXCLUDED.origin_workflow_id, origin_run_id = EXCLUDED.origin_run_id,
+		origin_activity_type = EXCLUDED.origin_activity_type, origin_activity_id = EXCLUDED.origin_activity_id,
+		origin_attempt = EXCLUDED.origin_attempt,
+		resolution_action = 0, resolved_by = '', resolution_reason = '', resolution_reference = '', resolved_at = NULL,
+		check_digest = EXCLUDED.check_digest, retention_us = EXCLUDED.retention_us
+	WHERE r.expires_at <= @now OR (r.state = {pending} AND r.token = @supersede)
+	RETURNING r.tenant, r.key, r.state, r.holder, r.token, r.lease_until, r.expires_at,
+		r.created_at, r.updated_at, r.outcome, r.reason, r.origin_workflow_id, r.origin_run_id,
+		r.origin_activity_type, r.origin_activity_id, r.origin_attempt, r.resolution_action, r.resolved_by,
+		r.resolution_reason, r.resolution_reference, r.resolved_at, r.check_digest, r.retention_us,
+		r.xmax::text <> '0' AS replaced
+)
+SELECT true AS acquired, {cols},
+	CASE WHEN replaced THEN (SELECT count(pg_notify(@channel, @payload))) ELSE 0 END AS notified
+FROM ins
+UNION ALL
+SELECT false, {cols}, 0
+FROM {t}
+WHERE tenant = @tenant AND key = @key AND NOT EXISTS (SELECT 1 FROM ins)`, claimArgs{notice: n}.params())
+	}
+	st := statements{
 		createTable: q(`CREATE TABLE IF NOT EXISTS {t} (
 	tenant      text        NOT NULL,
 	key         text        NOT NULL,
@@ -187,43 +239,8 @@ func buildStatements(table, index, listIndex, guard string) statements {
 		// and a completion writes no entry.
 		createListIndex: q(`CREATE INDEX IF NOT EXISTS {li} ON {t} (tenant, created_at, key COLLATE "C") WHERE state <> {completed}`, nil),
 
-		// claim takes the key in one statement. The INSERT's ON CONFLICT
-		// arm replaces the row only when it has expired (by @now) or is
-		// pending under exactly the superseded token @supersede (0, the
-		// "no supersede" value, is never a token). A replaced row (xmax <>
-		// 0: the tuple came from an UPDATE, not an INSERT) may have
-		// waiters on its old token, so it is announced. When the arm does
-		// not fire, the second branch returns the row as it stands, in the
-		// same round trip. See Store.Claim for why that branch can come
-		// back empty or stale under READ COMMITTED. Parameters: claimArgs.
-		claim: q(`WITH ins AS (
-	INSERT INTO {t} AS r (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
-		origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt, check_digest, retention_us)
-	VALUES (@tenant, @key, {pending}, @holder, @token, @lease_until, @expires_at, @now, @now, NULL, '', @origin_workflow_id, @origin_run_id, @origin_activity_type, @origin_activity_id, @origin_attempt, @check_digest, @retention_us)
-	ON CONFLICT (tenant, key) DO UPDATE SET
-		state = {pending}, holder = EXCLUDED.holder, token = EXCLUDED.token,
-		lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at,
-		created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
-		outcome = NULL, reason = '', watched = false,
-		origin_workflow_id = EXCLUDED.origin_workflow_id, origin_run_id = EXCLUDED.origin_run_id,
-		origin_activity_type = EXCLUDED.origin_activity_type, origin_activity_id = EXCLUDED.origin_activity_id,
-		origin_attempt = EXCLUDED.origin_attempt,
-		resolution_action = 0, resolved_by = '', resolution_reason = '', resolution_reference = '', resolved_at = NULL,
-		check_digest = EXCLUDED.check_digest, retention_us = EXCLUDED.retention_us
-	WHERE r.expires_at <= @now OR (r.state = {pending} AND r.token = @supersede)
-	RETURNING r.tenant, r.key, r.state, r.holder, r.token, r.lease_until, r.expires_at,
-		r.created_at, r.updated_at, r.outcome, r.reason, r.origin_workflow_id, r.origin_run_id,
-		r.origin_activity_type, r.origin_activity_id, r.origin_attempt, r.resolution_action, r.resolved_by,
-		r.resolution_reason, r.resolution_reference, r.resolved_at, r.check_digest, r.retention_us,
-		r.xmax::text <> '0' AS replaced
-)
-SELECT true AS acquired, {cols},
-	CASE WHEN replaced THEN (SELECT count(pg_notify(@channel, @payload))) ELSE 0 END AS notified
-FROM ins
-UNION ALL
-SELECT false, {cols}, 0
-FROM {t}
-WHERE tenant = @tenant AND key = @key AND NOT EXISTS (SELECT 1 FROM ins)`, claimArgs{}.params()),
+		// claim: see claimSQL above; empty without Xmax or Notify.
+		claim: claimSQL,
 
 		// claimInsert and claimRead are the claim of the common cases,
 		// sent together as one batch (see Store.claimFast): a fresh key is
@@ -270,7 +287,7 @@ RETURNING lease_until`, renewArgs{}.params()),
 	WHERE tenant = @tenant AND key = @key AND token = @token AND state = {pending} AND expires_at > @now
 	RETURNING watched
 )
-SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify(@channel, @payload) END) FROM upd`, completeArgs{}.params()),
+SELECT count(*){notify_watched} FROM upd`, completeArgs{notice: n}.params()),
 		// completeTx is complete run inside a transactional body's
 		// transaction (Store.BeginTransaction). The fence is the server's:
 		// when no row changed, the statement fails (the text cast below
@@ -286,22 +303,22 @@ SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify(@channel, @payload)
 		// which has lost it), and approves the COMMIT that follows it for
 		// the commit guard (txguard.go): it sets the commit setting to the
 		// mark and, in completeTxGuarded, deletes the guard's row.
-		completeTx:        q(completeTxSQL(""), completeTxArgs{}.params()),
-		completeTxGuarded: q(completeTxSQL(", unguard AS (\n\tDELETE FROM {g} WHERE mark = @mark::text\n)"), completeTxArgs{}.params()),
+		completeTx:        q(completeTxSQL(""), completeTxArgs{completeArgs: completeArgs{notice: n}}.params()),
+		completeTxGuarded: q(completeTxSQL(", unguard AS (\n\tDELETE FROM {g} WHERE mark = @mark::text\n)"), completeTxArgs{completeArgs: completeArgs{notice: n}}.params()),
 		// Parameters: settleArgs.
 		release: q(`WITH del AS (
 	DELETE FROM {t}
 	WHERE tenant = @tenant AND key = @key AND token = @token AND state = {pending} AND expires_at > @now
 	RETURNING watched
 )
-SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify(@channel, @payload) END) FROM del`, settleArgs{}.params()),
+SELECT count(*){notify_watched} FROM del`, settleArgs{notice: n}.params()),
 		// Parameters: markArgs.
 		markIndeterminate: q(`WITH upd AS (
 	UPDATE {t} SET state = {indeterminate}, reason = @reason, updated_at = @now, expires_at = @expires_at
 	WHERE tenant = @tenant AND key = @key AND token = @token AND state = {pending} AND expires_at > @now
 	RETURNING watched
 )
-SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify(@channel, @payload) END) FROM upd`, markArgs{}.params()),
+SELECT count(*){notify_watched} FROM upd`, markArgs{notice: n}.params()),
 		// The resolutions change the row only while it is live and
 		// indeterminate — or, with @stale, pending with its lease run out
 		// at @now (ResolveParams.Stale, which always carries a token) —
@@ -315,13 +332,13 @@ SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify(@channel, @payload)
 		AND (state = {indeterminate} OR (@stale::boolean AND state = {pending} AND lease_until <= @now))
 	RETURNING 1
 )
-SELECT count(pg_notify(@channel, @payload)) FROM upd`, resolveCompleteArgs{}.params()),
+SELECT {notify_count} FROM upd`, resolveCompleteArgs{notice: n}.params()),
 		resolveFree: q(`WITH del AS (
 	DELETE FROM {t} WHERE tenant = @tenant AND key = @key AND expires_at > @now AND (@token::bigint = 0 OR token = @token::bigint)
 		AND (state = {indeterminate} OR (@stale::boolean AND state = {pending} AND lease_until <= @now))
 	RETURNING 1
 )
-SELECT count(pg_notify(@channel, @payload)) FROM del`, resolveFreeArgs{}.params()),
+SELECT {notify_count} FROM del`, resolveFreeArgs{notice: n}.params()),
 		// resolveGone records a person's outcome under a key that has no
 		// live record (ResolveParams.RecordIfGone): a completed record,
 		// inserted, or replacing an expired row. A live row is left alone
@@ -341,23 +358,18 @@ SELECT count(pg_notify(@channel, @payload)) FROM del`, resolveFreeArgs{}.params(
 		resolution_reason = EXCLUDED.resolution_reason, resolution_reference = EXCLUDED.resolution_reference,
 		resolved_at = EXCLUDED.resolved_at, check_digest = EXCLUDED.check_digest, retention_us = EXCLUDED.retention_us
 	WHERE r.expires_at <= @now
-	RETURNING r.xmax::text <> '0' AS replaced
+	RETURNING {replaced} AS replaced
 )
-SELECT count(*) + 0 * count(CASE WHEN replaced THEN pg_notify(@channel, @payload) END) FROM ins`, resolveGoneArgs{}.params()),
-		// forget announces every erased key; the payload is computed by the
-		// server exactly as payloadFor computes it in Go. Parameters:
-		// forgetArgs.
+SELECT count(*){notify_replaced} FROM ins`, resolveGoneArgs{notice: n}.params()),
+		// forget announces every erased key (with Notify); the payload is
+		// computed by the server exactly as payloadFor computes it in Go.
+		// Parameters: forgetArgs.
 		forget: q(`WITH del AS (DELETE FROM {t} WHERE tenant = @tenant RETURNING key)
-SELECT count(pg_notify(@channel, left(encode(sha256(convert_to(octet_length(@tenant::text)::text || ':' || @tenant::text || del.key, 'UTF8')), 'hex'), 32)))
-FROM del`, forgetArgs{}.params()),
-		// sweep deletes a bounded batch of expired rows by physical
-		// address. SKIP LOCKED leaves rows a claim is replacing right now to
-		// that claim; the outer condition is re-checked against any row
-		// that changed in between. Expired rows already read as free, so no
-		// waiter needs to hear about them. Parameters: sweepArgs.
-		sweep: q(`DELETE FROM {t}
-WHERE ctid = ANY (ARRAY(SELECT ctid FROM {t} WHERE expires_at <= @now LIMIT @limit FOR UPDATE SKIP LOCKED))
-	AND expires_at <= @now`, sweepArgs{}.params()),
+SELECT {notify_forget}
+FROM del`, forgetArgs{silent: n.silent}.params()),
+		// sweep deletes a bounded batch of expired rows: see {sweep} in
+		// capabilityTerms. Parameters: sweepArgs.
+		sweep: q(`{sweep}`, sweepArgs{}.params()),
 
 		// cancelClaim undoes a claim of a free key whose answer never
 		// reached the caller (its context ended, or the connection broke,
@@ -368,7 +380,7 @@ WHERE ctid = ANY (ARRAY(SELECT ctid FROM {t} WHERE expires_at <= @now LIMIT @lim
 	DELETE FROM {t} WHERE tenant = @tenant AND key = @key AND token = @token AND state = {pending}
 	RETURNING 1
 )
-SELECT count(pg_notify(@channel, @payload)) FROM del`, cancelClaimArgs{}.params()),
+SELECT {notify_count} FROM del`, cancelClaimArgs{notice: n}.params()),
 		// endLease undoes a takeover whose answer never reached the caller:
 		// the claim stays, pending, with its lease ended at @now, so the
 		// key is never left free (see Store.undoClaim). Its waiters are
@@ -378,7 +390,7 @@ SELECT count(pg_notify(@channel, @payload)) FROM del`, cancelClaimArgs{}.params(
 	WHERE tenant = @tenant AND key = @key AND token = @token AND state = {pending}
 	RETURNING watched
 )
-SELECT count(*) + 0 * count(CASE WHEN watched THEN pg_notify(@channel, @payload) END) FROM upd`, settleArgs{}.params()),
+SELECT count(*){notify_watched} FROM upd`, settleArgs{notice: n}.params()),
 
 		// countBacklog counts, by activity type, the live records that
 		// wait for a person: indeterminate ones, and pending ones whose
@@ -391,6 +403,94 @@ GROUP BY origin_activity_type
 HAVING count(*) FILTER (WHERE state = {indeterminate} OR lease_until <= @now) > 0
 ORDER BY origin_activity_type COLLATE "C"`, backlogArgs{}.params()),
 	}
+	if claimSQL != "" {
+		return st
+	}
+	// Without xmax (or without notifications, which are all the claim
+	// statement reads xmax for), the full claim is an upsert alone: it
+	// returns the record only when it wrote it, under the token this call
+	// sent, and a second statement reads what stands otherwise (claimRead:
+	// the call's own token is not there). See Store.claimReplace.
+	st.claimUpsert = q(`INSERT INTO {t} AS r (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
+	origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt, check_digest, retention_us)
+VALUES (@tenant, @key, {pending}, @holder, @token, @lease_until, @expires_at, @now, @now, NULL, '', @origin_workflow_id, @origin_run_id, @origin_activity_type, @origin_activity_id, @origin_attempt, @check_digest, @retention_us)
+ON CONFLICT (tenant, key) DO UPDATE SET
+	state = {pending}, holder = EXCLUDED.holder, token = EXCLUDED.token,
+	lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at,
+	created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
+	outcome = NULL, reason = '', watched = false,
+	origin_workflow_id = EXCLUDED.origin_workflow_id, origin_run_id = EXCLUDED.origin_run_id,
+	origin_activity_type = EXCLUDED.origin_activity_type, origin_activity_id = EXCLUDED.origin_activity_id,
+	origin_attempt = EXCLUDED.origin_attempt,
+	resolution_action = 0, resolved_by = '', resolution_reason = '', resolution_reference = '', resolved_at = NULL,
+	check_digest = EXCLUDED.check_digest, retention_us = EXCLUDED.retention_us
+WHERE r.expires_at <= @now OR (r.state = {pending} AND r.token = @supersede)
+RETURNING {cols}`, claimArgs{notice: notice{silent: true}}.params())
+	if caps.Notify {
+		// Parameters: notice.
+		st.announce = q(`SELECT pg_notify(@channel, @payload)`, notice{}.params())
+	}
+	return st
+}
+
+// capabilityTerms spells the terms of the statements that differ with
+// the store's capabilities: with every capability, exactly the text the
+// store has always sent.
+//
+//   - {notify_watched}: after a count, the term that announces the rows
+//     a waiter marked watched; {notify_count}, the count that announces
+//     every row; {notify_replaced}, the term that announces the rows
+//     resolveGone replaced; {notify_forget}, forget's count that
+//     announces every erased key. Without Notify, none announces and the
+//     counts are plain.
+//   - {replaced}: whether resolveGone's row replaced one (xmax <> 0), or,
+//     without Xmax, true for every row it wrote (so one that inserted is
+//     announced too: a notification nobody waits for).
+//   - {sweep}: Sweep's statement: by ctid, or by primary key.
+func capabilityTerms(caps Capabilities) *strings.Replacer {
+	terms := []string{
+		"{notify_watched}", " + 0 * count(CASE WHEN watched THEN pg_notify(@channel, @payload) END)",
+		"{notify_count}", "count(pg_notify(@channel, @payload))",
+		"{notify_replaced}", " + 0 * count(CASE WHEN replaced THEN pg_notify(@channel, @payload) END)",
+		"{notify_forget}", "count(pg_notify(@channel, left(encode(sha256(convert_to(octet_length(@tenant::text)::text || ':' || @tenant::text || del.key, 'UTF8')), 'hex'), 32)))",
+		"{replaced}", "r.xmax::text <> '0'",
+		// sweep deletes a bounded batch of expired rows by physical
+		// address. SKIP LOCKED leaves rows a claim is replacing right now
+		// to that claim; the outer condition is re-checked against any row
+		// that changed in between. Expired rows already read as free, so
+		// no waiter needs to hear about them.
+		"{sweep}", `DELETE FROM {t}
+WHERE ctid = ANY (ARRAY(SELECT ctid FROM {t} WHERE expires_at <= @now LIMIT @limit FOR UPDATE SKIP LOCKED))
+	AND expires_at <= @now`,
+	}
+	set := func(term, text string) {
+		for i := 0; i < len(terms); i += 2 {
+			if terms[i] == term {
+				terms[i+1] = text
+				return
+			}
+		}
+		panic("pgstore: no capability term " + term)
+	}
+	if !caps.Notify {
+		set("{notify_watched}", "")
+		set("{notify_count}", "count(*)")
+		set("{notify_replaced}", "")
+		set("{notify_forget}", "count(*)")
+	}
+	if !caps.Xmax {
+		set("{replaced}", "true")
+	}
+	if !caps.Ctid {
+		// Without ctid: by primary key, a batch read without locks (row
+		// locks in a subquery are what distributed engines restrict
+		// most); the outer condition is re-checked against a row that
+		// changed in between, as above.
+		set("{sweep}", `DELETE FROM {t}
+WHERE (tenant, key) IN (SELECT tenant, key FROM {t} WHERE expires_at <= @now LIMIT @limit)
+	AND expires_at <= @now`)
+	}
+	return strings.NewReplacer(terms...)
 }
 
 // window is the SQL of the end of a retention window restarted at now

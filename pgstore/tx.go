@@ -214,13 +214,14 @@ func fenced(err error) bool {
 }
 
 // interpretCommit translates an error of the commit's statements. A server
-// error means the transaction did not commit; no answer at all means the
+// error means the transaction did not commit (a serialization failure or a
+// deadlock matches ErrTransactionConflict); no answer at all means the
 // commit's fate is unknown to the caller, who reads the record (see
 // store.Transaction.Commit).
 func (s *Store) interpretCommit(ctx context.Context, op string, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && ctx.Err() == nil {
-		return fmt.Errorf("pgstore: %s on %s: the transaction did not commit: %w", op, s.tableName, err)
+		return fmt.Errorf("pgstore: %s on %s: the transaction did not commit: %w", op, s.tableName, conflict(err))
 	}
 	return s.interpret(ctx, op, err)
 }

@@ -63,7 +63,11 @@ func openBackend(ctx context.Context, cfg config) (*backend, error) {
 		if err != nil {
 			return nil, usagef("-postgres-url: %v", err)
 		}
-		st, err := pgstore.New(pool, pgstore.Options{Schema: cfg.schema, Table: cfg.table})
+		opts := pgstore.Options{Schema: cfg.schema, Table: cfg.table}
+		if cfg.portable {
+			opts.Capabilities = &pgstore.Capabilities{}
+		}
+		st, err := pgstore.New(pool, opts)
 		if err != nil {
 			pool.Close()
 			return nil, usagef("-schema/-table: %v", err)

@@ -20,6 +20,7 @@
 //	-postgres-url  PostgreSQL connection URL (or $IDEMPOTENCY_POSTGRES_URL)
 //	-schema        schema of the table; defaults to pgstore.DefaultSchema
 //	-table         the table; defaults to pgstore.DefaultTable
+//	-portable      pgstore's portable mode, for Citus, YugabyteDB, CockroachDB
 //	-redis-addr    Redis host:port (or $IDEMPOTENCY_REDIS_ADDR)
 //	-prefix        Redis key prefix; defaults to redisstore.DefaultPrefix
 //	-timeout       give up on the store after this long; defaults to 10s

@@ -87,6 +87,7 @@ type config struct {
 	table       string
 	redisAddr   string
 	prefix      string
+	portable    bool
 	timeout     time.Duration
 }
 
@@ -177,6 +178,7 @@ func bindStoreFlags(fs *flag.FlagSet, cfg *config) {
 	fs.StringVar(&cfg.postgresURL, "postgres-url", cfg.postgresURL, "PostgreSQL connection URL, for -store postgres (or $"+envPostgresURL+`; default "`+defaultPostgresURL+`")`)
 	fs.StringVar(&cfg.schema, "schema", cfg.schema, "PostgreSQL schema holding the table (or $"+envSchema+`; default "`+pgstore.DefaultSchema+`")`)
 	fs.StringVar(&cfg.table, "table", cfg.table, "PostgreSQL table holding the records (or $"+envTable+`; default "`+pgstore.DefaultTable+`")`)
+	fs.BoolVar(&cfg.portable, "portable", cfg.portable, "run pgstore in its portable mode, as workers on Citus, YugabyteDB or CockroachDB do (pgstore.Capabilities{})")
 	fs.StringVar(&cfg.redisAddr, "redis-addr", cfg.redisAddr, "Redis address host:port, for -store redis (or $"+envRedisAddr+`; default "`+defaultRedisAddr+`")`)
 	fs.StringVar(&cfg.prefix, "prefix", cfg.prefix, "Redis key prefix the workers use (or $"+envPrefix+`; default "`+redisstore.DefaultPrefix+`")`)
 	fs.DurationVar(&cfg.timeout, "timeout", cfg.timeout, "give up on the store, and on Temporal (decide), after this long")

@@ -1002,10 +1002,26 @@ func TestSweep(t *testing.T) {
 
 // TestPostgresThroughFlags runs the command as an operator does: it opens
 // its own pool from -postgres-url and -schema.
+//
+// With -portable it runs pgstore in its portable mode (no xmax, ctid,
+// NOTIFY or advisory locks), as on a distributed PostgreSQL.
 func TestPostgresThroughFlags(t *testing.T) {
 	t.Parallel()
+	for _, mode := range []struct {
+		name  string
+		flags []string
+		caps  *pgstore.Capabilities
+	}{{"default", nil, nil}, {"portable", []string{"-portable"}, &pgstore.Capabilities{}}} {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			postgresThroughFlags(t, mode.flags, mode.caps)
+		})
+	}
+}
+
+func postgresThroughFlags(t *testing.T, flags []string, caps *pgstore.Capabilities) {
 	pool, schema := pgenv.Postgres(t)
-	global := []string{"-store", "postgres", "-postgres-url", pgenv.PostgresURL(), "-schema", schema}
+	global := append([]string{"-store", "postgres", "-postgres-url", pgenv.PostgresURL(), "-schema", schema}, flags...)
 	with := func(args ...string) []string { return append(append([]string{}, global...), args...) }
 
 	r := invokeReal(t, with("show", "-tenant", "acme", "-key", testKey)...)
@@ -1022,7 +1038,7 @@ func TestPostgresThroughFlags(t *testing.T) {
 		pgx.Identifier{schema, pgstore.DefaultTable}.Sanitize()).Scan(&exists))
 	require.True(t, exists, "schema must create the table")
 
-	st, err := pgstore.New(pool, pgstore.Options{Schema: schema})
+	st, err := pgstore.New(pool, pgstore.Options{Schema: schema, Capabilities: caps})
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	const tenant = "acme"
