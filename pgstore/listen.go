@@ -194,7 +194,7 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 			timer.Stop()
 		}
 	}()
-	interval := s.opts.PollInterval
+	poll := backoff.New(s.opts.PollInterval, s.opts.MaxPollInterval)
 	for first := true; ; first = false {
 		var (
 			rec store.Record
@@ -219,7 +219,7 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 		case rec.Token != p.Token || !now.Before(rec.LeaseUntil):
 			return store.Result{Status: store.StatusHeld, Record: rec, LeaseExpired: !now.Before(rec.LeaseUntil)}, nil
 		}
-		d := min(interval, max(rec.LeaseUntil.Sub(now), time.Millisecond))
+		d := min(poll.Peek(), max(rec.LeaseUntil.Sub(now), time.Millisecond))
 		if timer == nil {
 			timer = time.NewTimer(d)
 		} else {
@@ -231,7 +231,7 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 		select {
 		case <-wake:
 		case <-timer.C:
-			interval = min(2*interval, s.opts.MaxPollInterval)
+			poll.Next()
 		case <-ctx.Done():
 			return store.Result{}, fmt.Errorf("pgstore: %s on %q in tenant %q: %w", op, p.Key, p.Tenant, ctx.Err())
 		}
