@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nexus-rpc/sdk-go/nexus"
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -99,6 +100,38 @@ func Postgres(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	defer st.Close()
 	return st.EnsureSchema(ctx) // once per deployment
+}
+
+// Portable is the guide's store on a distributed PostgreSQL engine.
+func Portable(ctx context.Context, pool *pgxpool.Pool) error {
+	_, caps, err := pgstore.DetectCapabilities(ctx, pool) // every capability on PostgreSQL, none on the three
+	if err != nil {
+		return err
+	}
+	st, err := pgstore.New(pool, pgstore.Options{Schema: "idempotency", Capabilities: &caps})
+	if err != nil {
+		return err
+	}
+	st.Close()
+	return nil
+}
+
+// NexusSeats is the guide's Nexus operation, declared on w.
+func NexusSeats(w *worker.Worker) error {
+	op, err := interceptor.NexusOperation(w.Interceptor(), "book-seat",
+		activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight", "seat"}},
+		func(ctx context.Context, req SeatRequest, _ nexus.StartOperationOptions) (string, error) {
+			return book(ctx, req)
+		})
+	if err != nil {
+		return err
+	}
+	svc := nexus.NewService("seats")
+	if err := svc.Register(op); err != nil {
+		return err
+	}
+	w.RegisterNexusService(svc)
+	return nil
 }
 
 // Redis is the guide's Redis store.
