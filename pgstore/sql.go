@@ -145,6 +145,27 @@ SELECT CASE
 	ELSE ('` + fenceMarker + ` (' || count(*) || ' rows)')::bigint END FROM upd`
 }
 
+// claimUpsertSQL is the INSERT … ON CONFLICT of a claim that may replace a
+// standing row: it replaces the row only when it has expired (by @now) or
+// is pending under exactly the superseded token @supersede. The claim
+// statement wraps it in a CTE that reads xmax and answers the row standing;
+// a store without xmax or NOTIFY sends it alone (claimUpsert). Indented as
+// the CTE holds it, so the default statement stays the text it always was.
+const claimUpsertSQL = `	INSERT INTO {t} AS r (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
+		origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt, check_digest, retention_us)
+	VALUES (@tenant, @key, {pending}, @holder, @token, @lease_until, @expires_at, @now, @now, NULL, '', @origin_workflow_id, @origin_run_id, @origin_activity_type, @origin_activity_id, @origin_attempt, @check_digest, @retention_us)
+	ON CONFLICT (tenant, key) DO UPDATE SET
+		state = {pending}, holder = EXCLUDED.holder, token = EXCLUDED.token,
+		lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at,
+		created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
+		outcome = NULL, reason = '', watched = false,
+		origin_workflow_id = EXCLUDED.origin_workflow_id, origin_run_id = EXCLUDED.origin_run_id,
+		origin_activity_type = EXCLUDED.origin_activity_type, origin_activity_id = EXCLUDED.origin_activity_id,
+		origin_attempt = EXCLUDED.origin_attempt,
+		resolution_action = 0, resolved_by = '', resolution_reason = '', resolution_reference = '', resolved_at = NULL,
+		check_digest = EXCLUDED.check_digest, retention_us = EXCLUDED.retention_us
+	WHERE r.expires_at <= @now OR (r.state = {pending} AND r.token = @supersede)`
+
 func buildStatements(table, index, listIndex, guard string, caps Capabilities) statements {
 	r := strings.NewReplacer("{t}", table, "{i}", index, "{li}", listIndex, "{g}", guard, "{cols}", columns)
 	spellCaps := capabilityTerms(caps)
@@ -172,20 +193,7 @@ func buildStatements(table, index, listIndex, guard string, caps Capabilities) s
 	var claimSQL string
 	if caps.Xmax && caps.Notify {
 		claimSQL = q(`WITH ins AS (
-	INSERT INTO {t} AS r (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
-		origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt, check_digest, retention_us)
-	VALUES (@tenant, @key, {pending}, @holder, @token, @lease_until, @expires_at, @now, @now, NULL, '', @origin_workflow_id, @origin_run_id, @origin_activity_type, @origin_activity_id, @origin_attempt, @check_digest, @retention_us)
-	ON CONFLICT (tenant, key) DO UPDATE SET
-		state = {pending}, holder = EXCLUDED.holder, token = EXCLUDED.token,
-		lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at,
-		created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
-		outcome = NULL, reason = '', watched = false,
-		origin_workflow_id = EXCLUDED.origin_workflow_id, origin_run_id = EXCLUDED.origin_run_id,
-		origin_activity_type = EXCLUDED.origin_activity_type, origin_activity_id = EXCLUDED.origin_activity_id,
-		origin_attempt = EXCLUDED.origin_attempt,
-		resolution_action = 0, resolved_by = '', resolution_reason = '', resolution_reference = '', resolved_at = NULL,
-		check_digest = EXCLUDED.check_digest, retention_us = EXCLUDED.retention_us
-	WHERE r.expires_at <= @now OR (r.state = {pending} AND r.token = @supersede)
+`+claimUpsertSQL+`
 	RETURNING r.tenant, r.key, r.state, r.holder, r.token, r.lease_until, r.expires_at,
 		r.created_at, r.updated_at, r.outcome, r.reason, r.origin_workflow_id, r.origin_run_id,
 		r.origin_activity_type, r.origin_activity_id, r.origin_attempt, r.resolution_action, r.resolved_by,
@@ -411,20 +419,7 @@ ORDER BY origin_activity_type COLLATE "C"`, backlogArgs{}.params()),
 	// returns the record only when it wrote it, under the token this call
 	// sent, and a second statement reads what stands otherwise (claimRead:
 	// the call's own token is not there). See Store.claimReplace.
-	st.claimUpsert = q(`INSERT INTO {t} AS r (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
-	origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt, check_digest, retention_us)
-VALUES (@tenant, @key, {pending}, @holder, @token, @lease_until, @expires_at, @now, @now, NULL, '', @origin_workflow_id, @origin_run_id, @origin_activity_type, @origin_activity_id, @origin_attempt, @check_digest, @retention_us)
-ON CONFLICT (tenant, key) DO UPDATE SET
-	state = {pending}, holder = EXCLUDED.holder, token = EXCLUDED.token,
-	lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at,
-	created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
-	outcome = NULL, reason = '', watched = false,
-	origin_workflow_id = EXCLUDED.origin_workflow_id, origin_run_id = EXCLUDED.origin_run_id,
-	origin_activity_type = EXCLUDED.origin_activity_type, origin_activity_id = EXCLUDED.origin_activity_id,
-	origin_attempt = EXCLUDED.origin_attempt,
-	resolution_action = 0, resolved_by = '', resolution_reason = '', resolution_reference = '', resolved_at = NULL,
-	check_digest = EXCLUDED.check_digest, retention_us = EXCLUDED.retention_us
-WHERE r.expires_at <= @now OR (r.state = {pending} AND r.token = @supersede)
+	st.claimUpsert = q(claimUpsertSQL+`
 RETURNING {cols}`, claimArgs{notice: notice{silent: true}}.params())
 	if caps.Notify {
 		// Parameters: notice.
