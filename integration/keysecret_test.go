@@ -69,6 +69,36 @@ func keyedWorker(t *testing.T, c client.Client, queue string, st store.Store, a 
 	return stop
 }
 
+// keyedRig is what the keyed-derivation tests share: a client with the
+// plugin, a task queue, a ledger and its airline, the events, secrets of
+// generations 1 and 2, and a context under tenant acme.
+type keyedRig struct {
+	c      client.Client
+	queue  string
+	ledger *Ledger
+	a      *airline
+	events *eventLog
+	s1, s2 *keyspace.Secret
+	ctx    context.Context
+}
+
+func newKeyedRig(t *testing.T, queue string) keyedRig {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(interceptor.WithTenant(context.Background(), "acme"), 3*time.Minute)
+	t.Cleanup(cancel)
+	ledger := newLedger()
+	return keyedRig{
+		c:      newClient(server, worker.ClientOptions(client.Options{}, zaptest.NewLogger(t))),
+		queue:  testenv.UniqueName(queue),
+		ledger: ledger,
+		a:      &airline{ledger: ledger},
+		events: &eventLog{},
+		s1:     testSecret(t, 1, 0x11),
+		s2:     testSecret(t, 2, 0x22),
+		ctx:    ctx,
+	}
+}
+
 // Keyed derivation switched on and a secret rotated, each by a redeploy,
 // with workflows running across both:
 //
@@ -88,15 +118,10 @@ func keyedWorker(t *testing.T, c client.Client, queue string, st store.Store, a 
 func TestKeySecretSwitchAndRotation(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, st store.Store) {
-		c := newClient(server, worker.ClientOptions(client.Options{}, zaptest.NewLogger(t)))
-		queue := testenv.UniqueName("tq-keyed")
-		ledger := newLedger()
-		a := &airline{ledger: ledger}
-		events := &eventLog{}
-		s1, s2 := testSecret(t, 1, 0x11), testSecret(t, 2, 0x22)
+		r := newKeyedRig(t, "tq-keyed")
+		c, queue, ledger, a, events, s1, s2 := r.c, r.queue, r.ledger, r.a, r.events, r.s1, r.s2
 		decl := activity.MustDeclare(a.Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}})
-		ctx, cancel := context.WithTimeout(interceptor.WithTenant(context.Background(), "acme"), 3*time.Minute)
-		defer cancel()
+		ctx := r.ctx
 
 		start := func(flight string) client.WorkflowRun {
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: testenv.UniqueName("wf"), TaskQueue: queue}, BookWaitBookAgain, flight)
@@ -177,14 +202,9 @@ func TestKeySecretSwitchAndRotation(t *testing.T) {
 func TestKeySecretAcrossAReset(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, st store.Store) {
-		c := newClient(server, worker.ClientOptions(client.Options{}, zaptest.NewLogger(t)))
-		queue := testenv.UniqueName("tq-keyed-reset")
-		ledger := newLedger()
-		a := &airline{ledger: ledger}
-		events := &eventLog{}
-		s1, s2 := testSecret(t, 1, 0x11), testSecret(t, 2, 0x22)
-		ctx, cancel := context.WithTimeout(interceptor.WithTenant(context.Background(), "acme"), 3*time.Minute)
-		defer cancel()
+		r := newKeyedRig(t, "tq-keyed-reset")
+		c, queue, ledger, a, events, s1, s2 := r.c, r.queue, r.ledger, r.a, r.events, r.s1, r.s2
+		ctx := r.ctx
 
 		for _, tc := range []struct {
 			flight        string
@@ -223,14 +243,9 @@ func TestKeySecretAcrossAReset(t *testing.T) {
 func TestKeySecretRotationUnderScopeWorkflow(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, st store.Store) {
-		c := newClient(server, worker.ClientOptions(client.Options{}, zaptest.NewLogger(t)))
-		queue := testenv.UniqueName("tq-keyed-wfscope")
-		ledger := newLedger()
-		a := &airline{ledger: ledger}
-		events := &eventLog{}
-		s1, s2 := testSecret(t, 1, 0x11), testSecret(t, 2, 0x22)
-		ctx, cancel := context.WithTimeout(interceptor.WithTenant(context.Background(), "acme"), 3*time.Minute)
-		defer cancel()
+		r := newKeyedRig(t, "tq-keyed-wfscope")
+		c, queue, ledger, a, events, s1, s2 := r.c, r.queue, r.ledger, r.a, r.events, r.s1, r.s2
+		ctx := r.ctx
 		id := testenv.UniqueName("wf")
 		for _, opts := range []interceptor.Options{
 			{Scope: interceptor.ScopeWorkflow, KeySecret: s1},
