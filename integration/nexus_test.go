@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,7 +51,7 @@ func newNexusServer(t *testing.T) *temporaltest.TestServer {
 		// that sees the server's configuration first turns it on.
 		servertemporal.WithClaimMapper(func(cfg *config.Config) authorization.ClaimMapper {
 			fe := cfg.Services["frontend"]
-			fe.RPC.HTTPPort = freePort(t)
+			fe.RPC.HTTPPort = testenv.FreePort(t)
 			cfg.Services["frontend"] = fe
 			return authorization.NewNoopClaimMapper()
 		}),
@@ -63,15 +62,6 @@ func newNexusServer(t *testing.T) *temporaltest.TestServer {
 			nexusoperations.RetryPolicyInitialInterval.Key(): []dynamicconfig.ConstrainedValue{{Value: 200 * time.Millisecond}},
 			nexusoperations.RetryPolicyMaximumInterval.Key(): []dynamicconfig.ConstrainedValue{{Value: time.Second}},
 		})))
-}
-
-// freePort returns a loopback port nothing listens on.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // createEndpoint creates a Nexus endpoint that reaches the workers of queue.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -18,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tesserix/idempotency/internal/testenv"
 	"github.com/tesserix/idempotency/pgstore"
 	"github.com/tesserix/idempotency/store"
 )
@@ -83,7 +83,7 @@ func startPrivateServer(t *testing.T) *privateServer {
 		s.asUser = []string{runuser, "-u", "postgres", "--"}
 	}
 	s.data = filepath.Join(s.dir, "data")
-	s.port = freePort(t)
+	s.port = testenv.FreePort(t)
 
 	if out, err := s.run(initdb, "-D", s.data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"); err != nil {
 		t.Skipf("restart test could not initdb a private PostgreSQL: %v\n%s", err, out)
@@ -121,14 +121,6 @@ func (s *privateServer) log() string {
 
 func (s *privateServer) url() string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=2", s.port)
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // TestRestart writes records, stops the server, requires every operation

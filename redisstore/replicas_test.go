@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tesserix/idempotency/internal/testenv"
 	"github.com/tesserix/idempotency/redisstore"
 	"github.com/tesserix/idempotency/store"
 )
@@ -75,7 +76,7 @@ func TestNoReplicasIsUnavailable(t *testing.T) {
 		t.Skip("starts a private redis-server; skipped with -short")
 	}
 	t.Parallel()
-	port := freePort(t)
+	port := testenv.FreePort(t)
 	cmd := exec.Command(redisServerBin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--min-replicas-to-write", "1", "--logfile", "")
 	require.NoError(t, cmd.Start())

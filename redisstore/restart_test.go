@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"net"
 	"os/exec"
 	"strconv"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tesserix/idempotency/internal/testenv"
 	"github.com/tesserix/idempotency/redisstore"
 	"github.com/tesserix/idempotency/store"
 )
@@ -76,14 +76,6 @@ func (p *privateRedis) kill() {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestRedisRestart stops Redis under a working store: every call during the
 // outage fails with ErrUnavailable, and after Redis comes back on the same
 // data the records are intact and the store works again.
@@ -92,7 +84,7 @@ func TestRedisRestart(t *testing.T) {
 		t.Skip("starts a private redis-server; skipped with -short")
 	}
 	t.Parallel()
-	port, dir := freePort(t), t.TempDir()
+	port, dir := testenv.FreePort(t), t.TempDir()
 	srv := startPrivateRedis(t, port, dir)
 
 	client := redis.NewClient(&redis.Options{

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tesserix/idempotency/internal/netfault"
+	"github.com/tesserix/idempotency/internal/testenv"
 	"github.com/tesserix/idempotency/internal/testenv/redisenv"
 	"github.com/tesserix/idempotency/redisstore"
 	"github.com/tesserix/idempotency/store"
@@ -33,7 +34,7 @@ const (
 // there when it syncs.
 func startServer(t *testing.T, args ...string) string {
 	t.Helper()
-	p := freePort(t)
+	p := testenv.FreePort(t)
 	cmd := exec.Command(redisServerBin, append([]string{"--port", strconv.Itoa(p), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--logfile", "", "--dir", t.TempDir()}, args...)...)
 	require.NoError(t, cmd.Start())

@@ -18,6 +18,7 @@ package testenv
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -55,4 +56,16 @@ func Getenv(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// FreePort returns a loopback port nothing listens on, for a private
+// server a test starts.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("finding a free port: %v", err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
 }
