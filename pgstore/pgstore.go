@@ -746,9 +746,15 @@ func (s *Store) Sweep(ctx context.Context, p store.SweepParams) (int, error) {
 // retry runs fn again, a bounded number of times, while it fails with a
 // serialization failure or a deadlock. It returns fn's last error as is.
 func (s *Store) retry(ctx context.Context, fn func(ctx context.Context) error) error {
+	return s.retryWhile(ctx, retryable, fn)
+}
+
+// retryWhile is retry, running fn again while again says its error is
+// worth it.
+func (s *Store) retryWhile(ctx context.Context, again func(error) bool, fn func(ctx context.Context) error) error {
 	for attempt := 1; ; attempt++ {
 		err := fn(ctx)
-		if err == nil || !retryable(err) || attempt == maxAttempts {
+		if err == nil || !again(err) || attempt == maxAttempts {
 			return err
 		}
 		if perr := pause(ctx, attempt); perr != nil {

@@ -125,15 +125,7 @@ const (
 // retrySchemaRace is retry that also runs fn again when it lost a race on
 // the catalogs.
 func (s *Store) retrySchemaRace(ctx context.Context, fn func(ctx context.Context) error) error {
-	for attempt := 1; ; attempt++ {
-		err := fn(ctx)
-		if err == nil || !(retryable(err) || schemaRace(err)) || attempt == maxAttempts {
-			return err
-		}
-		if perr := pause(ctx, attempt); perr != nil {
-			return perr
-		}
-	}
+	return s.retryWhile(ctx, func(err error) bool { return retryable(err) || schemaRace(err) }, fn)
 }
 
 // schemaRace reports whether err is a DDL statement losing a race on the
