@@ -198,18 +198,18 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	if err := ctx.Err(); err != nil {
 		return store.Result{}, translate(ctx, "claim", err)
 	}
-	c, err := s.newClaim(ctx, p)
-	if err != nil {
+	var c claim
+	if err := s.newClaim(ctx, p, &c); err != nil {
 		return store.Result{}, err
 	}
 	if p.Supersede == 0 {
 		// A takeover finds the key held: it goes straight to the script.
 		prev, err := s.claimFast(ctx, c.keys, p.Key, c.tok, c.value, c.now, c.ttl, c.ageTTL, c.pub, c.channel)
-		if res, done, err := s.judgeFast(ctx, c, prev, err); done {
+		if res, done, err := s.judgeFast(ctx, &c, prev, err); done {
 			return res, err
 		}
 	}
-	return s.claimByScript(ctx, c)
+	return s.claimByScript(ctx, &c)
 }
 
 // claim is one Claim's values, computed once for either of its paths.
@@ -225,8 +225,9 @@ type claim struct {
 	pub, channel    string // how a change is announced
 }
 
-func (s *Store) newClaim(ctx context.Context, p store.ClaimParams) (*claim, error) {
-	c := &claim{p: p, now: s.now(ctx), token: store.NewToken()}
+// newClaim fills c, the caller's (a claim kept off the heap), for p.
+func (s *Store) newClaim(ctx context.Context, p store.ClaimParams, c *claim) error {
+	*c = claim{p: p, now: s.now(ctx), token: store.NewToken()}
 	c.lease = c.now.add(p.Lease)
 	window := store.RetentionOr(keptRetention(p.Retention), s.ttl)
 	c.exp, c.ttl = s.expiryWithin(c.now, c.lease, window)
@@ -236,7 +237,7 @@ func (s *Store) newClaim(ctx context.Context, p store.ClaimParams) (*claim, erro
 	if p.Origin != (store.Origin{}) {
 		b, err := json.Marshal(p.Origin)
 		if err != nil {
-			return nil, fmt.Errorf("redisstore: claim: encoding the origin: %w", err)
+			return fmt.Errorf("redisstore: claim: encoding the origin: %w", err)
 		}
 		c.origin = string(b)
 	}
@@ -246,7 +247,7 @@ func (s *Store) newClaim(ctx context.Context, p store.ClaimParams) (*claim, erro
 		"holder": p.Holder, "check": p.Check, "origin": c.origin,
 	})
 	c.pub, c.channel = s.publisher(ctx, p.Tenant)
-	return c, nil
+	return nil
 }
 
 // acquired is the answer of a claim that now holds the key.
