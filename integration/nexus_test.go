@@ -19,9 +19,6 @@ import (
 	nexuspb "go.temporal.io/api/nexus/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
-	sdkinterceptor "go.temporal.io/sdk/interceptor"
-	sdkworker "go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/dynamicconfig"
@@ -82,12 +79,6 @@ func createEndpoint(t *testing.T, srv *temporaltest.TestServer, c client.Client,
 	return name
 }
 
-// NexusSeatRequest is the input of the seat-booking Nexus operation.
-type NexusSeatRequest struct {
-	Flight string `json:"flight"`
-	Seat   string `json:"seat"`
-}
-
 // nexusAirline books seats in a ledger of its own: every booking is one
 // effect, whatever answer reached the caller. Its first booking of a
 // flight outlives the Nexus request, so the caller never gets that answer.
@@ -134,46 +125,6 @@ func registerSeats(t *testing.T, e *env, a *nexusAirline) {
 	e.worker.RegisterNexusService(svc)
 }
 
-// nexusHistoriesDir holds the histories of workflows that call Nexus
-// operations. They are apart from historiesDir because the previous
-// release's test suite, which replays those, has no NexusBooking workflow;
-// TestReplayNexusHistories replays them with and without the interceptor
-// (a worker of the previous release sets no tenant header, and the header
-// is not what replay compares).
-const nexusHistoriesDir = "testdata/nexus-histories"
-
-// TestReplayNexusHistories replays every committed history of a workflow
-// calling a Nexus operation under the interceptor, off and on, and with no
-// interceptor at all, as a worker without this release's tenant header.
-func TestReplayNexusHistories(t *testing.T) {
-	t.Parallel()
-	files, err := filepath.Glob(filepath.Join(nexusHistoriesDir, "*.json"))
-	require.NoError(t, err)
-	require.NotEmpty(t, files, "no committed histories under %s", nexusHistoriesDir)
-	st, err := store.NewMemory(store.MemoryOptions{})
-	require.NoError(t, err)
-	configs := map[string][]sdkinterceptor.WorkerInterceptor{"none": nil}
-	for name, opts := range map[string]interceptor.Options{"off": {}, "on": {AwaitDecision: true}} {
-		opts.Store = st
-		ic, err := interceptor.New(opts)
-		require.NoError(t, err)
-		configs[name] = []sdkinterceptor.WorkerInterceptor{ic}
-	}
-	for _, file := range files {
-		for name, ics := range configs {
-			t.Run(filepath.Base(file)+"/"+name, func(t *testing.T) {
-				r, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{
-					Interceptors:       ics,
-					ContextPropagators: []workflow.ContextPropagator{interceptor.TenantPropagator()},
-				})
-				require.NoError(t, err)
-				r.RegisterWorkflow(NexusBooking)
-				require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, file))
-			})
-		}
-	}
-}
-
 // writeHistoryTo writes run's history under dir as name.json.
 func writeHistoryTo(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, dir, name string) {
 	t.Helper()
@@ -188,20 +139,6 @@ func writeHistoryTo(ctx context.Context, t *testing.T, c client.Client, run clie
 	require.NoError(t, err)
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, name+".json"), b, 0o644))
-}
-
-// NexusBooking calls the seat operation of service on endpoint and returns
-// its answer, or, for an indeterminate outcome, "indeterminate " and the key.
-func NexusBooking(ctx workflow.Context, endpoint, service string, req NexusSeatRequest) (string, error) {
-	c := workflow.NewNexusClient(endpoint, service)
-	var out string
-	err := c.ExecuteOperation(ctx, "book-seat", req, workflow.NexusOperationOptions{
-		ScheduleToCloseTimeout: time.Minute,
-	}).Get(ctx, &out)
-	if o, ok := activity.AsIndeterminate(err); ok {
-		return "indeterminate " + o.Key, nil
-	}
-	return out, err
 }
 
 // A caller's workflow books a seat through a synchronous Nexus operation

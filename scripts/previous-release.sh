@@ -8,6 +8,12 @@
 # its pinned commit in a throwaway directory (git archive), as the newest-SDK
 # check builds a copy of the module.
 #
+# The histories of workflows that call Nexus operations
+# (integration/testdata/nexus-histories) are replayed the same way: the
+# previous release's suite has no workflow that calls one, so the file that
+# defines it and its replay test (integration/nexus_replay_test.go, written
+# against nothing the previous release lacks) is copied in with them.
+#
 # A history the previous release cannot replay, and why, is listed in
 # integration/testdata/previous-release-unreplayable.txt ("file: reason"): a
 # history of a behaviour this release writes only once switched on, or one the
@@ -39,6 +45,13 @@ for f in "$histories"/*.json; do
 	fi
 	cp "$f" "$dir/$histories/$name"
 done
-echo "== the previous release (${previous:0:7}) replays this release's histories ($copied new since it)"
+run='^TestReplayHistories$'
+if [ -d integration/testdata/nexus-histories ]; then
+	mkdir -p "$dir/integration/testdata/nexus-histories"
+	cp integration/testdata/nexus-histories/*.json "$dir/integration/testdata/nexus-histories/"
+	cp integration/nexus_replay_test.go "$dir/integration/"
+	run='^(TestReplayHistories|TestReplayNexusHistories)$'
+fi
+echo "== the previous release (${previous:0:7}) replays this release's histories ($copied new since it, and the Nexus callers')"
 cd "$dir/integration"
-GOTOOLCHAIN=${SERVER_TOOLCHAIN:-go1.27.3} go test -count=1 -timeout "${TEST_TIMEOUT:-15m}" -run '^TestReplayHistories$' ./
+GOTOOLCHAIN=${SERVER_TOOLCHAIN:-go1.27.3} go test -count=1 -timeout "${TEST_TIMEOUT:-15m}" -run "$run" ./
