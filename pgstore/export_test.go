@@ -100,3 +100,27 @@ func (s *Store) Statements() map[string]string {
 		"claimUpsert": st.claimUpsert, "announce": st.announce,
 	}
 }
+
+// AlwaysBatch makes every Claim and Complete of a store built with
+// Options.Batch go through the batch statements, a lone call as a
+// batch of one. Call it before the store is used.
+func (s *Store) AlwaysBatch() {
+	s.claims.AlwaysBatch()
+	s.completes.AlwaysBatch()
+}
+
+// SetOnBatch sets a function called with the size of every batch of claims
+// (claims true) or completions sent. Set it before the store is used.
+func (s *Store) SetOnBatch(f func(claims bool, size int)) { s.onBatch = f }
+
+// ClaimTogether sends ps as one batch of claims, whatever else is out (the
+// store needs Options.Batch), and returns each claim's answer: alone
+// reports a claim the batch sent back to its caller.
+func (s *Store) ClaimTogether(ctx context.Context, ps []store.ClaimParams) (res []store.Result, alone []bool, errs []error) {
+	answers, errs := s.claims.Send(ctx, ps)
+	for _, a := range answers {
+		res = append(res, a.res)
+		alone = append(alone, a.alone)
+	}
+	return res, alone, errs
+}

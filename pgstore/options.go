@@ -83,6 +83,20 @@ type Options struct {
 	// store on one table must agree on Capabilities.Notify. Defaults to
 	// nil; [Store.Options] returns the set in use, never nil.
 	Capabilities *Capabilities
+	// Batch lets the claims and completions this Store is asked for at the
+	// same moment share round trips. A call that finds a connection of the
+	// pool free is sent at once, alone, exactly as without Batch; calls
+	// that arrive while every connection is taken wait, as they would for
+	// a connection, and go together, as one multi-row statement and one
+	// commit, when the next of the store's claims (or completions)
+	// returns. So a lone caller never waits, and under load many calls
+	// share a commit. Only the common cases are batched (a claim of a free
+	// or held key, a completion by its holder); a batch answers every call
+	// as the call alone would have, and sends back to its caller what it
+	// cannot settle. The rows are the ones a call alone writes, so
+	// releases without Batch read them. Defaults to false. See
+	// docs/BENCHMARKS.md for what it gains, by concurrency.
+	Batch bool
 }
 
 // resolve validates o and fills in its defaults. Errors name the field.

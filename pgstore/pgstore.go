@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tesserix/idempotency/internal/backoff"
+	"github.com/tesserix/idempotency/internal/coalesce"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -52,6 +53,13 @@ type Store struct {
 	// onReplace, when set (by tests, before use), is called each time a
 	// Claim is about to send the statement that replaces a standing row.
 	onReplace func()
+	// claims and completes coalesce concurrent calls (batch.go); nil
+	// without Options.Batch.
+	claims    *coalesce.Group[store.ClaimParams, claimAnswer]
+	completes *coalesce.Group[store.CompleteParams, bool]
+	// onBatch, when set (by tests, before use), is called with the size
+	// of each batch of claims (claims true) or completions sent.
+	onBatch func(claims bool, size int)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -97,6 +105,10 @@ func newStore(pool *pgxpool.Pool, opts Options, local store.Clock) (*Store, erro
 		server:   server,
 	}
 	s.l = newListener(s)
+	if o.Batch {
+		s.claims = coalesce.New(s.busy, batchMaxCalls, s.claimBatch)
+		s.completes = coalesce.New(s.busy, batchMaxCalls, s.completeBatch)
+	}
 	return s, nil
 }
 
@@ -234,6 +246,25 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	if err := begin(ctx, op, p); err != nil {
 		return store.Result{}, err
 	}
+	if s.claims == nil || p.Supersede != 0 {
+		return s.claim(ctx, p)
+	}
+	a, err := s.claims.Do(ctx, p, func(ctx context.Context, p store.ClaimParams) (claimAnswer, error) {
+		res, err := s.claim(ctx, p)
+		return claimAnswer{res: res}, err
+	})
+	switch {
+	case err != nil && err == ctx.Err():
+		return store.Result{}, s.interpret(ctx, op, err) // it gave up waiting for a batch
+	case err != nil || !a.alone:
+		return a.res, err
+	}
+	return s.claim(ctx, p)
+}
+
+// claim is Claim on its own: its own statements, not batched.
+func (s *Store) claim(ctx context.Context, p store.ClaimParams) (store.Result, error) {
+	const op = "claim"
 	token := store.NewToken()
 	for token == p.Supersede {
 		token = store.NewToken()
@@ -503,6 +534,23 @@ func (s *Store) Complete(ctx context.Context, p store.CompleteParams) error {
 	if err := begin(ctx, op, p); err != nil {
 		return err
 	}
+	if s.completes != nil {
+		done, err := s.completes.Do(ctx, p, func(ctx context.Context, p store.CompleteParams) (bool, error) {
+			return true, s.complete(ctx, p)
+		})
+		switch {
+		case err != nil && err == ctx.Err():
+			return s.interpret(ctx, op, err) // it gave up waiting for a batch
+		case err != nil || done:
+			return err
+		}
+	}
+	return s.complete(ctx, p)
+}
+
+// complete is Complete on its own: its own statement, not batched.
+func (s *Store) complete(ctx context.Context, p store.CompleteParams) error {
+	const op = "complete"
 	outcome := p.Outcome
 	if outcome == nil {
 		outcome = []byte{} // nil and empty are the same: store '' rather than NULL

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -506,3 +507,41 @@ func TestOptionsDocStatesTheDefaults(t *testing.T) {
 	})
 	assert.Equal(t, 7, n)
 }
+
+// TestConformanceBatched runs the contract through the batch statements:
+// every Claim and Complete is sent as a batch, a lone call as a batch of
+// one, so each case's answers are the batch's.
+func TestConformanceBatched(t *testing.T) {
+	t.Parallel()
+	pool, schema := pgenv.Postgres(t)
+	storetest.Run(t, func(t *testing.T, cfg storetest.Config) store.Store {
+		s := newStore(t, pool, schema, pgstore.Options{
+			TTL:             cfg.TTL,
+			Clock:           cfg.Clock,
+			PollInterval:    5 * time.Millisecond,
+			MaxPollInterval: 20 * time.Millisecond,
+			Batch:           true,
+		})
+		s.AlwaysBatch()
+		s.SetOnBatch(func(claims bool, size int) { batched[btoi(claims)].Add(int64(size)) })
+		return s
+	})
+	t.Cleanup(func() {
+		if !t.Failed() && (batched[0].Load() == 0 || batched[1].Load() == 0) {
+			t.Errorf("batched %d claims and %d completions: the suite must go through both", batched[1].Load(), batched[0].Load())
+		}
+	})
+}
+
+// batched counts the completions ([0]) and claims ([1]) that
+// TestConformanceBatched sent through batches.
+var batched [2]atomic.Int64
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+var batchedCompletes atomic.Int64

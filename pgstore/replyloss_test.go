@@ -44,6 +44,12 @@ type replyLoss struct {
 
 func newReplyLoss(t *testing.T) *replyLoss {
 	t.Helper()
+	return newReplyLossWith(t, false)
+}
+
+// newReplyLossWith is newReplyLoss whose via store batches (batch), or not.
+func newReplyLossWith(t *testing.T, batch bool) *replyLoss {
+	t.Helper()
 	pool, schema := pgenv.Postgres(t)
 	r := &replyLoss{clock: storetest.NewClock(time.Now().UTC().Truncate(time.Millisecond)), ttl: time.Hour}
 	opts := pgstore.Options{Schema: schema, Table: testenv.UniqueName("r"), Clock: r.clock, TTL: r.ttl,
@@ -69,6 +75,7 @@ func newReplyLoss(t *testing.T) *replyLoss {
 	r.pool, err = pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(r.pool.Close)
+	opts.Batch = batch
 	r.via, err = pgstore.New(r.pool, opts)
 	require.NoError(t, err)
 	t.Cleanup(r.via.Close)
@@ -201,6 +208,50 @@ func TestFreshClaimReplyLostLeavesNoClaim(t *testing.T) {
 			res, err := r.direct.Claim(t.Context(), store.ClaimParams{Tenant: "acme", Key: "k", Holder: "next-attempt", Lease: time.Minute})
 			require.NoError(t, err)
 			assert.Equal(t, store.StatusAcquired, res.Status)
+		})
+	}
+}
+
+// A batch of claims whose answer is lost (cut, or held past every
+// caller's deadline) takes back every claim it may have made, by the
+// tokens only it knows: the free key it claimed is free again, and the
+// key a batch-mate found held keeps its holder's record, which the undo,
+// fenced by token, cannot reach.
+func TestBatchReplyLostLeavesNoClaim(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		fault func(p *netfault.Proxy)
+		want  error
+	}{
+		{"Cut", func(p *netfault.Proxy) { p.CutNext(netfault.Down, 1) }, store.ErrUnavailable},
+		{"Held", func(p *netfault.Proxy) { p.SetDelay(netfault.Down, replyHold) }, context.DeadlineExceeded},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := newReplyLossWith(t, true)
+			r.warm(t)
+			held, err := r.direct.Claim(t.Context(), store.ClaimParams{Tenant: "acme", Key: "held", Holder: "other", Lease: time.Minute})
+			require.NoError(t, err)
+			require.Equal(t, store.StatusAcquired, held.Status)
+			c.fault(r.proxy)
+			ctx, cancel := context.WithTimeout(t.Context(), claimBudget)
+			defer cancel()
+			_, alone, errs := r.via.ClaimTogether(ctx, []store.ClaimParams{
+				{Tenant: "acme", Key: "free", Holder: "batch", Lease: time.Minute},
+				{Tenant: "acme", Key: "held", Holder: "batch", Lease: time.Minute},
+			})
+			r.proxy.Heal()
+			for i := range errs {
+				require.ErrorIs(t, errs[i], c.want, "claim %d", i)
+				require.False(t, alone[i], "a lost answer is not sent back to be claimed again")
+			}
+			_, err = r.direct.Lookup(t.Context(), store.LookupParams{Tenant: "acme", Key: "free"})
+			require.ErrorIs(t, err, store.ErrNotFound, "the claim whose answer was lost was taken back")
+			rec, err := r.direct.Lookup(t.Context(), store.LookupParams{Tenant: "acme", Key: "held"})
+			require.NoError(t, err, "the undo removed a record the batch did not write")
+			assert.Equal(t, held.Record.Token, rec.Token)
+			assert.Equal(t, "other", rec.Holder)
 		})
 	}
 }

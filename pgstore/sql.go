@@ -122,6 +122,7 @@ type statements struct {
 	resolveGone                                 string
 	cancelClaim, endLease                       string
 	countBacklog                                string
+	batchClaim, batchRead, batchComplete        string
 
 	// claimUpsert and announce are the full claim's statements without
 	// Capabilities.Xmax (or Notify): the replacing upsert, and the
@@ -262,6 +263,11 @@ WHERE tenant = @tenant AND key = @key AND NOT EXISTS (SELECT 1 FROM ins)`, claim
 VALUES (@tenant, @key, {pending}, @holder, @token, @lease_until, @expires_at, @now, @now, NULL, '', @origin_workflow_id, @origin_run_id, @origin_activity_type, @origin_activity_id, @origin_attempt, @check_digest, @retention_us)
 ON CONFLICT (tenant, key) DO NOTHING`, claimInsertArgs{}.params()),
 		claimRead: q(`SELECT {cols} FROM {t} WHERE tenant = @tenant AND key = @key AND token <> @own_token`, claimReadArgs{}.params()),
+
+		batchClaim: q(batchClaimSQL, batchClaimArgs{}.params()),
+		batchRead:  q(batchReadSQL, batchClaimArgs{}.readParams()),
+		batchComplete: q(strings.ReplaceAll(batchCompleteSQL, "{batch_notify}", batchNotify(caps)),
+			batchCompleteArgs{notice: n}.params()),
 
 		// Parameters: keyAt.
 		lookup: q(`SELECT {cols} FROM {t} WHERE tenant = @tenant AND key = @key AND expires_at > @now`, keyAt{}.params()),
