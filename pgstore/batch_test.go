@@ -8,12 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tesserix/idempotency/internal/testenv"
 	"github.com/tesserix/idempotency/internal/testenv/pgenv"
 	"github.com/tesserix/idempotency/pgstore"
 	"github.com/tesserix/idempotency/store"
+	"github.com/tesserix/idempotency/store/storetest"
 )
 
 // TestBatchedClaimsWinOnce races pairs of callers on each key through a
@@ -158,4 +161,32 @@ func TestLoneCallerIsNotBatched(t *testing.T) {
 		require.NoError(t, s.Complete(ctx, store.CompleteParams{Tenant: "t", Key: key, Token: res.Record.Token}))
 	}
 	assert.Zero(t, batches.Load())
+}
+
+// TestBatchWritesTheRowsAloneWrites: a batched claim and completion write
+// the row, column for column, that the same calls write alone, so a
+// release without batching reads them as its own.
+func TestBatchWritesTheRowsAloneWrites(t *testing.T) {
+	t.Parallel()
+	pool, schema := pgenv.Postgres(t)
+	clock := storetest.NewClock(time.Now().UTC().Truncate(time.Millisecond))
+	table := testenv.UniqueName("r")
+	alone := newStore(t, pool, schema, pgstore.Options{Table: table, Clock: clock})
+	batched := newStore(t, pool, schema, pgstore.Options{Table: table, Clock: clock, Batch: true})
+	batched.AlwaysBatch()
+	ctx := context.Background()
+	for i, s := range []*pgstore.Store{alone, batched} {
+		p := store.ClaimParams{Tenant: "t", Key: fmt.Sprint("k", i), Holder: "h", Lease: time.Minute, Check: "digest",
+			Retention: 90 * time.Minute, Origin: store.Origin{WorkflowID: "wf", RunID: "run", ActivityType: "Book", ActivityID: "7", Attempt: 2}}
+		res, err := s.Claim(ctx, p)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusAcquired, res.Status)
+		require.NoError(t, s.Complete(ctx, store.CompleteParams{Tenant: "t", Key: p.Key, Token: res.Record.Token, Outcome: []byte("booked")}))
+	}
+	rows, err := pool.Query(ctx, `SELECT to_jsonb(r) - 'key' - 'token' FROM `+pgx.Identifier{schema, table}.Sanitize()+` r ORDER BY key`)
+	require.NoError(t, err)
+	got, err := pgx.CollectRows(rows, pgx.RowTo[map[string]any])
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Equal(t, got[0], got[1], "the batched row differs from the row written alone")
 }
