@@ -194,6 +194,13 @@ func benchActivity(ctx context.Context, e *benchEnv, cfg config, out, progress i
 				ratio = spread(ratios(xs, base), "%.2f")
 			}
 			fmt.Fprintf(out, "| %s | %s | %s | %s |\n", m.name, w.name, spread(xs, "%.0f"), ratio)
+			if wi > 0 && m.flows > 1 {
+				bound := 1.10 // a durable store
+				if w.name == "memory" {
+					bound = 1.05
+				}
+				e.addGoal(goal{what: w.name + " ÷ no interceptor, per activity", at: m.name, ratios: ratios(xs, base), bound: bound, most: true})
+			}
 		}
 	}
 	fmt.Fprintln(out)

@@ -27,6 +27,8 @@ type benchEnv struct {
 	prefix string
 	// cluster is the Redis Cluster of -redis-cluster; nil without it.
 	cluster *redis.ClusterClient
+	// goals are the goals' measurements the sections recorded (goals.go).
+	goals []goal
 }
 
 func openEnv(ctx context.Context, cfg config) (*benchEnv, error) {

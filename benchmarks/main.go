@@ -221,6 +221,7 @@ func run(ctx context.Context, cfg config, out, progress io.Writer) error {
 		}
 		fmt.Fprintf(progress, "   %s took %s\n", s.name, time.Since(t).Round(time.Millisecond))
 	}
+	printGoals(out, env.goals)
 	fmt.Fprintf(out, "Whole run: %s.\n", time.Since(start).Round(time.Second))
 	return nil
 }

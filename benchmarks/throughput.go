@@ -8,14 +8,17 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tesserix/idempotency/internal/testenv/pgenv"
 	"github.com/tesserix/idempotency/pgstore"
 	"github.com/tesserix/idempotency/redisstore"
 	"github.com/tesserix/idempotency/store"
@@ -183,8 +186,12 @@ WHERE tenant = $1 AND key = $2 AND token = $3 AND state = 1`
 // which the floor's loser never learns. Hand-written, that is the floor's
 // INSERT … ON CONFLICT DO NOTHING and, when it inserted nothing, a SELECT
 // of the row in a second round trip. It runs on pgstore's table.
-func answeringFloorDesign(ctx context.Context, e *benchEnv, table string) (design, error) {
-	d, err := floorDesign(ctx, e, table, false)
+//
+// With bare, it is the same on the bare table (recordTable: the record's
+// first columns, the key and the expiry index a sweep needs, nothing
+// else): the least the contract costs, the baseline of issue 33's goal 2.
+func answeringFloorDesign(ctx context.Context, e *benchEnv, table string, bare bool) (design, error) {
+	d, err := floorDesign(ctx, e, table, bare)
 	if err != nil {
 		return design{}, err
 	}
@@ -192,8 +199,13 @@ func answeringFloorDesign(ctx context.Context, e *benchEnv, table string) (desig
 	origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt,
 	resolution_action, resolved_by, resolution_reason, resolution_reference, resolved_at
 FROM ` + e.table(table) + ` WHERE tenant = $1 AND key = $2`
-	claim := d.claim
 	d.name = "floor + the duplicate's read"
+	if bare {
+		readSQL = `SELECT tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason
+FROM ` + e.table(table) + ` WHERE tenant = $1 AND key = $2`
+		d.name = "floor + the duplicate's read, bare table"
+	}
+	claim := d.claim
 	d.claim = func(ctx context.Context, key string) (bool, int64, error) {
 		won, tok, err := claim(ctx, key)
 		if err != nil || won {
@@ -362,10 +374,23 @@ func benchThroughput(ctx context.Context, e *benchEnv, cfg config, out, progress
 	if err != nil {
 		return err
 	}
-	answering, err := answeringFloorDesign(ctx, e, "floor_read")
+	answering, err := answeringFloorDesign(ctx, e, "floor_read", false)
 	if err != nil {
 		return err
 	}
+	answeringBare, err := answeringFloorDesign(ctx, e, "floor_read_bare", true)
+	if err != nil {
+		return err
+	}
+	pb, err := pgstore.New(e.pool, pgstore.Options{Schema: e.schema, Table: "lib_batch", TTL: benchTTL, Batch: true})
+	if err != nil {
+		return err
+	}
+	defer pb.Close()
+	if err := pb.EnsureSchema(ctx); err != nil {
+		return err
+	}
+
 	rtw, err := readThenWriteDesign(ctx, e, "rtw")
 	if err != nil {
 		return err
@@ -380,12 +405,44 @@ func benchThroughput(ctx context.Context, e *benchEnv, cfg config, out, progress
 	}
 	defer rs.Close()
 
-	groups := []struct {
-		title   string
-		base    design
-		designs []design
-	}{
-		{"PostgreSQL", floor, []design{libraryDesign("pgstore", ps), answering, bare, rtw, ser}},
+	// The same with the pool pgx makes by default (max(4, CPUs)
+	// connections): a worker's claims then wait for connections sooner,
+	// which is where batching shares them.
+	dcfg, err := pgxpool.ParseConfig(pgenv.PostgresURL())
+	if err != nil {
+		return err
+	}
+	dpool, err := pgxpool.NewWithConfig(ctx, dcfg)
+	if err != nil {
+		return err
+	}
+	defer dpool.Close()
+	de := *e
+	de.pool = dpool
+	dfloor, err := floorDesign(ctx, &de, "floor_dp", false)
+	if err != nil {
+		return err
+	}
+	var dstores []design
+	for _, batch := range []bool{false, true} {
+		name, table := "pgstore", "lib_dp"
+		if batch {
+			name, table = nameBatched, "lib_batch_dp"
+		}
+		st, err := pgstore.New(dpool, pgstore.Options{Schema: e.schema, Table: table, TTL: benchTTL, Batch: batch})
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		if err := st.EnsureSchema(ctx); err != nil {
+			return err
+		}
+		dstores = append(dstores, libraryDesign(name, st))
+	}
+
+	groups := []designGroup{
+		{"PostgreSQL", floor, []design{libraryDesign("pgstore", ps), libraryDesign(nameBatched, pb), answering, answeringBare, bare, rtw, ser}},
+		{fmt.Sprintf("PostgreSQL, pgx's default pool (%d)", dcfg.MaxConns), dfloor, dstores},
 		{"Redis", redisFloorDesign(e.redis, e.prefix), []design{
 			libraryDesign("redisstore", rs),
 			redisPackedDesign(e.redis, e.prefix, true),
@@ -400,11 +457,7 @@ func benchThroughput(ctx context.Context, e *benchEnv, cfg config, out, progress
 			return err
 		}
 		defer cs.Close()
-		groups = append(groups, struct {
-			title   string
-			base    design
-			designs []design
-		}{"Redis Cluster", redisFloorDesign(e.cluster, e.prefix), []design{
+		groups = append(groups, designGroup{"Redis Cluster", redisFloorDesign(e.cluster, e.prefix), []design{
 			libraryDesign("redisstore", cs),
 			redisPackedDesign(e.cluster, e.prefix, true),
 		}})
@@ -480,6 +533,13 @@ func benchThroughput(ctx context.Context, e *benchEnv, cfg config, out, progress
 		}
 	}
 	fmt.Fprintln(out)
+	throughputGoals(e, cfg, groups, func(gi, di, c int) []float64 {
+		var xs []float64
+		for _, r := range results[key{gi, di, c}] {
+			xs = append(xs, r.pairs)
+		}
+		return xs
+	})
 	// What a completed record costs Redis: its hash, as MEMORY USAGE
 	// reports it (see redisstore's key layout).
 	rkey := e.prefix + ":lib:{" + base64.RawURLEncoding.EncodeToString([]byte(benchTenant)) + "}:r:r0c1d1s0-0"
@@ -489,4 +549,57 @@ func benchThroughput(ctx context.Context, e *benchEnv, cfg config, out, progress
 		}
 	}
 	return nil
+}
+
+// designGroup is a table's group of designs: one store, a base to divide
+// by, the designs.
+type designGroup struct {
+	title   string
+	base    design
+	designs []design
+}
+
+// Names of the designs issue 33's goals divide.
+const (
+	nameRedisSparse = "redisstore, index only what waits"
+	nameBareRead    = "floor + the duplicate's read, bare table"
+	nameBatched     = "pgstore, concurrent calls batched"
+)
+
+// throughputGoals records issue 33's goals 1–3 from the section's figures:
+// pairs(group, design, callers) gives one figure per repetition, the
+// design 0 being the group's base.
+func throughputGoals(e *benchEnv, cfg config, groups []designGroup, pairs func(gi, di, c int) []float64) {
+	find := func(gi int, name string) int {
+		for di, d := range groups[gi].designs {
+			if d.name == name {
+				return di + 1
+			}
+		}
+		return -1
+	}
+	for gi, g := range groups {
+		for _, c := range cfg.Callers {
+			at := fmt.Sprintf("%d callers", c)
+			switch {
+			case strings.HasPrefix(g.title, "Redis"):
+				if di := find(gi, nameRedisSparse); di > 0 {
+					e.addGoal(goal{what: g.title + ": " + nameRedisSparse + " ÷ raw", at: at, ratios: ratios(pairs(gi, di, c), pairs(gi, 0, c)), bound: 0.8})
+				}
+			case strings.HasPrefix(g.title, "PostgreSQL"):
+				lib, bare, batched := find(gi, "pgstore"), find(gi, nameBareRead), find(gi, nameBatched)
+				if lib > 0 && bare > 0 {
+					e.addGoal(goal{what: g.title + ": pgstore ÷ " + nameBareRead, at: at, ratios: ratios(pairs(gi, lib, c), pairs(gi, bare, c)), bound: 0.9})
+				}
+				switch {
+				case batched < 0:
+				case c >= 32:
+					e.addGoal(goal{what: g.title + ": " + nameBatched + " ÷ floor (per call)", at: at, ratios: ratios(pairs(gi, batched, c), pairs(gi, 0, c)), bound: 1.5})
+				case lib > 0:
+					// Fewer callers: batching must cost nothing.
+					e.addGoal(goal{what: g.title + ": " + nameBatched + " ÷ pgstore", at: at, ratios: ratios(pairs(gi, batched, c), pairs(gi, lib, c)), bound: 0.95})
+				}
+			}
+		}
+	}
 }

@@ -32,6 +32,27 @@
 // another to slip through. Every later change — renew, complete, release,
 // mark indeterminate — is a single statement fenced by the claim's token.
 //
+// # Batching concurrent calls
+//
+// With [Options.Batch], claims and completions made at the same moment by
+// one process share a statement and a commit. A call that finds a
+// connection of the pool free is sent at once, alone, on the statements
+// above: a lone caller never waits for a batch. Calls that arrive while
+// every connection is taken wait, as they would have for a connection, and
+// go together when the next of the store's claims (or completions)
+// returns: one INSERT … SELECT FROM unnest(…) ON CONFLICT DO NOTHING and
+// one read of the rows that stood, in one round trip, for a batch of
+// claims; one UPDATE … FROM unnest(…) for a batch of completions. A batch
+// writes its rows in key order, so two batches never wait on each other's
+// keys in opposite orders. It answers each call as the call alone would
+// have — duplicates within one batch included: one wins, the others are
+// held by it — and sends back to its caller what it cannot settle (a row
+// to take over, a completion that changed nothing, a statement that failed
+// before it ran), to be run alone. A batch whose answer is lost takes back
+// the claims it may have made, by the tokens only it knows, and fails its
+// calls, as a claim alone does. Batching pays where connections are short:
+// see docs/SCALING.md.
+//
 // # Time
 //
 // Leases and expiries are judged by PostgreSQL's clock, so replicas whose
