@@ -244,11 +244,7 @@ func (s *Store) newClaim(ctx context.Context, p store.ClaimParams, c *claim) err
 		}
 		c.origin = string(b)
 	}
-	c.value = pack(packed{
-		"state": "pending", "token": c.tok, "lease": c.lease.arg(), "exp": c.exp.arg(),
-		"updated": c.now.arg(), "created": c.now.arg(), "ret": retentionArg(p.Retention),
-		"holder": p.Holder, "check": p.Check, "origin": c.origin,
-	})
+	c.value = packClaim(c.tok, c.lease, c.exp, c.now, p.Retention.Microseconds(), p.Holder, p.Check, c.origin)
 	c.pub, c.channel = s.publisher(ctx, p.Tenant)
 	return nil
 }
