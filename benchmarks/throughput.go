@@ -388,6 +388,7 @@ func benchThroughput(ctx context.Context, e *benchEnv, cfg config, out, progress
 		{"PostgreSQL", floor, []design{libraryDesign("pgstore", ps), answering, bare, rtw, ser}},
 		{"Redis", redisFloorDesign(e.redis, e.prefix), []design{
 			libraryDesign("redisstore", rs),
+			redisSparseDesign(e.redis, e.prefix),
 			redisPackedDesign(e.redis, e.prefix, true),
 			redisPackedDesign(e.redis, e.prefix, false),
 			redisPartsDesign("release 2 layout: script, record hash", e.redis, e.prefix, false, false),
@@ -406,6 +407,7 @@ func benchThroughput(ctx context.Context, e *benchEnv, cfg config, out, progress
 			designs []design
 		}{"Redis Cluster", redisFloorDesign(e.cluster, e.prefix), []design{
 			libraryDesign("redisstore", cs),
+			redisSparseDesign(e.cluster, e.prefix),
 			redisPackedDesign(e.cluster, e.prefix, true),
 		}})
 	}
