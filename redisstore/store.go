@@ -236,7 +236,7 @@ func (s *Store) newClaim(ctx context.Context, p store.ClaimParams, c *claim) err
 	c.exp, c.ttl = s.expiryWithin(c.now, c.lease, window)
 	c.ageTTL = s.indexTTLWithin(c.ttl, window)
 	c.tok = strconv.FormatInt(c.token, 10)
-	c.keys = []string{s.recordKey(p.Tenant, p.Key), s.ageKey(p.Tenant)}
+	c.keys = s.recordAndAgeKeys(p.Tenant, p.Key)
 	if p.Origin != (store.Origin{}) {
 		b, err := json.Marshal(p.Origin)
 		if err != nil {
@@ -403,7 +403,7 @@ func (s *Store) fenced(ctx context.Context, op, tenant, key string, token int64,
 	}
 	pub, channel := s.publisher(ctx, tenant)
 	f := fence{announce: announce{pubcmd: pub, channel: channel}, now: now.arg(), token: strconv.FormatInt(token, 10)}
-	v, err := s.run(ctx, script, []string{s.recordKey(tenant, key), s.ageKey(tenant)}, args(f).argv()...)
+	v, err := s.run(ctx, script, s.recordAndAgeKeys(tenant, key), args(f).argv()...)
 	if err != nil {
 		return translate(ctx, op, err)
 	}
