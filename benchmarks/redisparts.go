@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tesserix/idempotency/redisstore"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -122,4 +123,17 @@ func redisPackedDesign(rc redis.UniversalClient, prefix string, index bool) desi
 				"c|"+t+"|bench|ok", strconv.FormatInt(redisTTL.Milliseconds(), 10)).Err()
 		},
 	}
+}
+
+// redisSparseDesign is redisstore with Options.IndexOnlyWhatWaits: the
+// claim of a free key is SET NX GET PX alone, with no MULTI and no age
+// index entry. Its store is never closed: it starts no subscriber (nothing
+// Waits on it), so Close would only cancel a context nobody waits on, and
+// a design has no end to close it at.
+func redisSparseDesign(rc redis.UniversalClient, prefix string) design {
+	s, err := redisstore.New(rc, redisstore.Options{Prefix: prefix + ":sparse", TTL: redisTTL, IndexOnlyWhatWaits: true})
+	if err != nil {
+		panic(err) // The options are constant and valid.
+	}
+	return libraryDesign("redisstore, index only what waits", s)
 }

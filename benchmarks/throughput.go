@@ -445,6 +445,7 @@ func benchThroughput(ctx context.Context, e *benchEnv, cfg config, out, progress
 		{fmt.Sprintf("PostgreSQL, pgx's default pool (%d)", dcfg.MaxConns), dfloor, dstores},
 		{"Redis", redisFloorDesign(e.redis, e.prefix), []design{
 			libraryDesign("redisstore", rs),
+			redisSparseDesign(e.redis, e.prefix),
 			redisPackedDesign(e.redis, e.prefix, true),
 			redisPackedDesign(e.redis, e.prefix, false),
 			redisPartsDesign("release 2 layout: script, record hash", e.redis, e.prefix, false, false),
@@ -459,6 +460,7 @@ func benchThroughput(ctx context.Context, e *benchEnv, cfg config, out, progress
 		defer cs.Close()
 		groups = append(groups, designGroup{"Redis Cluster", redisFloorDesign(e.cluster, e.prefix), []design{
 			libraryDesign("redisstore", cs),
+			redisSparseDesign(e.cluster, e.prefix),
 			redisPackedDesign(e.cluster, e.prefix, true),
 		}})
 	}

@@ -116,15 +116,16 @@ const (
 // renewArgs are renewScript's arguments: the new lease, and the expiry,
 // physical TTL and index TTL (ms) the store's TTL gives a write at now
 // (the record's own retention, when it keeps one, overrides them: see
-// ownWindow).
+// ownWindow), and the record's member in the age index.
 type renewArgs struct {
 	fence
-	leaseUntil, storeExp, storeTTLMs, storeAgeTTLMs string
+	leaseUntil, storeExp, storeTTLMs, storeAgeTTLMs, member string
 }
 
 func (a renewArgs) params() paramList {
 	return append(a.fence.params(), param{"lease_until", a.leaseUntil},
-		param{"store_exp", a.storeExp}, param{"store_ttl_ms", a.storeTTLMs}, param{"store_age_ttl_ms", a.storeAgeTTLMs})
+		param{"store_exp", a.storeExp}, param{"store_ttl_ms", a.storeTTLMs}, param{"store_age_ttl_ms", a.storeAgeTTLMs},
+		param{"member", a.member})
 }
 
 // completeArgs are completeScript's arguments: the expiry and physical
@@ -152,14 +153,15 @@ func (a releaseArgs) params() paramList {
 }
 
 // markArgs are markScript's arguments: the record's new expiry and
-// physical TTL, and the reason.
+// physical TTL, the reason, and the record's member in the age index.
 type markArgs struct {
 	fence
-	exp, ttlMs, reason string
+	exp, ttlMs, reason, member string
 }
 
 func (a markArgs) params() paramList {
-	return append(a.fence.params(), param{"exp", a.exp}, param{"ttl_ms", a.ttlMs}, param{"reason", a.reason})
+	return append(a.fence.params(), param{"exp", a.exp}, param{"ttl_ms", a.ttlMs}, param{"reason", a.reason},
+		param{"member", a.member})
 }
 
 // resolveArgs are resolveScript's arguments: the decision ("complete" or

@@ -28,6 +28,9 @@ import (
 // acknowledged (ErrNotReplicated).
 func (s *Store) claimFast(ctx context.Context, keys []string, member, token, value string,
 	now stamp, ttl, ageTTL, pub, channel string) (string, error) {
+	if s.sparse {
+		return s.claimSet(ctx, keys, member, token, value, ttl, pub, channel)
+	}
 	extend, extendMs := s.ageDue(keys[1], now, ageTTL)
 	// queue adds the MULTI's commands to pipe; within a MULTI a command's
 	// own reply is only "QUEUED", and EXEC's holds theirs.
@@ -100,18 +103,65 @@ func (s *Store) claimFastReplicated(ctx context.Context, keys []string, member, 
 	if n, ok := reply[1].(int64); ok && n == 0 {
 		s.rescore(ctx, node, keys[1], member, now)
 	}
+	return "", s.replicated(ctx, node, wait, keys, member, token, pub, channel)
+}
+
+// replicated judges the WAIT that followed a claim of a free key on node:
+// nil when enough replicas acknowledged it. Otherwise the claim is not
+// known to be on enough replicas, and a failover now would lose it: it
+// takes it back, so that a retry can claim again (it claimed a free key:
+// nothing of a lost holder's is at stake), and returns ErrNotReplicated.
+func (s *Store) replicated(ctx context.Context, node redis.Scripter, wait *redis.Cmd,
+	keys []string, member, token, pub, channel string) error {
 	acks, werr := wait.Int64()
 	if werr == nil && acks >= int64(s.replicaAcks) {
-		return "", nil
+		return nil
 	}
-	// Not known to be on enough replicas: a failover now would lose it.
-	// Take it back, so that a retry can claim again (it claimed a free
-	// key: nothing of a lost holder's is at stake).
 	s.undoClaim(ctx, node, keys, member, token, pub, channel)
 	if werr != nil {
-		return "", fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, werr)
+		return fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, werr)
 	}
-	return "", fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, acks, s.replicaAcks, s.replicaAckTimeout)
+	return fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, acks, s.replicaAcks, s.replicaAckTimeout)
+}
+
+// claimSet is claimFast with Options.IndexOnlyWhatWaits: the one command
+//
+//	SET rec value NX GET PX ttl
+//
+// with no MULTI and no age index entry (a claim of a free key is not yet
+// something an operator looks for: see the option). Its answer is
+// claimFast's. With ReplicaAcks it runs on the master that owns the
+// record, followed by WAIT on the same connection, as claimFastReplicated.
+func (s *Store) claimSet(ctx context.Context, keys []string, member, token, value, ttl,
+	pub, channel string) (string, error) {
+	if s.replicaAcks == 0 {
+		prev, err := s.client.Do(ctx, "set", keys[0], value, "nx", "get", "px", ttl).Text()
+		switch err {
+		case nil:
+			return prev, nil
+		case redis.Nil:
+			return "", nil
+		}
+		s.refreshTopology(ctx, err)
+		return "", err
+	}
+	node, err := s.nodeFor(ctx, keys[0])
+	if err != nil {
+		return "", err
+	}
+	pipe := node.Pipeline()
+	set := pipe.Do(ctx, "set", keys[0], value, "nx", "get", "px", ttl)
+	// See claimFastReplicated on the ReadTimeout WAIT needs.
+	wait := pipe.Do(ctx, "wait", s.replicaAcks, s.replicaAckTimeout.Milliseconds())
+	_, _ = pipe.Exec(ctx)
+	prev, err := set.Text()
+	switch {
+	case err == nil:
+		return prev, nil
+	case err != redis.Nil:
+		return "", s.nodeError(ctx, err)
+	}
+	return "", s.replicated(ctx, node, wait, keys, member, token, pub, channel)
 }
 
 // rescore moves member's entry in the age index to now, unless a later

@@ -86,6 +86,7 @@ func TestClusterConformance(t *testing.T) {
 	t.Run("TenantsSpreadOverMasters", func(t *testing.T) { tenantsSpreadOverMasters(t, client) })
 	t.Run("MovedIsUnavailable", func(t *testing.T) { movedIsUnavailable(t, c) })
 	t.Run("ShardedWake", func(t *testing.T) { shardedWake(t, client) })
+	t.Run("IndexOnlyWhatWaitsReplicated", func(t *testing.T) { indexOnlyWhatWaitsReplicated(t, client) })
 	storetest.Run(t, func(t *testing.T, cfg storetest.Config) store.Store {
 		prefix := testenv.UniqueName("c")
 		s, err := redisstore.New(client, redisstore.Options{Prefix: prefix, Clock: cfg.Clock, TTL: cfg.TTL, PollInterval: 20 * time.Millisecond})
@@ -198,5 +199,32 @@ func shardedWake(t *testing.T, client *redis.ClusterClient) {
 		require.NoError(t, s.Complete(ctx, store.CompleteParams{Tenant: tenant, Key: "k", Token: rec.Token, Outcome: []byte("x")}))
 		assert.Equal(t, store.StatusCompleted, (<-done).Status)
 		cancel()
+	}
+}
+
+// indexOnlyWhatWaitsReplicated claims with Options.IndexOnlyWhatWaits and
+// ReplicaAcks on the Cluster: the one SET, then WAIT on the master that
+// owns the key, acknowledged by its replica; a duplicate is answered; no
+// claim adds an index entry; and Forget, which then scans every master for
+// the tenant's records, leaves none.
+func indexOnlyWhatWaitsReplicated(t *testing.T, client *redis.ClusterClient) {
+	ctx := t.Context()
+	s, err := redisstore.New(client, redisstore.Options{Prefix: testenv.UniqueName("sparse"), IndexOnlyWhatWaits: true, ReplicaAcks: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, s.Close()) })
+	for i := range 12 {
+		tenant := "tenant-" + strconv.Itoa(i)
+		claimOK(t, s, tenant, "k")
+		res, err := s.Claim(ctx, store.ClaimParams{Tenant: tenant, Key: "k", Holder: "dup", Lease: time.Minute})
+		require.NoError(t, err)
+		assert.Equal(t, store.StatusHeld, res.Status)
+		n, err := client.Exists(ctx, redisstore.AgeKey(s, tenant)).Result()
+		require.NoError(t, err)
+		assert.Zero(t, n, "no claim indexed")
+		forgot, err := s.Forget(ctx, store.ForgetParams{Tenant: tenant})
+		require.NoError(t, err)
+		assert.Equal(t, 1, forgot)
+		_, err = s.Lookup(ctx, store.LookupParams{Tenant: tenant, Key: "k"})
+		assert.ErrorIs(t, err, store.ErrNotFound)
 	}
 }

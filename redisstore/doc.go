@@ -58,8 +58,8 @@
 //
 // # Claims, and the scripts
 //
-// A claim of a free key runs no script: one MULTI holds SET key record NX GET
-// PX ttl, which writes the packed record when the key is free and otherwise
+// A claim of a free key runs no script: one MULTI (one command with
+// [Options.IndexOnlyWhatWaits], below) holds SET key record NX GET PX ttl, which writes the packed record when the key is free and otherwise
 // answers the record that holds it (a duplicate learns the outcome in the same
 // round trip), and ZADD NX of the key to the age index; about once a minute per
 // tenant it also holds PEXPIRE NX and PEXPIRE GT of the age index, which keep
@@ -86,9 +86,11 @@
 //
 // # Forget and Sweep
 //
-// [Store.Forget] never scans the keyspace: it takes the tenant's keys from
-// its age index (and an old index set, until Migrate has run) in batches and
-// deletes each batch, with its index entries, in one script. A claim adds its
+// [Store.Forget] takes the tenant's keys from its age index (and an old
+// index set, until Migrate has run) in batches and deletes each batch, with
+// its index entries, in one script; once they are empty it scans the
+// tenant's record keys for any record no index names (which, with
+// [Options.IndexOnlyWhatWaits], is most of them). A claim adds its
 // key, a release or a free resolution removes it. A claim or renewal keeps the
 // index alive one record lifetime (the retention window, the record's own when
 // it keeps one, plus a minute) past the record it wrote, so that the Complete
@@ -118,6 +120,37 @@
 // Records claimed by a version before the age index are not listed until
 // [Store.Migrate] has run once (it is idempotent), or until they are claimed
 // again; they expire within the retention window anyway.
+//
+// # Indexing only what waits
+//
+// With [Options.IndexOnlyWhatWaits] (off by default) the age index holds
+// only the records that can need an operator, and the claim of a free key
+// is the one command SET NX GET PX (with [Options.ReplicaAcks], then WAIT):
+// no MULTI, no ZADD, no PEXPIRE of the index. A record enters the index
+// when the claim script writes it (a takeover with Supersede, a claim of a
+// record expired but still in Redis), when it is renewed (a holder that
+// renews runs long, and may die holding it), and when it is marked
+// indeterminate. Renew and MarkIndeterminate index it whatever the option
+// (ZADD GT at the record's claim time: an entry its claim made is left as
+// it is), and the record is packed the same either way, so records written
+// with the option on read the same to every release.
+//
+// What the listings ([Store.List], [Store.ListAcrossTenants]) and
+// [Store.CountBacklog] then cannot see: completed records, and pending
+// records within their first lease that nobody renewed. That includes a
+// record whose holder died before its first renewal and that no retry ever
+// took over: it is pending with its lease run out, but unlisted and
+// uncounted. A retry that comes for it takes it over through the claim
+// script, which indexes it, and the person or the probe that looks at the
+// key then finds it. [Store.Sweep] deletes only the expired records it
+// finds in the index; Redis's own expiry (PX, the retention window plus a
+// minute) reclaims the rest. [Store.Forget] still erases every record of
+// the tenant: once the index is empty it scans the tenant's record keys
+// (SCAN on every master), so with the option on it walks the keyspace.
+//
+// The option is off by default because releases up to 0.2.0 list from the
+// full index: during a rolling deploy, claims made with it on are invisible
+// to the listings of workers still on the previous release.
 //
 // # Waiting
 //

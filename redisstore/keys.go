@@ -38,6 +38,14 @@ func (s *Store) tenantBase(tenant string) string {
 	return s.prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte(tenant)) + "}"
 }
 
+// recordAndAgeKeys returns the record key of tenant's key and the
+// tenant's age index, encoding the tenant once: the keys of a claim and
+// of the fenced scripts.
+func (s *Store) recordAndAgeKeys(tenant, key string) []string {
+	base := s.tenantBase(tenant)
+	return []string{base + recordInfix + key, base + ageSuffix}
+}
+
 func (s *Store) recordKey(tenant, key string) string {
 	return s.tenantBase(tenant) + recordInfix + key
 }

@@ -76,6 +76,35 @@ type Options struct {
 	// negative; at least a millisecond when set. Defaults to 1 second
 	// ([DefaultReplicaAckTimeout]) when ReplicaAcks is set.
 	ReplicaAckTimeout time.Duration
+
+	// IndexOnlyWhatWaits, when true, keeps in the tenant's age index only
+	// the records that can need an operator, and makes the claim of a free
+	// key one command: SET NX GET PX, with no MULTI and no ZADD (with
+	// ReplicaAcks, followed by WAIT on the same connection). A record
+	// enters the index when it is taken over (Supersede) or claimed after
+	// its expiry, renewed, or marked indeterminate; a release, Forget and
+	// Sweep remove it as before. The record itself is written exactly as
+	// without the option.
+	//
+	// [Store.List], [Store.ListAcrossTenants], [Store.CountBacklog] and
+	// [Store.Sweep] walk the age index, so with it on they no longer see
+	// completed records, nor pending records still within their first
+	// lease that nobody renewed. In particular a record whose holder died
+	// before its first renewal, and that no retry ever took over, is never
+	// listed nor counted: a retry takes it over through the claim script,
+	// which indexes it, and the person or probe that looks at it then sees
+	// it. [Store.Forget] still erases every record of the tenant: once the
+	// index is empty it scans the tenant's record keys (SCAN on every
+	// master), which costs a walk of the keyspace. Records Sweep cannot see
+	// are expired by Redis itself (PX), a minute after their retention
+	// window.
+	//
+	// It is off by default (false) because releases up to 0.2.0 list from
+	// the full index: during a rolling deploy, the claims of workers with
+	// the option on are invisible to the listings of workers of the
+	// previous release. Turn it on once every worker, and every operator
+	// tool that lists, runs this release.
+	IndexOnlyWhatWaits bool
 }
 
 // withDefaults validates o and fills in the defaults. Errors name the field.

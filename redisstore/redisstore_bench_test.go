@@ -46,7 +46,15 @@ func deleteKeys(client *redis.Client, prefix string) error {
 // standing, in one round trip) and, for the winner, SET XX — reported as
 // lib/floor. The store has waited once before, so it is subscribed to its
 // change channel, as a worker's store is once any duplicate has waited.
-func BenchmarkStore(b *testing.B) {
+func BenchmarkStore(b *testing.B) { benchmarkStore(b, redisstore.Options{}) }
+
+// BenchmarkStoreIndexOnlyWhatWaits is BenchmarkStore with
+// Options.IndexOnlyWhatWaits: the claim of a free key is one SET NX GET PX.
+func BenchmarkStoreIndexOnlyWhatWaits(b *testing.B) {
+	benchmarkStore(b, redisstore.Options{IndexOnlyWhatWaits: true})
+}
+
+func benchmarkStore(b *testing.B, opts redisstore.Options) {
 	_, prefix := redisenv.Redis(b) // Registered first, so its cleanup runs last.
 	client := redis.NewClient(&redis.Options{Addr: redisenv.RedisAddr(), PoolSize: 64})
 	b.Cleanup(func() {
@@ -55,7 +63,8 @@ func BenchmarkStore(b *testing.B) {
 		}
 		_ = client.Close()
 	})
-	s, err := redisstore.New(client, redisstore.Options{Prefix: prefix})
+	opts.Prefix = prefix
+	s, err := redisstore.New(client, opts)
 	if err != nil {
 		b.Fatal(err)
 	}

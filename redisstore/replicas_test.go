@@ -44,12 +44,24 @@ func TestReplicaOptionsValidated(t *testing.T) {
 // TestClaimNotReplicatedIsUnavailable asks a Redis without replicas for one
 // replica's acknowledgement: the claim fails with ErrNotReplicated, which
 // matches store.ErrUnavailable, and leaves the key free for a later claim.
+// With and without Options.IndexOnlyWhatWaits (its claim is one SET, not a
+// MULTI, before the WAIT).
 func TestClaimNotReplicatedIsUnavailable(t *testing.T) {
 	t.Parallel()
+	for _, sparse := range []bool{false, true} {
+		t.Run("IndexOnlyWhatWaits="+strconv.FormatBool(sparse), func(t *testing.T) {
+			t.Parallel()
+			claimNotReplicatedIsUnavailable(t, sparse)
+		})
+	}
+}
+
+func claimNotReplicatedIsUnavailable(t *testing.T, sparse bool) {
 	plain, client := newStoreClient(t, redisstore.Options{})
 	acked, err := redisstore.New(client, redisstore.Options{
 		Prefix:      redisstore.Prefix(plain),
 		ReplicaAcks: 1, ReplicaAckTimeout: 5 * time.Millisecond,
+		IndexOnlyWhatWaits: sparse,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, acked.Close()) })

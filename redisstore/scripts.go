@@ -44,15 +44,27 @@ import (
 //     scripts' Lua as locals of the same meaning.
 //
 // The age index (KEYS[2] where a script takes it) is the tenant's sorted
-// set of record keys scored by "created": a claim adds the key, a release,
-// a free resolution, Forget and Sweep remove it, and List, Sweep, Forget
-// and CountBacklog walk it.
+// set of record keys scored by "created": a claim adds the key (with
+// Options.IndexOnlyWhatWaits only a claim through claimScript: a takeover
+// or a claim of an expired record), so do a renewal and a mark (whatever
+// the option: an entry already there is left as it is), a release, a free
+// resolution, Forget and Sweep remove it, and List, Sweep, Forget and
+// CountBacklog walk it.
 
 // recordLua is shared Lua: the packed record layout (pack_rec, unpack_rec,
 // the same as pack and unpack in record.go), load_rec, which reads either
 // layout into a table (nil when there is no record), publish, which
 // announces a change to the record (KEYS[1]) with the script's pubcmd and
-// channel, and extend_age.
+// channel, index_rec and extend_age.
+//
+// index_rec lists the record r under member in the age index at its claim
+// time, unless an entry at that time or later is there already: ZADD GT
+// adds a missing entry and moves forward one left by an earlier record of
+// the key (which List would skip, its score not the record's created),
+// and never moves an entry back. Renew and MarkIndeterminate call it, so
+// that a record that can need an operator is listed even when its claim
+// did not list it (Options.IndexOnlyWhatWaits). For a record its claim
+// listed it changes nothing.
 //
 // extend_age keeps the age index (KEYS[2]) alive at least ttl
 // milliseconds. PTTL is -1 for a key without expiry and -2 for a missing
@@ -107,6 +119,11 @@ local function set(s)
 end
 local function publish(pubcmd, channel)
   redis.call(pubcmd, channel, KEYS[1])
+end
+local function index_rec(r, member)
+  if set(r.created) then
+    redis.call('ZADD', KEYS[2], 'GT', r.created, member)
+  end
 end
 local function extend_age(ttl)
   local want = tonumber(ttl)
@@ -189,7 +206,9 @@ return {ACQUIRED}
 `)
 
 // renewScript: KEYS rec, age. ARGV renewArgs. Returns APPLIED, or
-// NOT_HOLDER when the token does not hold the claim.
+// NOT_HOLDER when the token does not hold the claim. A holder that renews
+// runs long, and may die with its claim pending: the renewal lists the
+// record (index_rec) and keeps the index alive past it.
 var renewScript = redis.NewScript(recordLua + fencePrelude + ownWindow + argvLua(renewArgs{}.params()) + `
 local r = load_rec(KEYS[1])
 if not holds(r, now, token) then return NOT_HOLDER end
@@ -198,6 +217,7 @@ r.lease = lease_until
 r.exp = exp
 r.updated = now
 redis.call('SET', KEYS[1], pack_rec(r), 'PX', ttl)
+index_rec(r, member)
 extend_age(idx_ttl)
 return APPLIED
 `)
@@ -262,7 +282,8 @@ return result
 `)
 
 // markScript: KEYS rec, age. ARGV markArgs. Returns APPLIED, or
-// NOT_HOLDER when the token does not hold the claim.
+// NOT_HOLDER when the token does not hold the claim. An indeterminate
+// record waits for a person: the mark lists it (index_rec).
 var markScript = redis.NewScript(recordLua + fencePrelude + argvLua(markArgs{}.params()) + `
 local r = load_rec(KEYS[1])
 if not holds(r, now, token) then return NOT_HOLDER end
@@ -271,6 +292,7 @@ r.reason = reason
 r.exp = exp
 r.updated = now
 redis.call('SET', KEYS[1], pack_rec(r), 'PX', ttl_ms)
+index_rec(r, member)
 extend_age(ttl_ms)
 if r.w == '1' then publish(pubcmd, channel) end
 return APPLIED

@@ -36,6 +36,7 @@ type Store struct {
 
 	replicaAcks       int           // Options.ReplicaAcks
 	replicaAckTimeout time.Duration // Options.ReplicaAckTimeout
+	sparse            bool          // Options.IndexOnlyWhatWaits
 
 	// life ends when the Store is closed; the subscriber runs under it.
 	life   context.Context
@@ -101,6 +102,7 @@ func newStore(client redis.UniversalClient, opts Options, local store.Clock) (*S
 
 		replicaAcks:       opts.ReplicaAcks,
 		replicaAckTimeout: opts.ReplicaAckTimeout,
+		sparse:            opts.IndexOnlyWhatWaits,
 
 		listBudget: listBudget,
 	}, nil
@@ -187,7 +189,8 @@ func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, ar
 // Claim implements [store.Store.Claim]. Its common path runs no script:
 // one MULTI holds SET NX GET PX, which writes the packed record when the
 // key is free and otherwise answers the record that holds it, and ZADD NX
-// of the key to the tenant's age index (claimFast). A takeover (Supersede
+// of the key to the tenant's age index (claimFast); with
+// Options.IndexOnlyWhatWaits, SET NX GET PX alone (claimSet). A takeover (Supersede
 // set), and a record the MULTI cannot answer from (expired but still in
 // Redis, a takeover's, or a record hash of the previous layout), go to
 // claimScript.
@@ -233,7 +236,7 @@ func (s *Store) newClaim(ctx context.Context, p store.ClaimParams, c *claim) err
 	c.exp, c.ttl = s.expiryWithin(c.now, c.lease, window)
 	c.ageTTL = s.indexTTLWithin(c.ttl, window)
 	c.tok = strconv.FormatInt(c.token, 10)
-	c.keys = []string{s.recordKey(p.Tenant, p.Key), s.ageKey(p.Tenant)}
+	c.keys = s.recordAndAgeKeys(p.Tenant, p.Key)
 	if p.Origin != (store.Origin{}) {
 		b, err := json.Marshal(p.Origin)
 		if err != nil {
@@ -241,11 +244,7 @@ func (s *Store) newClaim(ctx context.Context, p store.ClaimParams, c *claim) err
 		}
 		c.origin = string(b)
 	}
-	c.value = pack(packed{
-		"state": "pending", "token": c.tok, "lease": c.lease.arg(), "exp": c.exp.arg(),
-		"updated": c.now.arg(), "created": c.now.arg(), "ret": retentionArg(p.Retention),
-		"holder": p.Holder, "check": p.Check, "origin": c.origin,
-	})
+	c.value = packClaim(c.tok, c.lease, c.exp, c.now, p.Retention.Microseconds(), p.Holder, p.Check, c.origin)
 	c.pub, c.channel = s.publisher(ctx, p.Tenant)
 	return nil
 }
@@ -404,7 +403,7 @@ func (s *Store) fenced(ctx context.Context, op, tenant, key string, token int64,
 	}
 	pub, channel := s.publisher(ctx, tenant)
 	f := fence{announce: announce{pubcmd: pub, channel: channel}, now: now.arg(), token: strconv.FormatInt(token, 10)}
-	v, err := s.run(ctx, script, []string{s.recordKey(tenant, key), s.ageKey(tenant)}, args(f).argv()...)
+	v, err := s.run(ctx, script, s.recordAndAgeKeys(tenant, key), args(f).argv()...)
 	if err != nil {
 		return translate(ctx, op, err)
 	}
@@ -424,7 +423,7 @@ func (s *Store) Renew(ctx context.Context, p store.RenewParams) (time.Time, erro
 	lease := now.add(p.Lease)
 	exp, ttl := s.expiry(now, lease)
 	err := s.fenced(ctx, "renew", p.Tenant, p.Key, p.Token, now, renewScript, func(f fence) paramList {
-		return renewArgs{fence: f, leaseUntil: lease.arg(), storeExp: exp.arg(), storeTTLMs: ttl, storeAgeTTLMs: s.indexTTL(ttl)}.params()
+		return renewArgs{fence: f, leaseUntil: lease.arg(), storeExp: exp.arg(), storeTTLMs: ttl, storeAgeTTLMs: s.indexTTL(ttl), member: p.Key}.params()
 	})
 	if err != nil {
 		return time.Time{}, err
@@ -464,7 +463,7 @@ func (s *Store) MarkIndeterminate(ctx context.Context, p store.MarkIndeterminate
 	// its indexes', reach store.NeverExpires.
 	exp, ttl := s.expiry(now, stamp(store.NeverExpires.UnixMicro()))
 	return s.fenced(ctx, "mark indeterminate", p.Tenant, p.Key, p.Token, now, markScript, func(f fence) paramList {
-		return markArgs{fence: f, exp: exp.arg(), ttlMs: ttl, reason: p.Reason}.params()
+		return markArgs{fence: f, exp: exp.arg(), ttlMs: ttl, reason: p.Reason, member: p.Key}.params()
 	})
 }
 
@@ -582,7 +581,8 @@ func (s *Store) read(ctx context.Context, op, tenant, key string, now stamp) (st
 // Forget implements [store.Store.Forget]: it takes the tenant's keys from
 // its age index (and from the index set of the previous layout, until
 // Migrate has removed it) in batches and deletes each batch, with its
-// index entries, in one script. It never scans the keyspace.
+// index entries, in one script, then deletes the records no index names
+// (forgetUnindexed), which scans the tenant's record keys.
 func (s *Store) Forget(ctx context.Context, p store.ForgetParams) (int, error) {
 	if err := p.Validate(); err != nil {
 		return 0, err
