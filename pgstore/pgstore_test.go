@@ -543,5 +543,3 @@ func btoi(b bool) int {
 	}
 	return 0
 }
-
-var batchedCompletes atomic.Int64
