@@ -80,7 +80,7 @@ func batchNotify(caps Capabilities) string {
 // measured to cost throughput at moderate concurrency (docs/BENCHMARKS.md):
 // PostgreSQL's group commit already shares one WAL flush among concurrent
 // commits, and a batch makes its later calls wait for the one before.
-func (s *Store) busy(int) bool {
+func (s *Store) busy() bool {
 	st := s.pool.Stat()
 	return st.IdleConns() == 0 && st.TotalConns() >= st.MaxConns()
 }
@@ -221,7 +221,7 @@ func (s *Store) claimBatch(ctx context.Context, calls []*claimCall) {
 		} else {
 			a.alone = true
 		}
-		if !s.claims.Answer(c, a, nil) && a.res.Status == store.StatusAcquired && winner[k] == i {
+		if !s.claims.Answer(c, a, nil) && a.res.Status == store.StatusAcquired {
 			// Its caller gave up while the batch was out: a claim nobody
 			// will use is taken back.
 			s.undoClaim(ctx, c.Req.Tenant, c.Req.Key, claims[i].token, false)

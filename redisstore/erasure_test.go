@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -40,16 +41,7 @@ func TestForgetLeavesNothingOfTheTenant(t *testing.T) {
 		score, err := client.ZScore(ctx, redisstore.AgeKey(s, tenant), "unindexed").Result()
 		require.Error(t, err, "still indexed (score %v): the test would prove nothing", score)
 	}
-	scan := func(tenant string) []string {
-		base := strings.TrimSuffix(redisstore.AgeKey(s, tenant), ":age")
-		var keys []string
-		iter := client.Scan(ctx, 0, escapeGlob(base)+":*", 1000).Iterator()
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		require.NoError(t, iter.Err())
-		return keys
-	}
+	scan := func(tenant string) []string { return tenantKeys(t, client, s, tenant) }
 	require.NotEmpty(t, scan("acme"))
 	_, err := s.Forget(ctx, store.ForgetParams{Tenant: "acme"})
 	require.NoError(t, err)
@@ -63,4 +55,17 @@ func TestForgetLeavesNothingOfTheTenant(t *testing.T) {
 func escapeGlob(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`)
 	return r.Replace(s)
+}
+
+// tenantKeys returns every key of s's tenant in Redis, found with SCAN.
+func tenantKeys(t *testing.T, client redis.UniversalClient, s *redisstore.Store, tenant string) []string {
+	t.Helper()
+	base := strings.TrimSuffix(redisstore.AgeKey(s, tenant), ":age")
+	var keys []string
+	iter := client.Scan(t.Context(), 0, escapeGlob(base)+":*", 1000).Iterator()
+	for iter.Next(t.Context()) {
+		keys = append(keys, iter.Val())
+	}
+	require.NoError(t, iter.Err())
+	return keys
 }

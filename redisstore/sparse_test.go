@@ -182,16 +182,7 @@ func TestIndexOnlyWhatWaitsForgetLeavesNothing(t *testing.T) {
 		_, err := s.Renew(ctx, store.RenewParams{Tenant: tenant, Key: "renewed", Token: renewed.Token, Lease: time.Minute})
 		require.NoError(t, err)
 	}
-	scan := func(tenant string) []string {
-		base := strings.TrimSuffix(redisstore.AgeKey(s, tenant), ":age")
-		var keys []string
-		iter := client.Scan(ctx, 0, escapeGlob(base)+":*", 1000).Iterator()
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		require.NoError(t, iter.Err())
-		return keys
-	}
+	scan := func(tenant string) []string { return tenantKeys(t, client, s, tenant) }
 	n, err := client.ZCard(ctx, redisstore.AgeKey(s, "acme")).Result()
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n, "only the indeterminate and the renewed record are indexed: the test needs unindexed ones")

@@ -19,7 +19,7 @@ import (
 // Group coalesces calls of one kind. Req is what a call asks, Resp what
 // it is answered. The zero Group is not usable: build one with New.
 type Group[Req, Resp any] struct {
-	busy  func(inFlight int) bool
+	busy  func() bool
 	max   int
 	batch func(ctx context.Context, calls []*Call[Req, Resp])
 
@@ -55,10 +55,10 @@ type Call[Req, Resp any] struct {
 }
 
 // New returns a Group whose calls go alone while busy reports false (a
-// connection is free for them; inFlight is how many of the group's sends
-// are out) and otherwise wait for a batch, of at most max calls. batch sends calls (one or more) together and answers each,
+// connection is free for them) and otherwise wait for a batch, of at most
+// max calls. batch sends calls (one or more) together and answers each,
 // with Answer, exactly once; it runs on a goroutine of its own.
-func New[Req, Resp any](busy func(inFlight int) bool, max int, batch func(ctx context.Context, calls []*Call[Req, Resp])) *Group[Req, Resp] {
+func New[Req, Resp any](busy func() bool, max int, batch func(ctx context.Context, calls []*Call[Req, Resp])) *Group[Req, Resp] {
 	if max < 1 {
 		max = 1
 	}
@@ -72,7 +72,7 @@ func New[Req, Resp any](busy func(inFlight int) bool, max int, batch func(ctx co
 // stops waiting for it (Answer then tells the batch so).
 func (g *Group[Req, Resp]) Do(ctx context.Context, req Req, alone func(ctx context.Context, req Req) (Resp, error)) (Resp, error) {
 	g.mu.Lock()
-	if len(g.queue) == 0 && !g.alwaysBatch && !g.busy(g.inFlight) {
+	if len(g.queue) == 0 && !g.alwaysBatch && !g.busy() {
 		g.inFlight++
 		g.mu.Unlock()
 		resp, err := alone(ctx, req)

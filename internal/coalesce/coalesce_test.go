@@ -22,7 +22,7 @@ type rig struct {
 
 func newRig() *rig {
 	r := &rig{release: make(chan struct{})}
-	r.g = New(func(int) bool { return r.busy.Load() }, 100, func(_ context.Context, calls []*Call[int, int]) {
+	r.g = New(r.busy.Load, 100, func(_ context.Context, calls []*Call[int, int]) {
 		<-r.release
 		r.mu.Lock()
 		var reqs []int
