@@ -240,6 +240,52 @@ if r.w == '1' then publish(pubcmd, channel) end
 return APPLIED
 `)
 
+// completeEditScript is the completion's common path: completeScript's
+// work, and its reply, on a record in the packed layout, edited in place.
+// It parses only the fixed fields and the lengths of the variable fields
+// before the outcome, and writes the record back as one concatenation of
+// the parts it keeps and the fields a completion changes (state, exp,
+// updated, outcome), so the string it writes is, byte for byte, the one
+// pack_rec would write (TestCompleteEditWritesWhatCompleteWrites). It
+// defines no functions and builds no tables: in Redis's Lua those are
+// made again on every call, and measured more than half of
+// completeScript's time on the server (docs/BENCHMARKS.md, section 8).
+// A record it does not edit (a record hash of the previous layout, or a
+// layout other than packVersion) it leaves as it is and answers
+// ELSEWHERE, and Store.Complete runs completeScript.
+//
+// KEYS rec, age. ARGV completeArgs. Returns APPLIED, NOT_HOLDER or
+// ELSEWHERE.
+var completeEditScript = redis.NewScript(argvLua(completeArgs{}.params()) + `
+local NOT_HOLDER, APPLIED, ELSEWHERE = ` + luaInts(fenceNotHolder, fenceApplied, fenceElsewhere) + `
+local s = redis.pcall('GET', KEYS[1])
+if type(s) == 'table' then return ELSEWHERE end
+if not s then return NOT_HOLDER end
+local v, state, tok, lease, exp, _, created, ret, sup, w, head =
+  string.match(s, '^(%d)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|()')
+if v ~= '` + packVersion + `' then return ELSEWHERE end
+if state ~= 'pending' or tonumber(exp) <= tonumber(now) or tok ~= token then return NOT_HOLDER end
+local p = head
+for _ = 1, 3 do
+  local n, q = string.match(s, '^(%d+):()', p)
+  p = q + tonumber(n)
+end
+local n, q = string.match(s, '^(%d+):()', p)
+local e, ttl = store_exp, store_ttl_ms
+if ret ~= '' then
+  local t = tonumber(now)
+  local x = t + tonumber(ret)
+  if t > x then x = t end
+  e = string.format('%.0f', x)
+  ttl = string.format('%.0f', math.ceil((x - t) / 1000) + ` + strconv.FormatInt(physicalMargin.Milliseconds(), 10) + `)
+end
+redis.call('SET', KEYS[1], v .. '|completed|' .. tok .. '|' .. lease .. '|' .. e .. '|' .. now .. '|' ..
+  created .. '|' .. ret .. '|' .. sup .. '|' .. w .. '|' .. string.sub(s, head, p - 1) ..
+  #outcome .. ':' .. outcome .. string.sub(s, q + tonumber(n)), 'PX', ttl)
+if w == '1' then redis.call(pubcmd, channel, KEYS[1]) end
+return APPLIED
+`)
+
 // releaseScript: KEYS rec, age. ARGV releaseArgs. Returns APPLIED, or
 // NOT_HOLDER when the token does not hold the claim.
 var releaseScript = redis.NewScript(recordLua + fencePrelude + argvLua(releaseArgs{}.params()) + `
