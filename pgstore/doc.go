@@ -37,12 +37,14 @@
 // With [Options.Batch], claims and completions made at the same moment by
 // one process share a statement and a commit. A call that finds a
 // connection of the pool free is sent at once, alone, on the statements
-// above: a lone caller never waits for a batch. Calls that arrive while
-// every connection is taken wait, as they would have for a connection, and
-// go together when the next of the store's claims (or completions)
-// returns: one INSERT … SELECT FROM unnest(…) ON CONFLICT DO NOTHING and
-// one read of the rows that stood, in one round trip, for a batch of
-// claims; one UPDATE … FROM unnest(…) for a batch of completions. A batch
+// above: a lone caller never waits for a batch. A call that arrives while
+// every connection is taken waits, as it would have for a connection, and
+// from then until none of the store's claims (or completions) is out, the
+// claims (completions) go together: a call waits for the next of them to
+// return, and goes with the others that waited. A batch of claims is one
+// INSERT … SELECT FROM unnest(…) ON CONFLICT DO NOTHING and one read of the
+// rows that stood, in one round trip; a batch of completions one
+// UPDATE … FROM unnest(…). A batch
 // writes its rows in key order, so two batches never wait on each other's
 // keys in opposite orders. It answers each call as the call alone would
 // have — duplicates within one batch included: one wins, the others are
@@ -50,8 +52,9 @@
 // to take over, a completion that changed nothing, a statement that failed
 // before it ran), to be run alone. A batch whose answer is lost takes back
 // the claims it may have made, by the tokens only it knows, and fails its
-// calls, as a claim alone does. Batching pays where connections are short:
-// see docs/SCALING.md.
+// calls, as a claim alone does. Batching pays where a process has more
+// calls at once than connections: see docs/SCALING.md and
+// docs/BENCHMARKS.md.
 //
 // # Time
 //

@@ -85,11 +85,11 @@ type Options struct {
 	Capabilities *Capabilities
 	// Batch lets the claims and completions this Store is asked for at the
 	// same moment share round trips. A call that finds a connection of the
-	// pool free is sent at once, alone, exactly as without Batch; calls
-	// that arrive while every connection is taken wait, as they would for
-	// a connection, and go together, as one multi-row statement and one
-	// commit, when the next of the store's claims (or completions)
-	// returns. So a lone caller never waits, and under load many calls
+	// pool free is sent at once, alone, exactly as without Batch; once a
+	// call arrives while every connection is taken, and until none of the
+	// store's claims (or completions) is out, calls wait for the next of
+	// them to return and go together, as one multi-row statement and one
+	// commit. So a lone caller never waits, and under load many calls
 	// share a commit. Only the common cases are batched (a claim of a free
 	// or held key, a completion by its holder); a batch answers every call
 	// as the call alone would have, and sends back to its caller what it

@@ -224,3 +224,65 @@ func TestQueueIsSentWhenNoneOfTheGroupsSendsIsOut(t *testing.T) {
 		t.Fatalf("answered %d, want 30", v)
 	}
 }
+
+// TestGroupSendsTogetherUntilNothingIsOut: once a call found the way busy,
+// a call made while one of the group's sends is out queues for the next
+// batch even though the way is free again; once none is out, calls go
+// alone again.
+func TestGroupSendsTogetherUntilNothingIsOut(t *testing.T) {
+	r := newRig()
+	r.busy.Store(true)
+	first := make(chan int)
+	go func() {
+		v, _ := r.g.Do(context.Background(), 1, nil) // queued, and sent at once: nothing is out
+		first <- v
+	}()
+	r.queued(t, 0) // its batch is out, waiting for release
+	for {
+		r.g.mu.Lock()
+		out := r.g.inFlight
+		r.g.mu.Unlock()
+		if out == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	r.busy.Store(false) // a connection came free
+	second := make(chan int)
+	go func() {
+		v, _ := r.g.Do(context.Background(), 2, func(context.Context, int) (int, error) {
+			t.Error("call 2 went alone while the group's batch was out")
+			return 0, nil
+		})
+		second <- v
+	}()
+	r.queued(t, 1)
+	r.release <- struct{}{} // batch [1] ends; the next takes [2]
+	if v := <-first; v != 10 {
+		t.Fatalf("call 1 answered %d, want 10", v)
+	}
+	r.release <- struct{}{}
+	if v := <-second; v != 20 {
+		t.Fatalf("call 2 answered %d, want 20", v)
+	}
+	for { // the last send's end clears the mode
+		r.g.mu.Lock()
+		out := r.g.inFlight
+		r.g.mu.Unlock()
+		if out == 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	alone := false
+	v, err := r.g.Do(context.Background(), 3, func(_ context.Context, req int) (int, error) {
+		alone = true
+		return req + 1, nil
+	})
+	if err != nil || v != 4 || !alone {
+		t.Fatalf("call 3 = %d, %v, alone %v; want 4 alone: nothing of the group is out", v, err, alone)
+	}
+	if len(r.batches) != 2 {
+		t.Fatalf("batches %v; want [[1] [2]]", r.batches)
+	}
+}
