@@ -77,11 +77,11 @@ func batchNotify(caps Capabilities) string {
 // busy reports whether a call starts the group sending together (see
 // internal/coalesce): when it would wait for a connection of the pool
 // (none is idle and the pool may open no more). Batching while
-// connections are free, at every load, was measured to cost throughput at
-// moderate concurrency (0.5–0.75× the floor at 8 callers on 16
-// connections, docs/BENCHMARKS.md): PostgreSQL's group commit already
-// shares one WAL flush among concurrent commits, and a batch makes its
-// later calls wait for the one before.
+// connections are free was measured to cost throughput at moderate
+// concurrency (0.5–0.75× the floor at 8 callers on 16 connections,
+// docs/BENCHMARKS.md): PostgreSQL's group commit already shares one WAL
+// flush among concurrent commits, and a batch makes its later calls wait
+// for the one before.
 func (s *Store) busy() bool {
 	st := s.pool.Stat()
 	return st.IdleConns() == 0 && st.TotalConns() >= st.MaxConns()

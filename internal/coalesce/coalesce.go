@@ -12,9 +12,11 @@
 // under a load that would have made calls wait for a connection, stops
 // once the load no longer keeps a send out, and meanwhile keeps a few
 // large batches out rather than many small sends (measured: at 32 callers
-// on 16 connections, 1.4–1.5× the per-call floor; batching only the calls
+// on 16 connections, 1.1–1.5× the per-call floor; batching only the calls
 // that found the way busy, 0.9×, since a batch then waited for a connection
-// behind the lone calls; docs/BENCHMARKS.md).
+// behind the lone calls). Where the load is only a little past the way's
+// capacity the batches are small, and sending them one after another
+// costs (0.55–0.67× at 8 callers on 4 connections; docs/BENCHMARKS.md).
 package coalesce
 
 import (
