@@ -45,16 +45,28 @@ func newRig() *rig {
 // queued waits until n calls wait in the queue.
 func (r *rig) queued(t *testing.T, n int) {
 	t.Helper()
+	r.until(t, "calls queued", n, func() int { return len(r.g.queue) })
+}
+
+// out waits until n of the group's sends are out.
+func (r *rig) out(t *testing.T, n int) {
+	t.Helper()
+	r.until(t, "sends out", n, func() int { return r.g.inFlight })
+}
+
+// until waits until count, read under the group's lock, is n.
+func (r *rig) until(t *testing.T, what string, n int, count func() int) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		r.g.mu.Lock()
-		got := len(r.g.queue)
+		got := count()
 		r.g.mu.Unlock()
 		if got == n {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d calls queued, want %d", got, n)
+			t.Fatalf("%d %s, want %d", got, what, n)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -237,16 +249,7 @@ func TestGroupSendsTogetherUntilNothingIsOut(t *testing.T) {
 		v, _ := r.g.Do(context.Background(), 1, nil) // queued, and sent at once: nothing is out
 		first <- v
 	}()
-	r.queued(t, 0) // its batch is out, waiting for release
-	for {
-		r.g.mu.Lock()
-		out := r.g.inFlight
-		r.g.mu.Unlock()
-		if out == 1 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	r.out(t, 1)         // its batch is out, waiting for release
 	r.busy.Store(false) // a connection came free
 	second := make(chan int)
 	go func() {
@@ -265,15 +268,7 @@ func TestGroupSendsTogetherUntilNothingIsOut(t *testing.T) {
 	if v := <-second; v != 20 {
 		t.Fatalf("call 2 answered %d, want 20", v)
 	}
-	for { // the last send's end clears the mode
-		r.g.mu.Lock()
-		out := r.g.inFlight
-		r.g.mu.Unlock()
-		if out == 0 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	r.out(t, 0) // the last send's end clears the mode
 	alone := false
 	v, err := r.g.Do(context.Background(), 3, func(_ context.Context, req int) (int, error) {
 		alone = true
