@@ -111,7 +111,6 @@ const (
 	fenceNotHolder = 0 // the token holds no live pending claim; nothing changed
 	fenceApplied   = 1 // done (undoClaimScript: the claim deleted)
 	undoLeaseEnded = 2 // undoClaimScript: a takeover left standing, its lease ended
-	fenceElsewhere = 3 // completeEditScript: a record it does not edit (the previous layout); nothing changed
 )
 
 // renewArgs are renewScript's arguments: the new lease, and the expiry,

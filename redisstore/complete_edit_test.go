@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -14,12 +15,17 @@ import (
 	"github.com/tesserix/idempotency/store"
 )
 
-// completeEditScript edits a packed record in place: for thousands of
-// random records (every field drawn from the layout's awkward values,
-// live or expired, the token right or wrong, keeping a retention of their
-// own or not, watched or not) it answers what completeScript answers and
-// writes, byte for byte, the string completeScript writes, with the same
-// time to live. A record of another layout it leaves alone.
+// wholeCompleteScript is the completion read whole (completeWhole) as a
+// script of its own: the reference completeScript's in-place edit is held
+// to.
+var wholeCompleteScript = redis.NewScript(argvLua(completeArgs{}.params()) + ownWindow + recordLua + fencePrelude + completeWhole)
+
+// completeScript edits a packed record in place: for thousands of random
+// records (every field drawn from the layout's awkward values, live or
+// expired, the token right or wrong, keeping a retention of their own or
+// not, watched or not) it answers what the completion read whole answers
+// and writes, byte for byte, the string it writes, with the same time to
+// live. A record hash of the previous layout it completes whole.
 func TestCompleteEditWritesWhatCompleteWrites(t *testing.T) {
 	t.Parallel()
 	client, prefix := redisenv.Redis(t)
@@ -75,9 +81,9 @@ func TestCompleteEditWritesWhatCompleteWrites(t *testing.T) {
 		for _, k := range []string{whole[0], edited[0]} {
 			require.NoError(t, client.Set(ctx, k, rec, time.Hour).Err())
 		}
-		want, err := completeScript.Run(ctx, client, whole, args...).Int64()
+		want, err := wholeCompleteScript.Run(ctx, client, whole, args...).Int64()
 		require.NoError(t, err)
-		got, err := completeEditScript.Run(ctx, client, edited, args...).Int64()
+		got, err := completeScript.Run(ctx, client, edited, args...).Int64()
 		require.NoError(t, err)
 		require.Equal(t, want, got, "reply for record %q", rec)
 		wantRec, err := client.Get(ctx, whole[0]).Result()
@@ -101,28 +107,18 @@ func TestCompleteEditWritesWhatCompleteWrites(t *testing.T) {
 	assert.Greater(t, applied, 500, "the cases reach the edit")
 	assert.Greater(t, notHolder, 200, "and the refusals")
 
-	// A record hash of the previous layout: the edit leaves it alone and
-	// answers ELSEWHERE; Store.Complete then completes it by completeScript.
+	// A record hash of the previous layout is completed whole, and
+	// converted to the packed layout.
 	s, err := New(client, Options{Prefix: prefix})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	tok := LegacyClaim(t, s, "t", "old", "holder", time.Minute)
 	key := s.recordKey("t", "old")
-	before, err := client.HGetAll(ctx, key).Result()
-	require.NoError(t, err)
-	n, err := completeEditScript.Run(ctx, client, s.recordAndAgeKeys("t", "old"), completeArgs{
-		fence:    fence{announce: announce{pubcmd: "PUBLISH", channel: prefix + ":ch"}, now: s.now(ctx).arg(), token: strconv.FormatInt(tok, 10)},
-		storeExp: now.add(time.Hour).arg(), storeTTLMs: "3600000", outcome: []byte("x"),
-	}.params().argv()...).Int64()
-	require.NoError(t, err)
-	assert.Equal(t, int64(fenceElsewhere), n)
-	after, err := client.HGetAll(ctx, key).Result()
-	require.NoError(t, err)
-	assert.Equal(t, before, after, "the edit leaves a record of the previous layout alone")
+	require.Equal(t, "hash", client.Type(ctx, key).Val())
 	require.NoError(t, s.Complete(ctx, store.CompleteParams{Tenant: "t", Key: "old", Token: tok, Outcome: []byte("done")}))
 	rec, err := s.Lookup(ctx, store.LookupParams{Tenant: "t", Key: "old"})
 	require.NoError(t, err)
 	assert.Equal(t, store.StateCompleted, rec.State)
 	assert.Equal(t, []byte("done"), rec.Outcome)
-	assert.Equal(t, "string", client.Type(ctx, key).Val(), "completeScript converted it")
+	assert.Equal(t, "string", client.Type(ctx, key).Val(), "the completion converted it")
 }

@@ -24,11 +24,7 @@ func TestForgetLeavesNothingOfTheTenant(t *testing.T) {
 	s, client := newStoreClient(t, redisstore.Options{})
 	ctx := context.Background()
 	for _, tenant := range []string{"acme", "globex"} {
-		claimOK(t, s, tenant, "pending")
-		done := claimOK(t, s, tenant, "completed")
-		require.NoError(t, s.Complete(ctx, store.CompleteParams{Tenant: tenant, Key: "completed", Token: done.Token, Outcome: []byte("o")}))
-		lost := claimOK(t, s, tenant, "indeterminate")
-		require.NoError(t, s.MarkIndeterminate(ctx, store.MarkIndeterminateParams{Tenant: tenant, Key: "indeterminate", Token: lost.Token, Reason: "r"}))
+		recordEachState(t, s, tenant)
 		redisstore.LegacyClaim(t, s, tenant, "old-pending", "old", time.Minute)
 		tok := redisstore.LegacyClaim(t, s, tenant, "old-completed", "old", time.Minute)
 		redisstore.LegacyComplete(t, s, tenant, "old-completed", tok, "o")

@@ -20,6 +20,18 @@ func claimOK(t testing.TB, s store.Store, tenant, key string) store.Record {
 	return res.Record
 }
 
+// recordEachState writes one record of tenant in each state, under keys
+// named for it: "pending", "completed" and "indeterminate".
+func recordEachState(t testing.TB, s store.Store, tenant string) {
+	t.Helper()
+	ctx := context.Background()
+	claimOK(t, s, tenant, "pending")
+	done := claimOK(t, s, tenant, "completed")
+	require.NoError(t, s.Complete(ctx, store.CompleteParams{Tenant: tenant, Key: "completed", Token: done.Token, Outcome: []byte("o")}))
+	lost := claimOK(t, s, tenant, "indeterminate")
+	require.NoError(t, s.MarkIndeterminate(ctx, store.MarkIndeterminateParams{Tenant: tenant, Key: "indeterminate", Token: lost.Token, Reason: "r"}))
+}
+
 // op is one store method called on (tenant, key) with fixed other arguments.
 type op struct {
 	name string

@@ -133,19 +133,20 @@ local function extend_age(ttl)
 end
 `
 
-// ownWindow is shared Lua: when the record r keeps a retention window of
-// its own (ret), own_window returns the expiry of a write at now under it
-// (never before floor), the record's physical TTL and its index's, in
-// milliseconds, as extend_age wants them; otherwise exp, ttl and idx_ttl
-// as the client computed them with the store's TTL.
+// ownWindow is shared Lua: when a record keeps a retention window of its
+// own (its ret field), own_window(ret, …) returns the expiry of a write at
+// now under it (never before floor), the record's physical TTL and its
+// index's, in milliseconds, as extend_age wants them; otherwise exp, ttl
+// and idx_ttl as the client computed them with the store's TTL. It needs
+// nothing of recordLua.
 var ownWindow = `
-local function own_window(r, now, floor, exp, ttl, idx_ttl)
-  if not set(r.ret) then return exp, ttl, idx_ttl end
+local function own_window(ret, now, floor, exp, ttl, idx_ttl)
+  if ret == nil or ret == '' then return exp, ttl, idx_ttl end
   local n = tonumber(now)
-  local e = n + tonumber(r.ret)
+  local e = n + tonumber(ret)
   if tonumber(floor) > e then e = tonumber(floor) end
   local ms = math.ceil((e - n) / 1000) + ` + strconv.FormatInt(physicalMargin.Milliseconds(), 10) + `
-  local window = math.ceil(tonumber(r.ret) / 1000) + ` + strconv.FormatInt(physicalMargin.Milliseconds(), 10) + `
+  local window = math.ceil(tonumber(ret) / 1000) + ` + strconv.FormatInt(physicalMargin.Milliseconds(), 10) + `
   return string.format('%.0f', e), string.format('%.0f', ms), string.format('%.0f', ms + window)
 end
 `
@@ -212,7 +213,7 @@ return {ACQUIRED}
 var renewScript = redis.NewScript(recordLua + fencePrelude + ownWindow + argvLua(renewArgs{}.params()) + `
 local r = load_rec(KEYS[1])
 if not holds(r, now, token) then return NOT_HOLDER end
-local exp, ttl, idx_ttl = own_window(r, now, lease_until, store_exp, store_ttl_ms, store_age_ttl_ms)
+local exp, ttl, idx_ttl = own_window(r.ret, now, lease_until, store_exp, store_ttl_ms, store_age_ttl_ms)
 r.lease = lease_until
 r.exp = exp
 r.updated = now
@@ -222,15 +223,14 @@ extend_age(idx_ttl)
 return APPLIED
 `)
 
-// completeScript: KEYS rec, age. ARGV completeArgs. Returns APPLIED, or
-// NOT_HOLDER when the token does not hold the claim. It leaves the age
-// index alone:
-// the claim or renewal that made the record it completes kept it alive a
-// retention window (the record's) past the record (see indexTTL).
-var completeScript = redis.NewScript(recordLua + fencePrelude + ownWindow + argvLua(completeArgs{}.params()) + `
+// completeWhole is the completion of a record read whole, in either
+// layout: load_rec, holds, and the record repacked with pack_rec. It needs
+// recordLua, fencePrelude and ownWindow before it. completeScript runs it
+// for what it does not edit in place.
+const completeWhole = `
 local r = load_rec(KEYS[1])
 if not holds(r, now, token) then return NOT_HOLDER end
-local exp, ttl = own_window(r, now, now, store_exp, store_ttl_ms, '0')
+local exp, ttl = own_window(r.ret, now, now, store_exp, store_ttl_ms, '0')
 r.state = 'completed'
 r.outcome = outcome
 r.exp = exp
@@ -238,32 +238,36 @@ r.updated = now
 redis.call('SET', KEYS[1], pack_rec(r), 'PX', ttl)
 if r.w == '1' then publish(pubcmd, channel) end
 return APPLIED
-`)
+`
 
-// completeEditScript is the completion's common path: completeScript's
-// work, and its reply, on a record in the packed layout, edited in place.
-// It parses only the fixed fields and the lengths of the variable fields
-// before the outcome, and writes the record back as one concatenation of
-// the parts it keeps and the fields a completion changes (state, exp,
-// updated, outcome), so the string it writes is, byte for byte, the one
-// pack_rec would write (TestCompleteEditWritesWhatCompleteWrites). It
-// defines no functions and builds no tables: in Redis's Lua those are
-// made again on every call, and measured more than half of
-// completeScript's time on the server (docs/BENCHMARKS.md, section 8).
-// A record it does not edit (a record hash of the previous layout, or a
-// layout other than packVersion) it leaves as it is and answers
-// ELSEWHERE, and Store.Complete runs completeScript.
+// completeScript: KEYS rec, age. ARGV completeArgs. Returns APPLIED, or
+// NOT_HOLDER when the token does not hold the claim. It leaves the age
+// index alone: the claim or renewal that made the record it completes kept
+// it alive a retention window (the record's) past the record (see
+// indexTTL).
 //
-// KEYS rec, age. ARGV completeArgs. Returns APPLIED, NOT_HOLDER or
-// ELSEWHERE.
-var completeEditScript = redis.NewScript(argvLua(completeArgs{}.params()) + `
-local NOT_HOLDER, APPLIED, ELSEWHERE = ` + luaInts(fenceNotHolder, fenceApplied, fenceElsewhere) + `
+// A record in the packed layout it edits in place: it parses only the
+// fixed fields and the lengths of the variable fields before the outcome,
+// and writes the record back as one concatenation of the parts it keeps
+// and the fields a completion changes (state, exp, updated, outcome), so
+// the string it writes is, byte for byte, the one completeWhole would
+// write (TestCompleteEditWritesWhatCompleteWrites). On that path it makes
+// no function but own_window and builds no table: in Redis's Lua those are
+// made again on every call, and measured more than half of the whole
+// completion's time on the server (docs/BENCHMARKS.md, section 8). Anything
+// else (no record, a record hash of the previous layout) goes to
+// completeWhole, whose functions are made only on that path.
+var completeScript = redis.NewScript(argvLua(completeArgs{}.params()) + ownWindow + `
 local s = redis.pcall('GET', KEYS[1])
-if type(s) == 'table' then return ELSEWHERE end
-if not s then return NOT_HOLDER end
-local v, state, tok, lease, exp, _, created, ret, sup, w, head =
-  string.match(s, '^(%d)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|()')
-if v ~= '` + packVersion + `' then return ELSEWHERE end
+local v, state, tok, lease, exp, updated, created, ret, sup, w, head
+if type(s) == 'string' then
+  v, state, tok, lease, exp, updated, created, ret, sup, w, head =
+    string.match(s, '^(%d)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|()')
+end
+if v ~= '` + packVersion + `' then
+` + recordLua + fencePrelude + completeWhole + `
+end
+local NOT_HOLDER, APPLIED = ` + luaInts(fenceNotHolder, fenceApplied) + `
 if state ~= 'pending' or tonumber(exp) <= tonumber(now) or tok ~= token then return NOT_HOLDER end
 local p = head
 for _ = 1, 3 do
@@ -271,14 +275,7 @@ for _ = 1, 3 do
   p = q + tonumber(n)
 end
 local n, q = string.match(s, '^(%d+):()', p)
-local e, ttl = store_exp, store_ttl_ms
-if ret ~= '' then
-  local t = tonumber(now)
-  local x = t + tonumber(ret)
-  if t > x then x = t end
-  e = string.format('%.0f', x)
-  ttl = string.format('%.0f', math.ceil((x - t) / 1000) + ` + strconv.FormatInt(physicalMargin.Milliseconds(), 10) + `)
-end
+local e, ttl = own_window(ret, now, now, store_exp, store_ttl_ms, '0')
 redis.call('SET', KEYS[1], v .. '|completed|' .. tok .. '|' .. lease .. '|' .. e .. '|' .. now .. '|' ..
   created .. '|' .. ret .. '|' .. sup .. '|' .. w .. '|' .. string.sub(s, head, p - 1) ..
   #outcome .. ':' .. outcome .. string.sub(s, q + tonumber(n)), 'PX', ttl)
@@ -377,7 +374,7 @@ if decision == 'free' then
   redis.call('DEL', KEYS[1])
   redis.call('ZREM', KEYS[2], member)
 else
-  local exp, ttl = own_window(r, now, now, store_exp, store_ttl_ms, '0')
+  local exp, ttl = own_window(r.ret, now, now, store_exp, store_ttl_ms, '0')
   r.state = 'completed'
   r.outcome = outcome
   r.exp = exp

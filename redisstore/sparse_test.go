@@ -173,11 +173,7 @@ func TestIndexOnlyWhatWaitsForgetLeavesNothing(t *testing.T) {
 	s, client := newStoreClient(t, redisstore.Options{IndexOnlyWhatWaits: true})
 	ctx := context.Background()
 	for _, tenant := range []string{"acme", "globex"} {
-		claimOK(t, s, tenant, "pending")
-		done := claimOK(t, s, tenant, "completed")
-		require.NoError(t, s.Complete(ctx, store.CompleteParams{Tenant: tenant, Key: "completed", Token: done.Token, Outcome: []byte("o")}))
-		lost := claimOK(t, s, tenant, "indeterminate")
-		require.NoError(t, s.MarkIndeterminate(ctx, store.MarkIndeterminateParams{Tenant: tenant, Key: "indeterminate", Token: lost.Token, Reason: "r"}))
+		recordEachState(t, s, tenant)
 		renewed := claimOK(t, s, tenant, "renewed")
 		_, err := s.Renew(ctx, store.RenewParams{Tenant: tenant, Key: "renewed", Token: renewed.Token, Lease: time.Minute})
 		require.NoError(t, err)

@@ -396,21 +396,14 @@ func resultOf(r store.Record, now stamp) store.Result { return store.ResultOf(r,
 
 // fenced runs one of the fenced scripts, with the arguments args returns
 // for the fence (the announcement, now and token), and maps any reply but
-// fenceApplied to ErrNotHolder. A completeEditScript that answers
-// fenceElsewhere is followed by completeScript, with the same arguments.
+// fenceApplied to ErrNotHolder.
 func (s *Store) fenced(ctx context.Context, op, tenant, key string, token int64, now stamp, script *redis.Script, args func(fence) paramList) error {
 	if err := ctx.Err(); err != nil {
 		return translate(ctx, op, err)
 	}
 	pub, channel := s.publisher(ctx, tenant)
 	f := fence{announce: announce{pubcmd: pub, channel: channel}, now: now.arg(), token: strconv.FormatInt(token, 10)}
-	keys, argv := s.recordAndAgeKeys(tenant, key), args(f).argv()
-	v, err := s.run(ctx, script, keys, argv...)
-	if n, _ := v.(int64); err == nil && n == fenceElsewhere && script == completeEditScript {
-		// A record completeEditScript does not edit: completeScript reads
-		// every layout.
-		v, err = s.run(ctx, completeScript, keys, argv...)
-	}
+	v, err := s.run(ctx, script, s.recordAndAgeKeys(tenant, key), args(f).argv()...)
 	if err != nil {
 		return translate(ctx, op, err)
 	}
@@ -445,7 +438,7 @@ func (s *Store) Complete(ctx context.Context, p store.CompleteParams) error {
 	}
 	now := s.now(ctx)
 	exp, ttl := s.expiry(now, now)
-	return s.fenced(ctx, "complete", p.Tenant, p.Key, p.Token, now, completeEditScript, func(f fence) paramList {
+	return s.fenced(ctx, "complete", p.Tenant, p.Key, p.Token, now, completeScript, func(f fence) paramList {
 		return completeArgs{fence: f, storeExp: exp.arg(), storeTTLMs: ttl, outcome: p.Outcome}.params()
 	})
 }
