@@ -146,7 +146,7 @@ func writeHistoryTo(ctx context.Context, t *testing.T, c client.Client, run clie
 // request, and the server starts the operation again with the same request
 // ID. Declared, the second start waits for the first and answers from its
 // record: one booking, and the caller gets the first booking's answer. The
-// same handler undeclared books twice.
+// same handler undeclared books at least twice.
 func TestNexusOperationLostAnswerBooksOnce(t *testing.T) {
 	t.Parallel()
 	srv := newNexusServer(t)
@@ -179,8 +179,12 @@ func TestNexusOperationLostAnswerBooksOnce(t *testing.T) {
 		assert.Equal(t, 1, declared.booked("BA117"), "declared: one booking, though the operation started twice")
 		assert.GreaterOrEqual(t, int(declared.calls.Load()), 1)
 		assert.Equal(t, "seat 12A on BA117, booking 1", got, "the caller gets the first booking's answer, from its record")
-		assert.Equal(t, 2, plain.booked("BA117"), "undeclared: the lost answer books again")
-		assert.Equal(t, "seat 12A on BA117, booking 2", gotPlain)
+		// Undeclared, every start books: at least twice (the lost answer
+		// books again), more when a loaded machine lets a later start's
+		// request time out too; the caller gets the last booking.
+		plainBooked := plain.booked("BA117")
+		assert.GreaterOrEqual(t, plainBooked, 2, "undeclared: the lost answer books again")
+		assert.Equal(t, fmt.Sprintf("seat 12A on BA117, booking %d", plainBooked), gotPlain)
 		assert.Positive(t, e.events.count(interceptor.EventWaiting)+e.events.count(interceptor.EventDeduplicated),
 			"the second start met the first's record")
 		for _, ev := range e.events.all() {
