@@ -178,7 +178,14 @@ func (x *execution) prepare(ctx context.Context, args []any) error {
 		return x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
 	}
 	if (resetRun || x.opts.Scope == ScopeWorkflow) && !standalone(x.info) && len(x.root.secrets) > 0 {
-		key, secret = x.keyOfAnEarlierRun(ctx, tenant, run, args, key, secret)
+		k, s, err := x.keyOfAnEarlierRun(ctx, tenant, run, args, key, secret)
+		if err != nil {
+			// Nothing ran: the store could not say which derivation
+			// holds the earlier run's record, if any does.
+			x.key, x.event.Key = string(key), string(key)
+			return x.storeFailed(ctx, err)
+		}
+		key, secret = k, s
 	}
 	x.key, x.event.Key = string(key), string(key)
 	if err := x.deriveCheck(secret, tenant, run, args); err != nil {
