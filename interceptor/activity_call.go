@@ -177,12 +177,19 @@ func (x *execution) prepare(ctx context.Context, args []any) error {
 	if err != nil {
 		return x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
 	}
+	x.key, x.event.Key = string(key), string(key)
+	if secret != nil {
+		// The generation names these bytes in this tenant's store, or
+		// the call claims nothing derived from them.
+		if err := x.bindSecret(ctx, tenant, secret); err != nil {
+			return err
+		}
+	}
 	if (resetRun || x.opts.Scope == ScopeWorkflow) && !standalone(x.info) && len(x.root.secrets) > 0 {
 		k, s, err := x.keyOfAnEarlierRun(ctx, tenant, run, args, key, secret)
 		if err != nil {
 			// Nothing ran: the store could not say which derivation
 			// holds the earlier run's record, if any does.
-			x.key, x.event.Key = string(key), string(key)
 			return x.storeFailed(ctx, err)
 		}
 		key, secret = k, s

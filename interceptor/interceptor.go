@@ -215,6 +215,14 @@ type Options struct {
 	// Off by default. Switch it on, and rotate it, in two deploys: first
 	// give every worker the secret in KeySecrets, then make it KeySecret
 	// (docs/OPERATING.md, "Keyed derivation").
+	//
+	// A generation is bound to its bytes in each tenant's store (a record
+	// under the key "kf1:<generation>" holding the secret's
+	// [keyspace.Secret.Fingerprint], written by the first worker to derive
+	// under it): a worker whose bytes of a generation differ from the
+	// recorded ones runs nothing under it (the retryable
+	// [decision.ErrorTypeUnknownKeySecret], a misconfigured event) rather
+	// than derive other keys for the same calls.
 	KeySecret *keyspace.Secret
 	// KeySecrets are the other secrets this worker derives with: those of
 	// the generations running workflows were keyed under (until every such
@@ -252,6 +260,9 @@ type Interceptor struct {
 
 	// secrets are Options.KeySecret and Options.KeySecrets by generation.
 	secrets map[int]*keyspace.Secret
+	// boundSecrets holds, by secretBinding, the secrets this worker found
+	// the store's fingerprint of (see bindSecret).
+	boundSecrets sync.Map
 
 	// noSearchAttribute is set when the namespace lacks
 	// Options.PendingSearchAttribute.
