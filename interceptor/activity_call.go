@@ -244,9 +244,10 @@ func (x *execution) scopeRun(ctx context.Context) (run string, resetRun bool, er
 		run = StandaloneRun(x.info.Namespace, x.info.ActivityID)
 	case x.opts.Scope == ScopeWorkflow:
 		run = x.info.WorkflowExecution.ID
-	default:
-		// The run a reset keeps, when the workflow says so: see
-		// RunScopeChangeID.
+	default: // ScopeRun, ScopeFirstRun
+		// The run a reset keeps, or the first run of the chain, when the
+		// workflow says so: see RunScopeChangeID and
+		// FirstRunScopeChangeID.
 		scope, ok, err := headerRunScope(ctx)
 		if err != nil {
 			return "", false, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)

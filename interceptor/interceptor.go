@@ -35,12 +35,24 @@ const (
 	// continue-as-new) within the retention window. The price: two
 	// executions that reuse a workflow ID on purpose share keys too.
 	ScopeWorkflow
+	// ScopeFirstRun scopes keys by the first run of the workflow's chain
+	// of runs (workflow.Info.FirstRunID): a workflow retry, a
+	// continue-as-new, a cron run and a reset keep it, so an effect a
+	// failed run completed is not repeated by the run that retries it —
+	// but a new start of the same workflow ID begins a chain of its own,
+	// with keys of its own. A workflow records at its first activity call
+	// that it scopes so (see [FirstRunScopeChangeID]), so switching the
+	// option never moves a running workflow's keys.
+	ScopeFirstRun
 )
 
-// String returns "run" or "workflow".
+// String returns "run", "workflow" or "first-run".
 func (s Scope) String() string {
-	if s == ScopeWorkflow {
+	switch s {
+	case ScopeWorkflow:
 		return "workflow"
+	case ScopeFirstRun:
+		return "first-run"
 	}
 	return "run"
 }
@@ -100,8 +112,8 @@ type Options struct {
 	// history (see [TenantChangeID]), so changing it applies to new
 	// workflows only.
 	DefaultTenant string
-	// Scope chooses the run ID or the workflow ID as the key's run. Defaults
-	// to [ScopeRun]. A standalone activity's key is scoped by its activity ID
+	// Scope chooses the run ID, the workflow ID or the first run of the
+	// chain as the key's run. Defaults to [ScopeRun]. A standalone activity's key is scoped by its activity ID
 	// whatever the Scope (see [StandaloneRun]).
 	Scope Scope
 	// Lease is how long a claim holds before a waiting duplicate may presume
@@ -351,7 +363,7 @@ func New(opts Options) (*Interceptor, error) {
 	switch {
 	case opts.Store == nil:
 		return nil, optionsError("Store", "is required")
-	case opts.Scope > ScopeWorkflow:
+	case opts.Scope > ScopeFirstRun:
 		return nil, optionsError("Scope", "unknown scope "+strconv.Itoa(int(opts.Scope)))
 	case opts.RecordAttempts < 0:
 		return nil, optionsError("RecordAttempts", "must not be negative")
