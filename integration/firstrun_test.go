@@ -73,3 +73,26 @@ func TestScopeFirstRunAcrossAWorkflowRetry(t *testing.T) {
 		}
 	})
 }
+
+// A reset keeps the chain's first run: under ScopeFirstRun a run reset to
+// before its EFFECTFUL call answers from the record, as under ScopeRun.
+func TestScopeFirstRunAcrossAReset(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		e := newAirlineEnvWith(t, st, activity.KindEffectful, &airline{}, interceptor.Options{Lease: 2 * time.Second, Scope: interceptor.ScopeFirstRun}, BookThenWait)
+		ctx, cancel := context.WithTimeout(interceptor.WithTenant(context.Background(), "acme"), time.Minute)
+		defer cancel()
+		flight := testenv.UniqueName("F")
+		run, err := e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: testenv.UniqueName("wf"), TaskQueue: e.queue}, BookThenWait, flight)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return e.ledger.Effects(flight) == 1 }, 30*time.Second, 20*time.Millisecond)
+		reset := resetToFirstTask(ctx, t, e.client, run)
+		require.Eventually(t, func() bool {
+			return e.events.count(interceptor.EventDeduplicated) == 1 || e.ledger.Effects(flight) > 1
+		}, 30*time.Second, 20*time.Millisecond)
+		require.NoError(t, e.client.SignalWorkflow(ctx, reset.GetID(), reset.GetRunID(), resetGoSignal, nil))
+		var got string
+		require.NoError(t, reset.Get(ctx, &got))
+		assert.Equal(t, 1, e.ledger.Effects(flight), "the reset booked again")
+	})
+}
