@@ -345,3 +345,28 @@ func TestBodyFailedGoesToTheBodyThatRuns(t *testing.T) {
 	assert.Equal(t, interceptor.EventIndeterminate, kinds[len(kinds)-1])
 	assert.Equal(t, 2, k.env.EffectsOf("Book"), "both bodies ran")
 }
+
+// A malformed decision is rejected, and the corrected one sent after it is
+// applied. Before, every decision on a key went with one Update ID, so the
+// server took the second for the first's retry: it answered the rejection
+// again, nothing was applied, and the workflow waited until the test
+// environment gave up.
+func TestRejectedDecisionThenCorrected(t *testing.T) {
+	t.Parallel()
+	k := newKit(t, idempotencytest.Options{AwaitDecision: true})
+	k.env.OnNext("Book", idempotencytest.Indeterminate(activity.ReasonBodyFailed))
+	// Book returns a string: a number is not its result.
+	k.env.DecideAfter(time.Minute, "Book", decision.Decision{Action: decision.ActionComplete, Result: []byte(`42`)})
+	k.env.DecideAfter(2*time.Minute, "Book", decision.Decision{Action: decision.ActionComplete, Result: []byte(`"CONF-BA117-by-phone"`)})
+	k.env.ExecuteWorkflow(BookTrip, "BA117")
+	require.NoError(t, k.env.GetWorkflowError())
+	var conf string
+	require.NoError(t, k.env.GetWorkflowResult(&conf))
+	assert.Equal(t, "CONF-BA117-by-phone", conf)
+	got := k.env.Decisions()
+	require.Len(t, got, 2)
+	assert.Error(t, got[0].Err, "the malformed decision")
+	require.NoError(t, got[1].Err, "the corrected decision")
+	assert.Equal(t, decision.AppliedRecorded, got[1].Result.Applied)
+	assert.Equal(t, 1, k.airline.Sold, "one seat: the lost answer's")
+}

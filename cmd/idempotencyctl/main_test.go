@@ -760,7 +760,7 @@ var storeCases = []struct {
 		require.NoError(t, f.st.MarkIndeterminate(context.Background(), store.MarkIndeterminateParams{Tenant: tenant, Key: testKey, Token: res.Record.Token}))
 		open := func(context.Context, config) (*backend, error) { return f.b, nil }
 		env := map[string]string{"TEMPORAL_ADDRESS": "127.0.0.1:1", "TEMPORAL_NAMESPACE": "ops-ns"}
-		args := append(append([]string{"-timeout", "3s"}, f.global...), "decide", "-tenant", tenant, "-key", testKey, "-free", "-by", "ops")
+		args := append(append([]string{"-timeout", "3s"}, f.global...), "decide", "-tenant", tenant, "-key", testKey, "-free", "-by", "ops", "-yes")
 		r := invoke(t, env, open, args...)
 		assert.Equal(t, exitFailed, r.code)
 		requireOneErrorLine(t, r, "cannot reach Temporal at 127.0.0.1:1 (namespace ops-ns)")
