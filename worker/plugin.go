@@ -24,8 +24,11 @@ import (
 	"github.com/tesserix/idempotency/store"
 )
 
-// Version is this module's release, as CHANGELOG.md numbers it.
-const Version = "0.2.0"
+// Version is this module's release, as CHANGELOG.md numbers it. Between
+// releases it is the next one with "-dev": the code of CHANGELOG.md's
+// Unreleased section, newer than every published release (0.2.0 is the
+// latest). Publishing drops the suffix and names the section.
+const Version = "0.3.0-dev"
 
 // PluginName is the name the plugin gives the SDK (client.Plugin.Name,
 // sdkworker.Plugin.Name), reported in the worker's heartbeats.
