@@ -19,7 +19,7 @@ finish() {
 	rc=$?
 	elapsed=$(($(date +%s) - start))
 	echo "== make test took $((elapsed / 60))m$((elapsed % 60))s"
-	read -r passed failed skipped <"$TEST_TALLY" 2>/dev/null || passed=0 failed=0 skipped=0
+	read -r passed failed skipped 2>/dev/null <"$TEST_TALLY" || passed=0 failed=0 skipped=0
 	if [ "$rc" != 0 ] && [ "$failed" = 0 ]; then
 		failed=1 # a step failed outside go test (a script, a build): one failure
 	fi
