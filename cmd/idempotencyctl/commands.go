@@ -68,12 +68,13 @@ var commands = []command{
 	{
 		name:     "decide",
 		summary:  "send a decision to the workflow waiting on an indeterminate record",
-		synopsis: "-tenant T -key K (-outcome JSON | -free | -retry | -fail) -by WHO [-reason R] [-reference REF] [Temporal flags]",
+		synopsis: "-tenant T -key K (-outcome JSON | -free -yes | -retry | -fail) -by WHO [-reason R] [-reference REF] [Temporal flags]",
 		detail: "Reads the record, finds the workflow that made it (its origin), and sends\n" +
 			"the decision as the " + decision.UpdateName + " Workflow Update, which the workflow\n" +
 			"validates before applying. Prints what the workflow answered.\n" +
 			"  -outcome JSON  the effect happened: JSON is what the activity returned\n" +
-			"  -free          the effect did not happen: the activity runs again\n" +
+			"  -free          the effect did not happen: the activity runs again (-yes\n" +
+			"                 confirms it: had the effect happened, it happens twice)\n" +
 			"  -retry         settled already (resolve): the activity answers from the record\n" +
 			"  -fail          give up: the waiting call fails with the indeterminate error\n" +
 			"Exits 1 when the workflow rejects the decision (with its reason) or no\n" +

@@ -39,7 +39,7 @@
 //	resolve -tenant T -key K (-outcome JSON | -free) [-by WHO] [-reason R]
 //	        [-reference REF] [-dry-run]
 //	                                             decide an indeterminate or stale record
-//	decide  -tenant T -key K (-outcome JSON | -free | -retry | -fail) -by WHO
+//	decide  -tenant T -key K (-outcome JSON | -free -yes | -retry | -fail) -by WHO
 //	        [-reason R] [-reference REF] [Temporal flags]
 //	                                             send the decision to the waiting workflow
 //	forget  -tenant T -yes                       erase every record of a tenant
@@ -135,12 +135,18 @@
 // workflow validates the decision before applying it: -outcome must decode
 // into what the activity returns. -outcome, -free, -retry and -fail are
 // the actions complete, free, retry and fail; -retry suits a record
-// already settled with resolve. decide prints the record's state, the
+// already settled with resolve. -free on an indeterminate record (or one
+// gone, named by -workflow-id) needs -yes, as forget does: the activity
+// runs again, and if its effect did happen it happens a second time (two
+// charges); without -yes decide shows the record, says so and exits 1
+// before reaching Temporal. decide prints the record's state, the
 // decision it sends, and what the workflow answered (recorded, freed,
 // retried or failed). A decision the workflow rejects prints its reason
 // and exits 1, changing nothing. Where no workflow waits on the key — the
 // workflow ended, or it runs on without waiting (it does not use
-// AwaitDecision) — decide says so, exits 1 and points to resolve. A
+// AwaitDecision) — decide says so, exits 1 and points to resolve; a
+// decision rejected because another was taken first points to show, as
+// there is nothing left to do. A
 // completed record takes only -retry or -fail; a pending one is not
 // decided (its holder may be running).
 //
