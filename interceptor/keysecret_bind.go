@@ -141,8 +141,8 @@ func (x *execution) secretFingerprint(ctx context.Context, tenant string, s *key
 		default:
 			// Indeterminate (a person marked or decided it), or unknown:
 			// nobody can say which bytes the generation is.
-			return "", &errSecretRecord{fmt.Sprintf("the record of the key secret's fingerprint (key %s) is %s, not completed: "+
-				"forget it (idempotencyctl forget -tenant %s -key %s) for the next worker to write it again", key, res.Record.State, tenant, key)}
+			return "", &errSecretRecord{fmt.Sprintf("the record of the key secret's fingerprint (tenant %s, key %s) is %s, not completed: "+
+				"delete that one record from the store for the next worker to write it again", tenant, key, res.Record.State)}
 		}
 	}
 }
