@@ -200,11 +200,23 @@
 // forget erases every record of the tenant outright, indeterminate records
 // awaiting a decision included, and prints how many it erased. The records
 // cannot be counted without erasing them, so it refuses to run without
-// -yes.
+// -yes. Without -force it refuses while any record of the tenant is held or
+// indeterminate; it looks for them in the records themselves, trusting no
+// index (on Redis, redisstore's ListByScan: a claim of a worker with
+// IndexOnlyWhatWaits is in no index during its first lease).
 //
 // sweep deletes every record whose retention window has passed, in batches
 // of -limit, and prints how many. Expired records already read as free;
 // sweeping only reclaims their space.
+//
+// The workers' store options need no flag but -portable: the command finds
+// every record it guards whatever they are. On Redis, once a worker with
+// IndexOnlyWhatWaits has claimed under the prefix (redisstore marks it),
+// list and sweep walk every record key (SCAN) rather than the age index, so
+// they see the claims the option leaves out of it, at the cost of a walk of
+// the keyspace per page or sweep. ReplicaAcks, and pgstore's Batch, change
+// only how workers claim: show, decide and resolve read a record by its key
+// whatever the options.
 //
 // Records hold a digest of an activity's key arguments, never the
 // arguments; nothing this command prints can reveal them.

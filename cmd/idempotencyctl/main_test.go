@@ -349,7 +349,7 @@ func redisFixture(t *testing.T) fixture {
 	return fixture{
 		global:    []string{"-store", "redis", "-redis-addr", "injected"},
 		st:        st,
-		b:         &backend{Store: st, migrate: migrateRedis(st), where: "Redis prefix " + prefix},
+		b:         redisBackend(st, "Redis prefix "+prefix, nil),
 		withClock: func(t *testing.T, c store.Clock) store.Store { return newStore(t, c) },
 	}
 }
