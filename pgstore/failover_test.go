@@ -135,7 +135,10 @@ type pgFailoverTally struct {
 	lostCompletions    int // completions acknowledged whose record the key does not end with
 	unavailable        int // claims and completions retried while no primary answered
 	beforeKill         int // completions acknowledged before the kill
-	failover           time.Duration
+	// lostWindow is how long before the kill the earliest lost completion
+	// was acknowledged: the failover lost what was acknowledged in it.
+	lostWindow time.Duration
+	failover   time.Duration
 }
 
 func (t *pgFailoverTally) add(o pgFailoverTally) {
@@ -150,6 +153,7 @@ func (t *pgFailoverTally) add(o pgFailoverTally) {
 	t.lostCompletions += o.lostCompletions
 	t.unavailable += o.unavailable
 	t.beforeKill += o.beforeKill
+	t.lostWindow = max(t.lostWindow, o.lostWindow)
 }
 
 // TestPrimaryFailover kills a PostgreSQL primary while workers make
@@ -198,8 +202,8 @@ func TestPrimaryFailover(t *testing.T) {
 				failovers = append(failovers, tally.failover.Round(time.Millisecond))
 			}
 			t.Logf("%s standby, link delay %v, %d rounds of %d keys: calls=%d effects=%d completions acknowledged before the kill=%d "+
-				"second effects=%d lost completions=%d complete-refused=%d complete-answer-lost=%d; deduplicated=%d indeterminate=%d holder-lost=%d unavailable-retries=%d failovers=%v",
-				mode, delay, rounds, keys, total.calls, total.effects, total.beforeKill, total.secondEffects, total.lostCompletions,
+				"second effects=%d lost completions=%d (acknowledged up to %v before the kill) complete-refused=%d complete-answer-lost=%d; deduplicated=%d indeterminate=%d holder-lost=%d unavailable-retries=%d failovers=%v",
+				mode, delay, rounds, keys, total.calls, total.effects, total.beforeKill, total.secondEffects, total.lostCompletions, total.lostWindow,
 				total.completeRefused, total.completeAnswerLost, total.deduplicated, total.indeterminate, total.holderLost, total.unavailable, failovers)
 			if sync {
 				assert.Zero(t, total.secondEffects, "a synchronous standby may lose no acknowledged record")
@@ -228,12 +232,21 @@ func pgFailoverRound(t *testing.T, pair *pgPair, keys int, delay time.Duration, 
 	want := map[bool]pgstore.ReplicationMode{false: pgstore.ReplicationAsynchronous, true: pgstore.ReplicationSynchronous}[synchronous]
 	require.Equal(t, want, r.Mode, "%s", r)
 
+	// The schema is on the standby before the link slows: the round
+	// measures what the calls lose, not the table.
+	require.Eventually(t, func() bool {
+		var caughtUp bool
+		err := pool.QueryRow(ctx, `SELECT coalesce(bool_and(replay_lsn >= pg_current_wal_lsn()), false) FROM pg_stat_replication`).Scan(&caughtUp)
+		return err == nil && caughtUp
+	}, time.Minute, 10*time.Millisecond, "the standby never replayed the schema")
 	pair.link.SetDelay(netfault.Down, delay) // WAL from the primary to the standby
 
 	var (
 		mu       sync.Mutex
-		ledger   = make(map[string]int)     // key → effects applied
-		acked    = make(map[string][]int64) // key → tokens of its acknowledged completions
+		ledger   = make(map[string]int)      // key → effects applied
+		acked    = make(map[string][]int64)  // key → tokens of its acknowledged completions
+		ackedAt  = make(map[int64]time.Time) // token → when its completion was acknowledged
+		killAt   time.Time                   // written before failedAt is closed
 		tally    pgFailoverTally
 		unavail  atomic.Int64
 		killed   atomic.Bool
@@ -287,6 +300,7 @@ func pgFailoverRound(t *testing.T, pair *pgPair, keys int, delay time.Duration, 
 					switch {
 					case err == nil:
 						acked[key] = append(acked[key], res.Record.Token)
+						ackedAt[res.Record.Token] = time.Now()
 						if !killed.Load() {
 							tally.beforeKill++
 						}
@@ -335,6 +349,7 @@ func pgFailoverRound(t *testing.T, pair *pgPair, keys int, delay time.Duration, 
 		}
 	}
 
+	roundStart := time.Now()
 	jobs := make(chan int)
 	errs := make(chan error, callers)
 	var wg sync.WaitGroup
@@ -357,6 +372,8 @@ func pgFailoverRound(t *testing.T, pair *pgPair, keys int, delay time.Duration, 
 		for i := range keys {
 			if pass == 0 && i == keys*3/4 {
 				killed.Store(true)
+				killAt = time.Now()
+				t.Logf("killing the primary %v into the round", killAt.Sub(roundStart).Round(time.Millisecond))
 				tally.failover = pair.failover(t)
 				close(failedAt)
 			}
@@ -405,6 +422,9 @@ func pgFailoverRound(t *testing.T, pair *pgPair, keys int, delay time.Duration, 
 			for _, token := range tokens {
 				if err != nil || rec.State != store.StateCompleted || rec.Token != token {
 					tally.lostCompletions++
+					if at, ok := ackedAt[token]; ok && at.Before(killAt) {
+						tally.lostWindow = max(tally.lostWindow, killAt.Sub(at).Round(time.Millisecond))
+					}
 				}
 			}
 			break
