@@ -512,5 +512,24 @@ func TestRequireSynchronousReplicationPair(t *testing.T) {
 		r, err = pgstore.DetectReplication(ctx, local)
 		require.NoError(t, err)
 		assert.Equal(t, pgstore.ReplicationAsynchronous, r.Mode, "synchronous_commit=local waits for no standby: %s", r)
+
+		// A role that may not read pg_stat_replication's sync_state is
+		// told so, and the option refuses rather than guess.
+		_, err = pool.Exec(ctx, "CREATE ROLE plain LOGIN")
+		require.NoError(t, err)
+		cfg = pool.Config().Copy()
+		cfg.ConnConfig.User = "plain"
+		plain, err := pgxpool.NewWithConfig(ctx, cfg)
+		require.NoError(t, err)
+		t.Cleanup(plain.Close)
+		r, err = pgstore.DetectReplication(ctx, plain)
+		require.NoError(t, err)
+		assert.Equal(t, pgstore.ReplicationUnknown, r.Mode, "%s", r)
+		strict, err := pgstore.New(plain, pgstore.Options{RequireSynchronousReplication: true})
+		require.NoError(t, err)
+		t.Cleanup(strict.Close)
+		_, err = strict.Claim(ctx, store.ClaimParams{Tenant: "t", Key: "plain", Holder: "h", Lease: time.Second})
+		assert.ErrorIs(t, err, pgstore.ErrNotSynchronous)
+		assert.ErrorContains(t, err, "pg_read_all_stats")
 	}
 }
