@@ -25,9 +25,9 @@ const FailoverWorkflowsEnv = "FAULTRUN_FAILOVER_WORKFLOWS"
 // and its standby promoted at once, its replication link holding what the
 // primary sends for 200 ms. With an asynchronous standby the round
 // reports what the failover cost (keys with two effects: completed
-// records that vanished), asserting only that nothing hangs or fails
-// untyped; with a synchronous one every problem fails it, duplicates
-// first.
+// records that vanished), asserting only that nothing hangs, fails or
+// fails untyped, and that no answer is missing from the ledger; with a
+// synchronous one every problem fails it, duplicates first.
 func TestFaultRunFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts worker processes and private stores; skipped with -short")
@@ -79,8 +79,8 @@ func TestFaultRunFailover(t *testing.T) {
 		}
 		t.Logf("%s round: %d keys with more than one effect (%d extra effects): what the asynchronous standby lost",
 			sum.Store, sum.Duplicates, sum.ExtraEffects)
-		if sum.Hung > 0 || sum.Failed > 0 || sum.Untyped > 0 {
-			t.Errorf("%s round: %d hung, %d failed, %d untyped", sum.Store, sum.Hung, sum.Failed, sum.Untyped)
+		if sum.Hung > 0 || sum.Failed > 0 || sum.Untyped > 0 || sum.Unbacked > 0 {
+			t.Errorf("%s round: %d hung, %d failed, %d untyped, %d results not in the ledger", sum.Store, sum.Hung, sum.Failed, sum.Untyped, sum.Unbacked)
 		}
 	}
 	t.Logf("\n%s", faultrun.Table(sums...))
