@@ -237,9 +237,24 @@ func (p *Plugin) NewClient(
 	return next(ctx, o)
 }
 
+// DefaultWorkerStopTimeout is the sdkworker.Options.WorkerStopTimeout the
+// plugin (and so [New]) gives a worker whose options leave it zero: how
+// long Stop waits for the activities still running before the SDK abandons
+// them. The SDK's own zero abandons them at once, so every rolling deploy
+// (SIGTERM, then Stop) cut declared bodies off half-way and left their keys
+// to a person. A declaration carries no timeout (the workflow sets it per
+// call), so this is a stated default rather than one derived from the
+// bodies: a minute, longer than most calls to a payment or booking API.
+// Any value the worker's options set is kept; give the process's shutdown
+// grace period (Kubernetes' terminationGracePeriodSeconds, 30 s by default)
+// a little more than the stop timeout, or the process is killed first.
+const DefaultWorkerStopTimeout = time.Minute
+
 // ConfigureWorker implements sdkworker.Plugin: it installs a dispatcher for
-// the worker, with the declarations applied, and notes what the worker
-// registers. The SDK's worker.New panics with the error it returns.
+// the worker, with the declarations applied, notes what the worker
+// registers, and sets WorkerStopTimeout to [DefaultWorkerStopTimeout] where
+// the worker's options leave it zero (and logs that it did). The SDK's
+// worker.New panics with the error it returns.
 func (p *Plugin) ConfigureWorker(_ context.Context, o sdkworker.PluginConfigureWorkerOptions) error {
 	if p.cfg == nil {
 		return nil
@@ -253,6 +268,13 @@ func (p *Plugin) ConfigureWorker(_ context.Context, o sdkworker.PluginConfigureW
 	if slices.ContainsFunc(wopts.Interceptors, isDispatcher) {
 		return fmt.Errorf("%w: the worker for task queue %q has an idempotency dispatcher already (another plugin, worker.New on a client that carries the plugin, or an interceptor.Interceptor in its Interceptors): install the library once",
 			ErrInstalledTwice, o.TaskQueue)
+	}
+	if wopts.WorkerStopTimeout == 0 {
+		// The SDK's zero abandons a running body on Stop: on every rolling
+		// deploy a charge cut off half-way leaves its key to a person.
+		wopts.WorkerStopTimeout = DefaultWorkerStopTimeout
+		p.cfg.logger.Info("idempotency: WorkerStopTimeout was not set; the worker waits up to the library's default for running activities when it stops",
+			zap.String("task_queue", o.TaskQueue), zap.Duration("worker_stop_timeout", DefaultWorkerStopTimeout))
 	}
 	iopts := p.cfg.iopts
 	if iopts.Identity == "" {
