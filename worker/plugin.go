@@ -15,6 +15,7 @@ import (
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
@@ -104,6 +105,14 @@ type Plugin struct {
 	// clientMetrics is the MetricsHandler of the first client the plugin
 	// configured: the backlog gauges' handler when PluginOptions names none.
 	clientMetrics client.MetricsHandler
+	// checked is set once CheckSearchAttribute was called: its answer
+	// stands, and workers do not ask again when they start.
+	checked bool
+	// count is how New's client asks its namespace (see checkOnStart).
+	count workflowCounter
+	// clients are the clients whose options carry the plugin.
+	clients           []*clientRef
+	warnUncheckedOnce sync.Once
 }
 
 // Both SDK plugin bases are named PluginBase; aliases let one type embed
@@ -198,7 +207,8 @@ func (*Plugin) Name() string { return PluginName }
 // unless the client has it, the interceptor that hands the client's
 // converter to the dispatchers of the client's workers, and, when the
 // client has no logger and the plugin has one, the SDK's logger bridged to
-// it.
+// it. A plugin made by [NewPlugin] also notes the client's connection (see
+// clientRef), through which its workers make the start check [New]'s make.
 func (p *Plugin) ConfigureClient(_ context.Context, o client.PluginConfigureClientOptions) error {
 	opts := o.ClientOptions
 	if !slices.ContainsFunc(opts.ContextPropagators, isTenantPropagator) {
@@ -207,6 +217,12 @@ func (p *Plugin) ConfigureClient(_ context.Context, o client.PluginConfigureClie
 	if !slices.ContainsFunc(opts.Interceptors, isConverterCarrier) {
 		// One per client: NewClient binds it to this client's converter.
 		opts.Interceptors = append(slices.Clone(opts.Interceptors), &converterCarrier{})
+	}
+	if p.cfg != nil && !slices.ContainsFunc(opts.Interceptors, p.isOwnRef) {
+		// How the start check finds this client (see clientRef).
+		r := p.newClientRef()
+		opts.Interceptors = append(slices.Clone(opts.Interceptors), r)
+		opts.ConnectionOptions.DialOptions = append(slices.Clone(opts.ConnectionOptions.DialOptions), grpc.WithChainUnaryInterceptor(r.capture))
 	}
 	if opts.Logger == nil && p.cfg != nil && p.cfg.sdkLogs {
 		opts.Logger = NewLogger(p.cfg.logger)
@@ -223,7 +239,7 @@ func (p *Plugin) ConfigureClient(_ context.Context, o client.PluginConfigureClie
 
 // NewClient implements client.Plugin: it binds the client's converter
 // carrier to the converter the client ends up with, after every plugin
-// configured it.
+// configured it, and notes the client's namespace for the start check.
 func (p *Plugin) NewClient(
 	ctx context.Context,
 	o client.PluginNewClientOptions,
@@ -234,6 +250,7 @@ func (p *Plugin) NewClient(
 			c.bind(o.ClientOptions.DataConverter)
 		}
 	}
+	p.bindClientRefs(o)
 	return next(ctx, o)
 }
 
@@ -310,7 +327,11 @@ func (p *Plugin) ConfigureWorker(_ context.Context, o sdkworker.PluginConfigureW
 	return nil
 }
 
-// StartWorker implements sdkworker.Plugin: it registers the declared
+// StartWorker implements sdkworker.Plugin: it refuses to start a worker
+// whose store does not answer, or whose namespace lacks the
+// PendingSearchAttribute option's attribute (the
+// *interceptor.SearchAttributeError says how to create it; see
+// checkOnStart for the client it asks through), registers the declared
 // activities and the Resolve activity the worker has not registered
 // itself, and starts the sweeper.
 func (p *Plugin) StartWorker(
@@ -329,6 +350,12 @@ func (p *Plugin) StartWorker(
 		return next(ctx, o)
 	}
 	if err := pingStore(ctx, pw.ic.Store()); err != nil {
+		p.mu.Lock()
+		pw.started = false
+		p.mu.Unlock()
+		return err
+	}
+	if err := p.checkOnStart(ctx); err != nil {
 		p.mu.Lock()
 		pw.started = false
 		p.mu.Unlock()
@@ -459,7 +486,10 @@ func (p *Plugin) ConfigureWorkflowReplayer(_ context.Context, o sdkworker.Plugin
 // interceptor.Interceptor.CheckSearchAttribute does, for the dispatchers of
 // every worker the plugin configured and will configure: where it is
 // missing they set none, and the returned error says how to create it. Call
-// it with the client before the workers start.
+// it with the client before the workers start. Its answer stands: workers
+// started afterwards do not ask again, so a worker whose namespace lacks the
+// attribute starts and waits without it, where otherwise its start would be
+// refused.
 func (p *Plugin) CheckSearchAttribute(ctx context.Context, c interceptor.OperatorClient, namespace string) error {
 	if p.cfg == nil {
 		return nil
@@ -471,6 +501,7 @@ func (p *Plugin) CheckSearchAttribute(ctx context.Context, c interceptor.Operato
 	defer probe.Stop()
 	err = probe.CheckSearchAttribute(ctx, c, namespace)
 	p.mu.Lock()
+	p.checked = true
 	p.noSearchAttribute = err != nil
 	live := make([]*interceptor.Interceptor, 0, len(p.workers))
 	for _, pw := range p.workers {
@@ -555,4 +586,9 @@ func activityNames(a any, ro sdkactivity.RegisterOptions) []string {
 		return []string{ro.Name}
 	}
 	return nil
+}
+
+func (p *Plugin) isOwnRef(i sdkinterceptor.ClientInterceptor) bool {
+	r, ok := i.(*clientRef)
+	return ok && r.owner == p
 }
