@@ -140,6 +140,7 @@ type pluginConfig struct {
 // pluginWorker is what the plugin keeps for one worker it configured.
 type pluginWorker struct {
 	ic         *interceptor.Interceptor
+	queue      string          // the worker's task queue
 	registered map[string]bool // activity names the worker registered
 	started    bool
 	stopSweep  func()
@@ -309,7 +310,7 @@ func (p *Plugin) ConfigureWorker(_ context.Context, o sdkworker.PluginConfigureW
 		return err
 	}
 	wopts.Interceptors = append(slices.Clone(wopts.Interceptors), ic)
-	pw := &pluginWorker{ic: ic, registered: map[string]bool{}}
+	pw := &pluginWorker{ic: ic, queue: o.TaskQueue, registered: map[string]bool{}}
 	reg := o.WorkerRegistryOptions
 	prev := reg.OnRegisterActivity
 	reg.OnRegisterActivity = func(a any, ro sdkactivity.RegisterOptions) {
