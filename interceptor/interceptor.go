@@ -259,6 +259,8 @@ type Interceptor struct {
 	// tenantFromHeader is set when Options.Tenant was left nil: the tenant
 	// of an execution is its workflow's, as the header carries it.
 	tenantFromHeader bool
+	// tenantIgnored is set once EventTenantIgnored was reported.
+	tenantIgnored atomic.Bool
 
 	mu    sync.RWMutex
 	decls map[string]*activity.Declaration

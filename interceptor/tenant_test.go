@@ -199,3 +199,25 @@ func TestTenantFuncGivenIsTheUsers(t *testing.T) {
 		})
 	}
 }
+
+// A worker whose Options.Tenant function resolves a tenant other than the
+// one the call's header carries (namespace-per-tenant, while the starter
+// named a tenant) reports it once, as EventTenantIgnored naming both: the
+// call's record is kept where an operator asking about the starter's tenant
+// does not look. Calls whose header agrees, or that have none, report
+// nothing.
+func TestTenantFuncIgnoringTheHeaderIsReportedOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(o *interceptor.Options) { o.Tenant = interceptor.TenantFromNamespace })
+	const namespace = "default-test-namespace" // the test environment's
+	for _, header := range []string{"", namespace, "acme", "globex"} {
+		env := h.activityEnv(t, header)
+		_, err := book(env, h.acts.Reserve, BookRequest{Flight: "BA117-" + header})
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1, h.rec.count(interceptor.EventTenantIgnored), "once per worker")
+	e := h.rec.first(t, interceptor.EventTenantIgnored)
+	assert.Equal(t, namespace, e.Tenant, "the tenant the record is kept under: the namespace")
+	assert.Contains(t, e.Err.Error(), `header carries tenant "acme"`)
+	assert.False(t, e.Final, "the call goes on")
+}
