@@ -22,7 +22,10 @@ import (
 	"go.temporal.io/sdk/converter"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
@@ -292,4 +295,32 @@ func TestPluginWithoutSearchAttributeDoesNotStart(t *testing.T) {
 	w2.RegisterWorkflow(OneBooking)
 	require.NoError(t, w2.Start())
 	t.Cleanup(w2.Stop)
+}
+
+// A plugin given to the worker alone knows no client to ask the namespace
+// with: its worker starts, and the log says, once, that the attribute was
+// not checked and how to have it checked.
+func TestPluginOnTheWorkerOnlyWarnsOfTheUncheckedAttribute(t *testing.T) {
+	t.Parallel()
+	st, err := store.NewMemory(store.MemoryOptions{})
+	require.NoError(t, err)
+	core, logs := observer.New(zapcore.WarnLevel)
+	opts := awaitOpts
+	opts.Store, opts.PendingSearchAttribute = st, "IdempotencyNoSuchAttribute"
+	p, err := worker.NewPlugin(worker.PluginOptions{Idempotency: opts, Logger: zap.New(core)})
+	require.NoError(t, err)
+	c := newClient(server, worker.ClientOptions(client.Options{}, zaptest.NewLogger(t)))
+	t.Cleanup(c.Close)
+	wopts := workerOptions
+	wopts.Plugins = []sdkworker.Plugin{p}
+	for range 2 {
+		w := sdkworker.New(c, testenv.UniqueName("tq"), wopts)
+		w.RegisterWorkflow(OneBooking)
+		require.NoError(t, w.Start())
+		t.Cleanup(w.Stop)
+	}
+	warned := logs.FilterMessageSnippet("was not asked whether it has the pending search attribute").All()
+	require.Len(t, warned, 1, "once per plugin")
+	assert.Contains(t, warned[0].Message, "Plugin.CheckSearchAttribute")
+	assert.Equal(t, "IdempotencyNoSuchAttribute", warned[0].ContextMap()["search_attribute"])
 }
