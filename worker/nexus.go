@@ -30,9 +30,15 @@ func NexusOperation[I, O any](p *Plugin, name string, pol activity.Policy,
 	if p == nil || p.cfg == nil {
 		return nil, fmt.Errorf("%w: worker.NexusOperation needs a plugin made by worker.NewPlugin", interceptor.ErrInvalidOptions)
 	}
-	// The policy is checked now, against no dispatcher: an operation is
-	// built for one only when a request comes.
-	if _, err := interceptor.NexusOperation[I, O](nil, name, pol, handler); err != nil {
+	// The policy is checked now, on a dispatcher of the plugin's options
+	// that runs nothing: an operation is built for a worker's own only when
+	// a request comes.
+	probe, err := interceptor.New(p.cfg.iopts)
+	if err != nil {
+		return nil, err
+	}
+	defer probe.Stop()
+	if _, err := interceptor.NexusOperation(probe, name, pol, handler); err != nil {
 		return nil, err
 	}
 	var ops sync.Map // *interceptor.Interceptor → nexus.Operation[I, O]

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nexus-rpc/sdk-go/nexus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
@@ -214,4 +215,19 @@ func TestPluginDefaultsTheStopTimeout(t *testing.T) {
 	entries := logs.FilterMessageSnippet("WorkerStopTimeout").All()
 	require.Len(t, entries, 1, "logged for the worker that left it zero only")
 	assert.Equal(t, worker.DefaultWorkerStopTimeout, entries[0].ContextMap()["worker_stop_timeout"])
+}
+
+// worker.NexusOperation checks the policy when it is built, and needs a
+// plugin made by NewPlugin.
+func TestNexusOperationRefuses(t *testing.T) {
+	t.Parallel()
+	handler := func(context.Context, BookRequest, nexus.StartOperationOptions) (string, error) { return "", nil }
+	_, err := worker.NexusOperation(worker.ClientPlugin(), "book", activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}}, handler)
+	assert.ErrorIs(t, err, interceptor.ErrInvalidOptions)
+	p := newPlugin(t, worker.PluginOptions{})
+	_, err = worker.NexusOperation(p, "book", activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}, Transactional: true}, handler)
+	assert.ErrorIs(t, err, interceptor.ErrNexusDeclaration)
+	op, err := worker.NexusOperation(p, "book", activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}}, handler)
+	require.NoError(t, err)
+	assert.Equal(t, "book", op.Name())
 }
