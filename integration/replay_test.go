@@ -51,6 +51,8 @@ const historiesDir = "testdata/histories"
 //	       marker whose version is the secret's generation
 //	gen9-  the probe asked on its schedule in one activity
 //	       (ProbeOnScheduleChangeID)
+//	gen10- a call the probe ran again that fails again waiting once more
+//	       (ProbeRerunChangeID)
 //
 // A generation's histories are never re-recorded by a later one: they are
 // what the later code must replay.
@@ -84,9 +86,9 @@ func init() {
 // under: the router off and on; DecisionTimeout removed, shortened and
 // lengthened; a DefaultTenant other than the one the histories were
 // recorded under (acme); a KeySecret, the one the gen8- histories were
-// keyed under and a later generation; and the activities declared on the
-// workflow worker (declare), which the workers that recorded them did not
-// always.
+// keyed under and a later generation; ProbeOnSchedule and
+// WaitAfterProbeRerun on; and the activities declared on the workflow
+// worker (declare), which the workers that recorded them did not always.
 var replayConfigs = []struct {
 	name    string
 	opts    interceptor.Options
@@ -105,6 +107,7 @@ var replayConfigs = []struct {
 	{"on-keyed-1", interceptor.Options{AwaitDecision: true, KeySecret: replaySecret}, false},
 	{"off-keyed-2-declared", interceptor.Options{KeySecret: replaySecret2}, true},
 	{"on-probe-schedule", interceptor.Options{AwaitDecision: true, ProbeOnSchedule: true}, false},
+	{"on-probe-rerun", interceptor.Options{AwaitDecision: true, WaitAfterProbeRerun: true}, false},
 }
 
 // replayDeclarations are the declarations of the activities the recorded
