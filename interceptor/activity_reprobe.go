@@ -21,8 +21,7 @@ import (
 // workflow made, is refused as [Interceptor.ResolveActivity] refuses one. It reads
 // the key's record: a record other than the indeterminate one the wait is
 // about answers Settled without asking; a key under which no record stands
-// is asked about as that record is (nothing says what the call did, and
-// running it again on such an answer would be running it on nobody's word).
+// is asked about as that record is: no record says what the call did.
 // A record held by a holder
 // whose lease runs is waited on first, within the ask's time less a
 // margin, and read again: the holder of a call Temporal timed out may
