@@ -53,7 +53,9 @@ const historiesDir = "testdata/histories"
 //	       (ProbeOnScheduleChangeID)
 //	gen10- keys scoped by the first run of the chain
 //	       (FirstRunScopeChangeID, "gen10-first-run-"): a version marker
-//	       at the first activity call
+//	       at the first activity call; a call the probe ran again that
+//	       fails again waiting once more (ProbeRerunChangeID,
+//	       "gen10-on-probe-rerun-")
 //
 // A generation's histories are never re-recorded by a later one: they are
 // what the later code must replay.
@@ -87,10 +89,10 @@ func init() {
 // under: the router off and on; DecisionTimeout removed, shortened and
 // lengthened; a DefaultTenant other than the one the histories were
 // recorded under (acme); a KeySecret, the one the gen8- histories were
-// keyed under and a later generation; keys scoped by the first run; and
-// the activities declared on the
-// workflow worker (declare), which the workers that recorded them did not
-// always.
+// keyed under and a later generation; ProbeOnSchedule and
+// WaitAfterProbeRerun on; keys scoped by the first run; and the activities
+// declared on the workflow worker (declare), which the workers that
+// recorded them did not always.
 var replayConfigs = []struct {
 	name    string
 	opts    interceptor.Options
@@ -109,6 +111,7 @@ var replayConfigs = []struct {
 	{"on-keyed-1", interceptor.Options{AwaitDecision: true, KeySecret: replaySecret}, false},
 	{"off-keyed-2-declared", interceptor.Options{KeySecret: replaySecret2}, true},
 	{"on-probe-schedule", interceptor.Options{AwaitDecision: true, ProbeOnSchedule: true}, false},
+	{"on-probe-rerun", interceptor.Options{AwaitDecision: true, WaitAfterProbeRerun: true}, false},
 	{"on-first-run-declared", interceptor.Options{AwaitDecision: true, Scope: interceptor.ScopeFirstRun}, true},
 }
 

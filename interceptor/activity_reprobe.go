@@ -19,8 +19,10 @@ import (
 // probe again through ([decision.ProbeActivityName]; see [SettleChangeID]). A
 // request for another tenant than the execution's, or for a record another
 // workflow made, is refused as [Interceptor.ResolveActivity] refuses one. It reads
-// the key's record: unless it is the indeterminate record the wait is
-// about, it answers Settled without asking. A record held by a holder
+// the key's record: a record other than the indeterminate one the wait is
+// about answers Settled without asking; a key under which no record stands
+// is asked about as that record is: no record says what the call did.
+// A record held by a holder
 // whose lease runs is waited on first, within the ask's time less a
 // margin, and read again: the holder of a call Temporal timed out may
 // still record its outcome. Otherwise it asks the probe of
@@ -66,9 +68,15 @@ func (i *Interceptor) probeOnce(ctx context.Context, req decision.ProbeRequest) 
 			rec, err = i.opts.Store.Lookup(ctx, store.LookupParams{Tenant: req.Tenant, Key: req.Key})
 		}
 	}
+	gone := errors.Is(err, store.ErrNotFound)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return decision.ProbeReply{Settled: true, Detail: "no record stands under the key"}, nil
+	case gone:
+		// No record stands: nobody recorded what the call did, and the
+		// downstream alone knows. Answering "settled" would run the call
+		// again on the word of nothing; its answer instead is an outcome
+		// (landed: the decision records it; not landed: the key is free),
+		// and "cannot tell" leaves the wait to the next ask or a person.
+		rec, err = store.Record{}, nil
 	case err != nil:
 		return cannot("reading the record: %v", err)
 	case rec.State == store.StatePending && !time.Now().Before(rec.LeaseUntil):
@@ -85,11 +93,16 @@ func (i *Interceptor) probeOnce(ctx context.Context, req decision.ProbeRequest) 
 		Activity: req.Activity, Tenant: req.Tenant, Key: keyspace.Key(req.Key), Reason: req.Reason,
 	})
 	reply := decision.ProbeReply{Landing: ans.Landing.String(), Token: rec.Token}
+	if gone {
+		reply.Detail = noRecord
+	}
 	switch {
 	case err != nil:
 		return cannot("the probe failed: %v", err)
 	case ans.Landing == activity.NotLanded:
 		return reply, nil
+	case ans.Landing != activity.Landed && gone:
+		return cannot("%s, and the probe cannot tell", noRecord)
 	case ans.Landing != activity.Landed:
 		return cannot("the probe cannot tell")
 	}
@@ -108,6 +121,10 @@ func (i *Interceptor) probeOnce(ctx context.Context, req decision.ProbeRequest) 
 	}
 	return reply, nil
 }
+
+// noRecord is the detail of an answer on a key under which no record
+// stands.
+const noRecord = "no record stands under the key"
 
 // holderWaitMargin is what an ask of the probe keeps of its time after
 // waiting for a live holder: enough to read the record again and ask.

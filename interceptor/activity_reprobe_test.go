@@ -88,6 +88,56 @@ func TestProbeActivityHolderGoneByTheStoresClock(t *testing.T) {
 	assert.Equal(t, res.Record.Token, reply.Token)
 }
 
+// A key under which no record stands is asked about, not answered
+// "settled": nothing says what the call did (its holder's dispatcher freed
+// the key on a probe's "not landed", or it never claimed), and a settled
+// answer ran the call again on nobody's word — and, run again and failed
+// again, the call reached the workflow with its error as if the probe had
+// known (issue 43 item 6). The downstream's answer is the outcome; one it
+// cannot give leaves the wait to the next ask.
+func TestProbeActivityAsksWhenNoRecordStands(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		answer  activity.ProbeAnswer
+		landing activity.Landing
+	}{
+		{"NotLanded", activity.AnswerNotLanded(), activity.NotLanded},
+		{"Landed", activity.AnswerLanded(Booking{Flight: "BA117", Call: 1}), activity.Landed},
+		{"CannotTell", activity.AnswerCannotTell(), activity.CannotTell},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarnessOn(t, store.SystemClock{})
+			asked := 0
+			decl, err := activity.Effectful((&slowGateway{}).Charge, "flight").WithProbe(
+				func(_ context.Context, req activity.ProbeRequest) (activity.ProbeAnswer, error) {
+					asked++
+					assert.Equal(t, "k-gone", string(req.Key))
+					return tc.answer, nil
+				})
+			require.NoError(t, err)
+			require.NoError(t, h.ic.Declare(decl))
+			_, err = h.mem.Lookup(context.Background(), store.LookupParams{Tenant: "acme", Key: "k-gone"})
+			require.ErrorIs(t, err, store.ErrNotFound)
+
+			actx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			reply, err := h.ic.ProbeActivity()(actx, decision.ProbeRequest{Activity: decl.Name(), Tenant: "acme", Key: "k-gone",
+				Reason: activity.ReasonTimedOut})
+			require.NoError(t, err)
+			assert.False(t, reply.Settled, "no record is no outcome: %+v", reply)
+			assert.Equal(t, 1, asked, "the probe is asked")
+			assert.Equal(t, tc.landing.String(), reply.Landing)
+			assert.Contains(t, reply.Detail, "no record stands")
+			assert.Zero(t, reply.Token)
+			if tc.landing == activity.Landed {
+				assert.NotEmpty(t, reply.Outcome, "the outcome a decision records")
+			}
+		})
+	}
+}
+
 // A holder that is still running when the ask's time (less a margin) is
 // spent leaves the answer "cannot tell", as before.
 func TestProbeActivityHolderStillRunning(t *testing.T) {

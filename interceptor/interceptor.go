@@ -258,6 +258,20 @@ type Options struct {
 	// on only once every worker runs a release that has it, since earlier
 	// releases can neither replay such a workflow nor run the activity.
 	ProbeOnSchedule bool
+	// WaitAfterProbeRerun makes a call that the probe's answer ran again
+	// (a routed workflow's wait settled by [decision.ProbeDecider]) and
+	// that fails indeterminate again wait once more, for the probe or a
+	// person, instead of reaching the workflow with its error: the probe's
+	// answer was about the earlier run, not the one it caused. The call
+	// reaches the workflow when the probe answers, on that wait, that
+	// nothing landed (the retryable [decision.ErrorTypeNotLanded]), or
+	// after five such runs in a row. A workflow records where this first
+	// happens whether it does (see [ProbeRerunChangeID]). Off by default:
+	// turn it on only once every worker runs a release that has it, since
+	// earlier releases cannot replay the wait, and their Probe activity
+	// answers "settled" on a key under which no record stands, which runs
+	// a downstream that fails every call again without end.
+	WaitAfterProbeRerun bool
 }
 
 // Interceptor is the worker interceptor that makes declared activities safe

@@ -78,6 +78,9 @@ type workflowOutbound struct {
 	onScheduleKnown bool // ProbeOnScheduleChangeID asked
 	onSchedule      bool
 
+	probeRerunKnown bool // ProbeRerunChangeID asked
+	probeRerun      bool
+
 	secretKnown bool // KeySecretChangeID asked
 	secretGen   int  // the generation of the secret its keys are derived under; 0 for none
 
@@ -156,6 +159,7 @@ func (o *workflowOutbound) route(ctx workflow.Context, activityType string, call
 		f := first
 		storeWaits := 0
 		probeSettled := false // the last wait was settled by the probe
+		probeReruns := 0      // runs again the probe's answers made, in a row
 		for {
 			// Wait without decoding anything: the caller's Get decodes
 			// the result, once, into whatever type it asks for.
@@ -177,12 +181,13 @@ func (o *workflowOutbound) route(ctx workflow.Context, activityType string, call
 				// workflow code as it was.
 				indeterminate = false
 			}
-			if indeterminate && probeSettled && o.settles(ctx) {
+			if indeterminate && probeSettled && o.settles(ctx) &&
+				(probeReruns >= probeRerunMax || !o.waitsAfterProbeRerun(ctx)) {
 				// The probe settled this call's key and the call, run
-				// again, failed again: each outcome was known when the
-				// probe answered, and the call keeps failing. It reaches
-				// the workflow with its error, as without AwaitDecision,
-				// rather than going round again.
+				// again, failed again. Recorded before ProbeRerunChangeID
+				// (or the probe made it run again probeRerunMax times):
+				// it reaches the workflow with its error, as without
+				// AwaitDecision, rather than going round again.
 				indeterminate = false
 			}
 			if !indeterminate || out.Key == "" {
@@ -195,6 +200,9 @@ func (o *workflowOutbound) route(ctx workflow.Context, activityType string, call
 				settable.Chain(f)
 				return
 			}
+			// again: this wait is on the outcome of a run the probe's
+			// answer made (ProbeRerunChangeID).
+			again := probeSettled
 			d, werr := o.await(ctx, out)
 			switch {
 			case werr != nil:
@@ -203,8 +211,21 @@ func (o *workflowOutbound) route(ctx workflow.Context, activityType string, call
 			case d == nil || d.Action == decision.ActionFail:
 				settable.Set(nil, err)
 				return
+			case again && d.By == decision.ProbeDecider && d.Action == decision.ActionFree:
+				// The call keeps failing and, the probe says, nothing
+				// landed: the key is free. Running it once more would
+				// go round without end on a downstream that fails every
+				// call; the workflow decides, as when its retry policy
+				// runs out on calls the probe found not landed.
+				settable.Set(nil, keepsFailing(out, err))
+				return
 			}
 			probeSettled = d.By == decision.ProbeDecider
+			if probeSettled {
+				probeReruns++
+			} else {
+				probeReruns = 0
+			}
 			// The record now says what happened: run the activity again and
 			// it answers from the record, or runs afresh on a freed key.
 			f = call(o.rerunContext(ctx, out))

@@ -33,8 +33,8 @@ import (
 //     settles the key, fenced by the record's token, and the other is
 //     rejected with the reason. A call the probe settled that, run
 //     again, fails indeterminate again reaches the workflow with its error
-//     instead of waiting once more: the probe knew each outcome, and the
-//     call keeps failing (a downstream that always times out).
+//     instead of waiting once more (a downstream that always times out),
+//     unless the workflow recorded [ProbeRerunChangeID].
 //   - The wait for a person is a timer with a summary, so the Web UI's
 //     default History view and the history show it, and the decision is
 //     recorded by [decision.ResolveActivityName] with a start-to-close of seconds
@@ -44,6 +44,57 @@ import (
 // It is asked where the first of these begins (never at a workflow's
 // start), so histories recorded before it replay as they ran.
 const SettleChangeID = "idempotency.settle"
+
+// ProbeRerunChangeID is the workflow.GetVersion change ID under which a
+// routed workflow that settles (see [SettleChangeID]) records, where a call
+// the probe's answer ran again first fails indeterminate again, that such
+// a call waits once more (version 1; Options.WaitAfterProbeRerun) instead
+// of reaching the workflow with its error. The probe's answer said what
+// the earlier run did, or (settled) only that its record no longer asks
+// for a decision — the holder gone, the record completed or newer — never
+// what the run it caused did: that outcome is as unknown as any, and waits
+// for the probe or a person like any. It reaches the workflow only when
+// the probe answers, on that wait, that nothing landed (the error is then
+// [decision.ErrorTypeNotLanded]: the call keeps failing, the key is free,
+// and running it once more would go round without end on a downstream that
+// fails every call), or after probeRerunMax such runs in a row. Histories
+// without the marker hand the error on as they did. Releases before it
+// cannot replay the wait that follows: the option stays off until every
+// worker runs a release that has it.
+const ProbeRerunChangeID = "idempotency.probe-rerun"
+
+// probeRerunMax bounds the runs in a row that the probe's answers make of
+// one call under ProbeRerunChangeID: past it, the call's failure reaches the
+// workflow as it did before.
+const probeRerunMax = 5
+
+// waitsAfterProbeRerun reports whether a call the probe's answer ran again
+// that fails indeterminate again waits once more (ProbeRerunChangeID),
+// asking the history once, where that first happens.
+func (o *workflowOutbound) waitsAfterProbeRerun(ctx workflow.Context) bool {
+	if !o.probeRerunKnown {
+		o.probeRerunKnown = true
+		// Off and not replaying: nothing to record. Replaying: the
+		// history says, whatever the option.
+		if o.root.opts.WaitAfterProbeRerun || o.Next.IsReplaying(ctx) {
+			o.probeRerun = o.Next.GetVersion(ctx, ProbeRerunChangeID, workflow.DefaultVersion, 1) >= 1
+		}
+	}
+	return o.probeRerun
+}
+
+// keepsFailing is the error a call under ProbeRerunChangeID reaches the
+// workflow with when, run again on the probe's answer and failed again
+// with err (indeterminate on out), the probe answers that nothing landed:
+// the retryable [decision.ErrorTypeNotLanded], as the dispatcher's own
+// when the probe found a body's effect not landed. Its message carries
+// err's; err is not its cause, which would read as indeterminate still.
+func keepsFailing(out activity.IndeterminateOutcome, err error) error {
+	return temporal.NewApplicationErrorWithOptions(
+		fmt.Sprintf("idempotency: activity %q keeps failing: run again on its probe's answer, it failed again (%s), "+
+			"and its probe says the effect did not land; the key is free: %v", out.Activity, out.Reason, err),
+		decision.ErrorTypeNotLanded, temporal.ApplicationErrorOptions{Category: temporal.ApplicationErrorCategoryBenign})
+}
 
 // The schedules of the waits the library settles itself. The probe's is
 // recorded with each wait (waitConfig), so changing it applies to new waits

@@ -72,6 +72,11 @@ type Config struct {
 	// the person: every waiting key is decided from the ledger through the
 	// idempotency.decide Update (see Summary.Person).
 	AwaitDecision bool
+	// WaitAfterProbeRerun turns the workers' Options.WaitAfterProbeRerun
+	// on (with AwaitDecision): a call the probe's answer ran again that
+	// fails again waits once more. Not for a mixed fleet: the previous
+	// release's worker has no such flag.
+	WaitAfterProbeRerun bool
 	// PersonDelay is how long a wait stands before the person decides it
 	// (they are paged, not instant). Defaults to 10s.
 	PersonDelay time.Duration
@@ -325,6 +330,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if cfg.AwaitDecision {
 		label += "+person"
 	}
+	if cfg.WaitAfterProbeRerun {
+		label += "+rewait"
+	}
 	cfg.Logf("%s: private store at %s", label, inst.addr())
 
 	// The workers' way to the store: the store itself, or the proxy the
@@ -358,6 +366,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 			fmt.Sprintf("-await=%t", cfg.AwaitDecision))
 		if cfg.StoreTimeout > 0 {
 			argv = append(argv, "-store-timeout", cfg.StoreTimeout.String())
+		}
+		if cfg.WaitAfterProbeRerun {
+			argv = append(argv, "-wait-after-probe-rerun")
 		}
 		return argv
 	}

@@ -37,6 +37,7 @@ func WorkerMain(args []string) error {
 	probe := fs.Bool("probe", false, "declare Charge with a probe that asks the ledger")
 	transactional := fs.Bool("transactional", false, "declare Charge transactional: its effect is a row of the ledger table in the store's database")
 	await := fs.Bool("await", false, "Options.AwaitDecision: indeterminate outcomes wait for a decision")
+	rewait := fs.Bool("wait-after-probe-rerun", false, "Options.WaitAfterProbeRerun: a call the probe ran again that fails again waits once more")
 	lease := fs.Duration("lease", 3*time.Second, "claim lease")
 	storeTimeout := fs.Duration("store-timeout", 0, "the dispatcher's StoreTimeout (0: the library's default)")
 	parent := fs.Int("parent", 0, "PID of the run; the worker exits when its parent is no longer it")
@@ -94,6 +95,8 @@ func WorkerMain(args []string) error {
 			StoreTimeout:  *storeTimeout,
 			Identity:      fmt.Sprintf("faultrun@%d", os.Getpid()),
 			AwaitDecision: *await,
+			// Set only when asked: the flag is this release's.
+			WaitAfterProbeRerun: *rewait,
 		},
 		Logger: logger,
 	})
