@@ -308,7 +308,7 @@ func (p *Plugin) ConfigureWorker(_ context.Context, o sdkworker.PluginConfigureW
 		// deploy a charge cut off half-way leaves its key to a person.
 		wopts.WorkerStopTimeout = DefaultWorkerStopTimeout
 		p.cfg.logger.Info("idempotency: WorkerStopTimeout was not set; the worker waits up to the library's default for running activities when it stops",
-			zap.String("task_queue", o.TaskQueue), zap.Duration("worker_stop_timeout", DefaultWorkerStopTimeout))
+			"task_queue", o.TaskQueue, "worker_stop_timeout", DefaultWorkerStopTimeout)
 	}
 	iopts := p.cfg.iopts
 	if iopts.Identity == "" {

@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/tesserix/idempotency/interceptor"
@@ -139,7 +138,7 @@ func (p *Plugin) checkOnStart(ctx context.Context) error {
 				"the plugin knows no client to ask with; put it in the client's options (client.Options.Plugins), "+
 				"build the worker with worker.New, or call Plugin.CheckSearchAttribute before the worker starts; "+
 				"without the attribute every waiting workflow's task fails in a loop",
-				zap.String("search_attribute", name), zap.Int("clients", len(refs)))
+				"search_attribute", name, "clients", len(refs))
 		})
 		return nil
 	}
