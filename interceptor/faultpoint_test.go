@@ -1,0 +1,546 @@
+package interceptor_test
+
+// A fault at every store call (issue 43). Each feature is tested on its
+// own, and each adds a store call or a path the others' tests never fail.
+// These tests run a scenario once to count the store calls it makes, then
+// again for each of those calls failed in each way (faultMode), for each
+// declaration kind under each option that changes a path, and assert that
+// the promise held:
+//
+//   - at most one effect per key (the ledger counts the body's executions
+//     per logical call; a transactional body's effect is its committed
+//     row);
+//   - no answer the ledger did not give (every result a call returned is
+//     one a body execution produced, and whose effect stands);
+//   - no call left without an end (every attempt returns; every call ends
+//     with a result or a non-retryable error within a few attempts; no
+//     store call hangs without a deadline).
+//
+// Each scenario runs as Temporal would run it: attempt 1, 2, … of each
+// call until it ends with a result or a non-retryable error (a store error
+// is retryable), one execution at a time. Nothing decides an outcome by
+// sleeping: the store's clock is a fake one, moved only when a wait meets
+// a claim whose execution has ended (numberedStore.Wait), and the
+// interceptor's background settling is waited for between attempts.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
+	sdkinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/keyspace"
+	"github.com/tesserix/idempotency/store"
+	"github.com/tesserix/idempotency/store/storetest"
+)
+
+// fpAttemptTimeout is each attempt's start-to-close timeout: a hanging
+// claim (which has no deadline but the activity's) ends with it.
+const fpAttemptTimeout = 1500 * time.Millisecond
+
+// fpMaxAttempts bounds the attempts of one call: a call that has not ended
+// by then is left without an end.
+const fpMaxAttempts = 6
+
+// fpParallel is how many fault points of one scenario run at once.
+const fpParallel = 6
+
+// fpTarget is a store the scenarios run on.
+type fpTarget struct {
+	name string
+	// open returns a store, on clock, for one scenario run, and what
+	// closes it; tenants keep runs apart, so it may share a table or
+	// prefix with the other runs. It is called from many goroutines.
+	open func(clock *storetest.Clock) (store.Store, func(), error)
+	// tx, when set, runs the transactional kind: write writes the body's
+	// effect in the transaction ctx carries, committed reads which calls'
+	// effects committed.
+	tx *fpTx
+}
+
+type fpTx struct {
+	write     func(ctx context.Context, tenant, flight string, call int) error
+	committed func(ctx context.Context, tenant, flight string) ([]int, error)
+}
+
+// fpKind is a declaration kind.
+type fpKind struct {
+	name          string
+	kind          activity.Kind
+	probe         bool
+	standalone    bool
+	transactional bool
+}
+
+var fpKinds = []fpKind{
+	{name: "Idempotent", kind: activity.KindIdempotent},
+	{name: "Effectful", kind: activity.KindEffectful},
+	{name: "EffectfulProbe", kind: activity.KindEffectful, probe: true},
+	{name: "Standalone", kind: activity.KindEffectful, standalone: true},
+	{name: "Transactional", kind: activity.KindEffectful, transactional: true},
+}
+
+// fpCall is one logical call of a scenario: the generation of the secret
+// its workflow is keyed under (0: none) and the run a reset kept ("": the
+// call's own).
+type fpCall struct {
+	gen      int
+	runScope string
+}
+
+// fpOption is an option that changes a path, and the calls of the
+// scenario under it. Every call of a scenario is the same call (one
+// flight): the first one's effect is the only one allowed.
+type fpOption struct {
+	name      string
+	secrets   bool
+	scope     interceptor.Scope
+	calls     []fpCall
+	noStandal bool // not run for a standalone activity (its key ignores the option)
+}
+
+var fpOptions = []fpOption{
+	{name: "Plain", calls: []fpCall{{}, {}}},
+	// Two generations: the worker derives under generation 2 and still
+	// holds generation 1.
+	{name: "KeySecret", secrets: true, calls: []fpCall{{gen: 2}}, noStandal: true},
+	// A run keyed under generation 1 made the effect; a later run of the
+	// workflow ID, keyed under generation 2, calls again.
+	{name: "KeySecretScopeWorkflow", secrets: true, scope: interceptor.ScopeWorkflow,
+		calls: []fpCall{{gen: 1}, {gen: 2}}, noStandal: true},
+	// The same across a reset: both runs are scoped by the run the reset
+	// kept.
+	{name: "KeySecretResetRun", secrets: true,
+		calls: []fpCall{{gen: 1, runScope: "run-before-reset"}, {gen: 2, runScope: "run-before-reset"}}, noStandal: true},
+}
+
+// fpTally adds up one test's fault points.
+type fpTally struct {
+	points, second, vacuous atomic.Int64
+	mu                      sync.Mutex
+	ends                    map[string]int
+}
+
+func (t *fpTally) end(kind string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ends == nil {
+		t.ends = make(map[string]int)
+	}
+	t.ends[kind]++
+}
+
+// runFaultPoints runs every kind under every option on target, as
+// parallel subtests, and prints the tally.
+func runFaultPoints(t *testing.T, target fpTarget, kinds []fpKind, options []fpOption) {
+	tally := &fpTally{}
+	t.Run("Points", func(t *testing.T) {
+		for _, k := range kinds {
+			if k.transactional && target.tx == nil {
+				continue
+			}
+			for _, o := range options {
+				if k.standalone && o.noStandal {
+					continue
+				}
+				t.Run(k.name+"/"+o.name, func(t *testing.T) {
+					t.Parallel()
+					runScenarioPoints(t, target, k, o, tally)
+				})
+			}
+		}
+	})
+	tally.mu.Lock()
+	ends := fmt.Sprint(tally.ends)
+	tally.mu.Unlock()
+	summary := fmt.Sprintf("%s on %s: fault points: %d, second effects: %d", t.Name(), target.name,
+		tally.points.Load(), tally.second.Load())
+	t.Logf("%s (calls ended: %s; points whose call the faulted run never made: %d)", summary, ends, tally.vacuous.Load())
+	fmt.Println(summary)
+}
+
+// runScenarioPoints counts the store calls of one scenario, then fails
+// each in each mode.
+func runScenarioPoints(t *testing.T, target fpTarget, k fpKind, o fpOption, tally *fpTally) {
+	clean := runScenario(target, k, o, 0, 0)
+	require.Empty(t, clean.problems, "the scenario without a fault: %v", clean.problems)
+	require.NotZero(t, clean.calls)
+	t.Logf("%d store calls: %s", clean.calls, strings.Join(clean.ops, " "))
+	// The points run side by side: each is a world of its own (store,
+	// clock, tenant, interceptor), and most of their time is spent
+	// waiting for a renewal or a deadline.
+	type point struct {
+		at   int
+		mode faultMode
+		r    fpResult
+	}
+	var points []*point
+	for at := 1; at <= clean.calls; at++ {
+		for _, mode := range faultModes {
+			points = append(points, &point{at: at, mode: mode})
+		}
+	}
+	sem := make(chan struct{}, fpParallel)
+	var wg sync.WaitGroup
+	for _, p := range points {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			p.r = runScenario(target, k, o, p.at, p.mode)
+		}()
+	}
+	wg.Wait()
+	for _, p := range points {
+		at, mode, r := p.at, p.mode, p.r
+		{
+			if r.failedOp == "" {
+				tally.vacuous.Add(1)
+				continue
+			}
+			tally.points.Add(1)
+			tally.second.Add(int64(r.second))
+			for _, e := range r.ends {
+				tally.end(e)
+			}
+			for _, p := range r.problems {
+				t.Errorf("fault at call %d (%s) by %s: %s [calls: %s]", at, r.failedOp, mode, p, strings.Join(r.ops, " "))
+			}
+		}
+	}
+}
+
+// fpResult is what one run of a scenario found.
+type fpResult struct {
+	calls    int
+	ops      []string
+	failedOp string
+	second   int
+	ends     []string
+	problems []string
+}
+
+// fpWorld is one run of a scenario.
+type fpWorld struct {
+	kind   fpKind
+	target fpTarget
+	tenant string
+	clock  *storetest.Clock
+	ns     *numberedStore
+	ic     *interceptor.Interceptor
+	suite  testsuite.WorkflowTestSuite
+
+	mu    sync.Mutex
+	given []Booking // what each body execution returned
+	byKey map[string]Booking
+}
+
+var fpTenants atomic.Int64
+
+var fpSecrets = func() map[int]*keyspace.Secret {
+	m := make(map[int]*keyspace.Secret)
+	for gen := 1; gen <= 2; gen++ {
+		s, err := keyspace.NewSecret(gen, []byte(strings.Repeat(string(rune('a'+gen)), keyspace.MinSecretLength)))
+		if err != nil {
+			panic(err)
+		}
+		m[gen] = s
+	}
+	return m
+}()
+
+// Book is the body of every scenario's call: it waits for the renewal of
+// its claim (so the scenario has a Renew to fail), then has its effect.
+func (w *fpWorld) Book(ctx context.Context, req BookRequest) (Booking, error) {
+	select {
+	case <-w.ns.renewal():
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+	}
+	key, _ := activity.Key(ctx)
+	w.mu.Lock()
+	b := Booking{Flight: req.Flight, Call: len(w.given) + 1, Key: string(key)}
+	w.given = append(w.given, b)
+	if w.byKey == nil {
+		w.byKey = make(map[string]Booking)
+	}
+	w.byKey[string(key)] = b
+	w.mu.Unlock()
+	if w.kind.transactional {
+		if err := w.target.tx.write(ctx, w.tenant, req.Flight, b.Call); err != nil {
+			return Booking{}, err
+		}
+	}
+	return b, nil
+}
+
+// probe is the downstream's answer: the booking made under the key, if
+// one was.
+func (w *fpWorld) probe(_ context.Context, req activity.ProbeRequest) (activity.ProbeAnswer, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if b, ok := w.byKey[string(req.Key)]; ok {
+		return activity.AnswerLanded(b), nil
+	}
+	return activity.AnswerNotLanded(), nil
+}
+
+// effects returns the bookings whose effect stands.
+func (w *fpWorld) effects(ctx context.Context, flight string) ([]Booking, error) {
+	w.mu.Lock()
+	given := append([]Booking(nil), w.given...)
+	w.mu.Unlock()
+	if !w.kind.transactional {
+		return given, nil
+	}
+	calls, err := w.target.tx.committed(ctx, w.tenant, flight)
+	if err != nil {
+		return nil, err
+	}
+	var out []Booking
+	for _, c := range calls {
+		if c < 1 || c > len(given) {
+			return nil, fmt.Errorf("a committed effect of call %d, which no body execution made", c)
+		}
+		out = append(out, given[c-1])
+	}
+	return out, nil
+}
+
+func runScenario(target fpTarget, k fpKind, o fpOption, failAt int, mode faultMode) (r fpResult) {
+	setup := func(err error) fpResult {
+		r.problems = append(r.problems, "setting up: "+err.Error())
+		return r
+	}
+	clock := storetest.NewClock(t0)
+	w := &fpWorld{kind: k, target: target, clock: clock,
+		tenant: fmt.Sprintf("fp-%d", fpTenants.Add(1))}
+	inner, closeStore, err := target.open(clock)
+	if err != nil {
+		return setup(err)
+	}
+	defer closeStore()
+	st := newNumberedStore(inner, clock, failAt, mode)
+	w.ns = numberedOf(st)
+	opts := interceptor.Options{
+		Store:          st,
+		Lease:          300 * time.Millisecond,
+		WaitHeartbeat:  50 * time.Millisecond,
+		RecordAttempts: 2,
+		RecordBackoff:  time.Millisecond,
+		StoreTimeout:   200 * time.Millisecond,
+		ClaimRetry:     time.Second,
+		OrphanRetry:    2 * time.Second,
+		Identity:       "fault-point-worker",
+		Scope:          o.scope,
+	}
+	if o.secrets {
+		opts.KeySecret = fpSecrets[2]
+		opts.KeySecrets = []*keyspace.Secret{fpSecrets[1]}
+	}
+	if w.ic, err = interceptor.New(opts); err != nil {
+		return setup(err)
+	}
+	defer w.ic.Stop()
+	var decl *activity.Declaration
+	switch {
+	case k.transactional:
+		decl = activity.Transactional(w.Book, "flight")
+	case k.kind == activity.KindIdempotent:
+		decl = activity.Idempotent(w.Book, "flight")
+	default:
+		decl = activity.Effectful(w.Book, "flight")
+	}
+	if k.probe {
+		if decl, err = decl.WithProbe(w.probe); err != nil {
+			return setup(err)
+		}
+	}
+	if err := w.ic.Declare(decl); err != nil {
+		return setup(err)
+	}
+	w.suite.SetLogger(discardLogger())
+
+	req := BookRequest{Flight: "BA117"}
+	var answers []Booking
+	for i, c := range o.calls {
+		got, end, problem := w.call(c, req)
+		r.ends = append(r.ends, end)
+		if problem != "" {
+			r.problems = append(r.problems, fmt.Sprintf("call %d: %s", i+1, problem))
+		}
+		if got != nil {
+			answers = append(answers, *got)
+		}
+	}
+	interceptor.WaitBackground(w.ic)
+
+	effects, err := w.effects(context.Background(), req.Flight)
+	if err != nil {
+		r.problems = append(r.problems, "reading the effects: "+err.Error())
+	}
+	if len(effects) > 1 {
+		r.second = len(effects) - 1
+		r.problems = append(r.problems, fmt.Sprintf("%d effects for one key: %+v", len(effects), effects))
+	}
+	for _, a := range answers {
+		if !containsBooking(effects, a) {
+			r.problems = append(r.problems, fmt.Sprintf("answered %+v, which no standing effect gave (effects: %+v)", a, effects))
+		}
+	}
+	for _, op := range w.ns.hungWithoutEnd() {
+		r.problems = append(r.problems, "a "+op+" hung with no deadline to end it")
+	}
+	r.calls, r.ops = w.ns.calls()
+	w.ns.mu.Lock()
+	r.failedOp = w.ns.failedOp
+	w.ns.mu.Unlock()
+	return r
+}
+
+func containsBooking(bs []Booking, b Booking) bool {
+	for _, x := range bs {
+		if x == b {
+			return true
+		}
+	}
+	return false
+}
+
+// call drives one logical call through its attempts: it returns the
+// result it ended with (nil when it ended with an error), how it ended,
+// and what went wrong ("" when nothing did).
+func (w *fpWorld) call(c fpCall, req BookRequest) (*Booking, string, string) {
+	for attempt := 1; attempt <= fpMaxAttempts; attempt++ {
+		// One execution at a time: what the last attempt left to settle
+		// in the background is settled (or given up) first.
+		interceptor.WaitBackground(w.ic)
+		dl := &fpDeadline{d: fpAttemptTimeout}
+		env := w.env(c, dl)
+		type answer struct {
+			val converter.EncodedValue
+			err error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			v, err := env.ExecuteActivity(w.Book, req)
+			done <- answer{v, err}
+		}()
+		var a answer
+		select {
+		case a = <-done:
+		case <-time.After(time.Minute):
+			return nil, "hung", fmt.Sprintf("attempt %d never returned", attempt)
+		}
+		if dl.expired.Load() {
+			// Temporal timed the attempt out, whatever it returned.
+			continue
+		}
+		if a.err == nil {
+			var b Booking
+			if err := a.val.Get(&b); err != nil {
+				return nil, "undecodable", "decoding the result: " + err.Error()
+			}
+			return &b, "result", ""
+		}
+		var appErr *temporal.ApplicationError
+		if errors.As(a.err, &appErr) && appErr.NonRetryable() {
+			return nil, appErr.Type(), ""
+		}
+	}
+	return nil, "no end", fmt.Sprintf("no end after %d attempts", fpMaxAttempts)
+}
+
+// env returns the environment of one attempt of c. Each environment
+// numbers its activity IDs from the same start, so every attempt is one
+// activity execution (and, standalone, one activity ID) run again.
+func (w *fpWorld) env(c fpCall, dl *fpDeadline) *testsuite.TestActivityEnvironment {
+	env := w.suite.NewTestActivityEnvironment()
+	env.SetWorkerOptions(sdkworker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{dl, w.ic}})
+	env.SetContextPropagators([]workflow.ContextPropagator{interceptor.TenantPropagator()})
+	dc := converter.GetDefaultDataConverter()
+	h := &commonpb.Header{Fields: map[string]*commonpb.Payload{}}
+	put := func(name string, v any) {
+		if p, err := dc.ToPayload(v); err == nil {
+			h.Fields[name] = p
+		}
+	}
+	put(interceptor.TenantHeader, w.tenant)
+	if c.gen > 0 {
+		put(interceptor.KeySecretHeader, c.gen)
+	}
+	if c.runScope != "" {
+		put(interceptor.RunScopeHeader, c.runScope)
+	}
+	env.SetHeader(h)
+	if w.kind.standalone {
+		env.SetExecuteActivitiesInWorkflow(false)
+	}
+	env.RegisterActivity(w.Book)
+	return env
+}
+
+// fpDeadline is the start-to-close timeout of an attempt, as the worker
+// of a real server gives the activity's context: the test environment's
+// is ten minutes.
+type fpDeadline struct {
+	sdkinterceptor.WorkerInterceptorBase
+	d       time.Duration
+	expired atomic.Bool
+}
+
+func (d *fpDeadline) InterceptActivity(_ context.Context, next sdkinterceptor.ActivityInboundInterceptor) sdkinterceptor.ActivityInboundInterceptor {
+	i := &fpDeadlineInbound{root: d}
+	i.Next = next
+	return i
+}
+
+type fpDeadlineInbound struct {
+	sdkinterceptor.ActivityInboundInterceptorBase
+	root *fpDeadline
+}
+
+func (i *fpDeadlineInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, i.root.d)
+	defer cancel()
+	v, err := i.Next.ExecuteActivity(ctx, in)
+	if ctx.Err() != nil {
+		i.root.expired.Store(true)
+	}
+	return v, err
+}
+
+// memoryTarget is the memory store.
+func memoryTarget() fpTarget {
+	return fpTarget{name: "memory", open: func(clock *storetest.Clock) (store.Store, func(), error) {
+		mem, err := store.NewMemory(store.MemoryOptions{Clock: clock, PollInterval: time.Millisecond})
+		return mem, func() {}, err
+	}}
+}
+
+// TestFaultAtEveryStoreCall fails each store call of each scenario in each
+// way on the memory store.
+func TestFaultAtEveryStoreCall(t *testing.T) {
+	t.Parallel()
+	runFaultPoints(t, memoryTarget(), fpKinds, fpOptions)
+}
+
+func discardLogger() log.Logger { return log.NewStructuredLogger(slog.New(slog.DiscardHandler)) }
