@@ -59,8 +59,8 @@ const fpAttemptTimeout = 1500 * time.Millisecond
 // by then is left without an end.
 const fpMaxAttempts = 6
 
-// fpParallel is how many fault points of one scenario run at once.
-const fpParallel = 6
+// fpParallel is how many fault points run at once.
+const fpParallel = 16
 
 // fpTarget is a store the scenarios run on.
 type fpTarget struct {
@@ -114,10 +114,15 @@ type fpOption struct {
 	scope     interceptor.Scope
 	calls     []fpCall
 	noStandal bool // not run for a standalone activity (its key ignores the option)
+	// failFirst makes the body's first execution fail before its effect
+	// (the downstream refused it), so the claim is freed, marked
+	// indeterminate or probed, and the call runs again.
+	failFirst bool
 }
 
 var fpOptions = []fpOption{
 	{name: "Plain", calls: []fpCall{{}, {}}},
+	{name: "BodyFailsOnce", calls: []fpCall{{}, {}}, failFirst: true},
 	// Two generations: the worker derives under generation 2 and still
 	// holds generation 1.
 	{name: "KeySecret", secrets: true, calls: []fpCall{{gen: 2}}, noStandal: true},
@@ -131,101 +136,91 @@ var fpOptions = []fpOption{
 		calls: []fpCall{{gen: 1, runScope: "run-before-reset"}, {gen: 2, runScope: "run-before-reset"}}, noStandal: true},
 }
 
-// fpTally adds up one test's fault points.
-type fpTally struct {
-	points, second, vacuous atomic.Int64
-	mu                      sync.Mutex
-	ends                    map[string]int
-}
-
-func (t *fpTally) end(kind string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.ends == nil {
-		t.ends = make(map[string]int)
-	}
-	t.ends[kind]++
-}
-
-// runFaultPoints runs every kind under every option on target, as
-// parallel subtests, and prints the tally.
+// runFaultPoints runs every kind under every option on target and prints
+// the tally. The points run side by side, fpParallel at once: each is a
+// world of its own (store, clock, tenant, interceptor), and most of their
+// time is spent waiting for a renewal or a deadline. Each scenario then
+// reports as a subtest.
 func runFaultPoints(t *testing.T, target fpTarget, kinds []fpKind, options []fpOption) {
-	tally := &fpTally{}
-	t.Run("Points", func(t *testing.T) {
-		for _, k := range kinds {
-			if k.transactional && target.tx == nil {
-				continue
-			}
-			for _, o := range options {
-				if k.standalone && o.noStandal {
-					continue
-				}
-				t.Run(k.name+"/"+o.name, func(t *testing.T) {
-					t.Parallel()
-					runScenarioPoints(t, target, k, o, tally)
-				})
-			}
-		}
-	})
-	tally.mu.Lock()
-	ends := fmt.Sprint(tally.ends)
-	tally.mu.Unlock()
-	summary := fmt.Sprintf("%s on %s: fault points: %d, second effects: %d", t.Name(), target.name,
-		tally.points.Load(), tally.second.Load())
-	t.Logf("%s (calls ended: %s; points whose call the faulted run never made: %d)", summary, ends, tally.vacuous.Load())
-	fmt.Println(summary)
-}
-
-// runScenarioPoints counts the store calls of one scenario, then fails
-// each in each mode.
-func runScenarioPoints(t *testing.T, target fpTarget, k fpKind, o fpOption, tally *fpTally) {
-	clean := runScenario(target, k, o, 0, 0)
-	require.Empty(t, clean.problems, "the scenario without a fault: %v", clean.problems)
-	require.NotZero(t, clean.calls)
-	t.Logf("%d store calls: %s", clean.calls, strings.Join(clean.ops, " "))
-	// The points run side by side: each is a world of its own (store,
-	// clock, tenant, interceptor), and most of their time is spent
-	// waiting for a renewal or a deadline.
 	type point struct {
 		at   int
 		mode faultMode
 		r    fpResult
 	}
-	var points []*point
-	for at := 1; at <= clean.calls; at++ {
-		for _, mode := range faultModes {
-			points = append(points, &point{at: at, mode: mode})
+	type scenario struct {
+		k      fpKind
+		o      fpOption
+		clean  fpResult
+		points []*point
+	}
+	var scenarios []*scenario
+	for _, k := range kinds {
+		if k.transactional && target.tx == nil {
+			continue
+		}
+		for _, o := range options {
+			if k.standalone && o.noStandal {
+				continue
+			}
+			scenarios = append(scenarios, &scenario{k: k, o: o})
 		}
 	}
 	sem := make(chan struct{}, fpParallel)
 	var wg sync.WaitGroup
-	for _, p := range points {
+	for _, sc := range scenarios {
 		wg.Add(1)
-		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
-			p.r = runScenario(target, k, o, p.at, p.mode)
+			sem <- struct{}{}
+			sc.clean = runScenario(target, sc.k, sc.o, 0, 0)
+			<-sem
+			if len(sc.clean.problems) > 0 {
+				return
+			}
+			for at := 1; at <= sc.clean.calls; at++ {
+				for _, mode := range faultModes {
+					p := &point{at: at, mode: mode}
+					sc.points = append(sc.points, p)
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						sem <- struct{}{}
+						defer func() { <-sem }()
+						p.r = runScenario(target, sc.k, sc.o, p.at, p.mode)
+					}()
+				}
+			}
 		}()
 	}
 	wg.Wait()
-	for _, p := range points {
-		at, mode, r := p.at, p.mode, p.r
-		{
-			if r.failedOp == "" {
-				tally.vacuous.Add(1)
-				continue
+
+	var points, second, vacuous int
+	ends := make(map[string]int)
+	for _, sc := range scenarios {
+		t.Run(sc.k.name+"/"+sc.o.name, func(t *testing.T) {
+			require.Empty(t, sc.clean.problems, "the scenario without a fault")
+			require.NotZero(t, sc.clean.calls)
+			t.Logf("%d store calls: %s", sc.clean.calls, strings.Join(sc.clean.ops, " "))
+			for _, p := range sc.points {
+				r := p.r
+				if r.failedOp == "" {
+					vacuous++
+					continue
+				}
+				points++
+				second += r.second
+				for _, e := range r.ends {
+					ends[e]++
+				}
+				for _, problem := range r.problems {
+					t.Errorf("fault at call %d (%s) by %s: %s [calls: %s]", p.at, r.failedOp, p.mode, problem, strings.Join(r.ops, " "))
+				}
 			}
-			tally.points.Add(1)
-			tally.second.Add(int64(r.second))
-			for _, e := range r.ends {
-				tally.end(e)
-			}
-			for _, p := range r.problems {
-				t.Errorf("fault at call %d (%s) by %s: %s [calls: %s]", at, r.failedOp, mode, p, strings.Join(r.ops, " "))
-			}
-		}
+		})
 	}
+	summary := fmt.Sprintf("%s on %s: fault points: %d, second effects: %d", t.Name(), target.name, points, second)
+	t.Logf("%s (calls ended: %v; points whose call the faulted run never made: %d)", summary, ends, vacuous)
+	fmt.Println(summary)
 }
 
 // fpResult is what one run of a scenario found.
@@ -248,8 +243,11 @@ type fpWorld struct {
 	ic     *interceptor.Interceptor
 	suite  testsuite.WorkflowTestSuite
 
+	failFirst bool
+
 	mu    sync.Mutex
-	given []Booking // what each body execution returned
+	execs int       // the body's executions, failed ones included
+	given []Booking // what each body execution that had its effect returned
 	byKey map[string]Booking
 }
 
@@ -277,6 +275,11 @@ func (w *fpWorld) Book(ctx context.Context, req BookRequest) (Booking, error) {
 	}
 	key, _ := activity.Key(ctx)
 	w.mu.Lock()
+	w.execs++
+	if w.failFirst && w.execs == 1 {
+		w.mu.Unlock()
+		return Booking{}, errors.New("fault point: the downstream refused the booking")
+	}
 	b := Booking{Flight: req.Flight, Call: len(w.given) + 1, Key: string(key)}
 	w.given = append(w.given, b)
 	if w.byKey == nil {
@@ -331,7 +334,7 @@ func runScenario(target fpTarget, k fpKind, o fpOption, failAt int, mode faultMo
 		return r
 	}
 	clock := storetest.NewClock(t0)
-	w := &fpWorld{kind: k, target: target, clock: clock,
+	w := &fpWorld{kind: k, target: target, clock: clock, failFirst: o.failFirst,
 		tenant: fmt.Sprintf("fp-%d", fpTenants.Add(1))}
 	inner, closeStore, err := target.open(clock)
 	if err != nil {
