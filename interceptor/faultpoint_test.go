@@ -25,6 +25,7 @@ package interceptor_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,6 +37,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
+	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
@@ -45,6 +47,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
@@ -118,11 +121,20 @@ type fpOption struct {
 	// (the downstream refused it), so the claim is freed, marked
 	// indeterminate or probed, and the call runs again.
 	failFirst bool
+	// onSchedule is Options.ProbeOnSchedule's path, for a kind with a
+	// probe: the body's first execution has its effect and then fails (the
+	// downstream's answer was lost), the probe cannot tell at first, and
+	// the call ends indeterminate; then, as the waiting workflow does, the
+	// ProbeOnSchedule activity asks the probe on its schedule and the
+	// Resolve activity records its answer, which the call returns.
+	onSchedule bool
+	onlyProbe  bool // run only for a kind with a probe
 }
 
 var fpOptions = []fpOption{
 	{name: "Plain", calls: []fpCall{{}, {}}},
 	{name: "BodyFailsOnce", calls: []fpCall{{}, {}}, failFirst: true},
+	{name: "ProbeOnSchedule", calls: []fpCall{{}, {}}, onSchedule: true, onlyProbe: true, noStandal: true},
 	// Two generations: the worker derives under generation 2 and still
 	// holds generation 1.
 	{name: "KeySecret", secrets: true, calls: []fpCall{{gen: 2}}, noStandal: true},
@@ -159,7 +171,7 @@ func runFaultPoints(t *testing.T, target fpTarget, kinds []fpKind, options []fpO
 			continue
 		}
 		for _, o := range options {
-			if k.standalone && o.noStandal {
+			if (k.standalone && o.noStandal) || (o.onlyProbe && !k.probe) {
 				continue
 			}
 			scenarios = append(scenarios, &scenario{k: k, o: o})
@@ -243,10 +255,12 @@ type fpWorld struct {
 	ic     *interceptor.Interceptor
 	suite  testsuite.WorkflowTestSuite
 
-	failFirst bool
+	failFirst  bool
+	onSchedule bool
 
 	mu    sync.Mutex
 	execs int       // the body's executions, failed ones included
+	asked int       // the probe's asks
 	given []Booking // what each body execution that had its effect returned
 	byKey map[string]Booking
 }
@@ -292,6 +306,9 @@ func (w *fpWorld) Book(ctx context.Context, req BookRequest) (Booking, error) {
 			return Booking{}, err
 		}
 	}
+	if w.onSchedule && b.Call == 1 {
+		return Booking{}, errors.New("fault point: the downstream's answer was lost")
+	}
 	return b, nil
 }
 
@@ -300,6 +317,10 @@ func (w *fpWorld) Book(ctx context.Context, req BookRequest) (Booking, error) {
 func (w *fpWorld) probe(_ context.Context, req activity.ProbeRequest) (activity.ProbeAnswer, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.asked++
+	if w.onSchedule && w.asked == 1 {
+		return activity.AnswerCannotTell(), nil
+	}
 	if b, ok := w.byKey[string(req.Key)]; ok {
 		return activity.AnswerLanded(b), nil
 	}
@@ -334,7 +355,7 @@ func runScenario(target fpTarget, k fpKind, o fpOption, failAt int, mode faultMo
 		return r
 	}
 	clock := storetest.NewClock(t0)
-	w := &fpWorld{kind: k, target: target, clock: clock, failFirst: o.failFirst,
+	w := &fpWorld{kind: k, target: target, clock: clock, failFirst: o.failFirst, onSchedule: o.onSchedule,
 		tenant: fmt.Sprintf("fp-%d", fpTenants.Add(1))}
 	inner, closeStore, err := target.open(clock)
 	if err != nil {
@@ -432,6 +453,80 @@ func containsBooking(bs []Booking, b Booking) bool {
 // result it ended with (nil when it ended with an error), how it ended,
 // and what went wrong ("" when nothing did).
 func (w *fpWorld) call(c fpCall, req BookRequest) (*Booking, string, string) {
+	for range 2 {
+		val, err, problem := w.attempts(c, w.Book, req)
+		if problem != "" {
+			return nil, "no end", problem
+		}
+		if err == nil {
+			var b Booking
+			if err := val.Get(&b); err != nil {
+				return nil, "undecodable", "decoding the result: " + err.Error()
+			}
+			return &b, "result", ""
+		}
+		out, indeterminate := activity.AsIndeterminate(err)
+		if !w.onSchedule || !indeterminate || !out.Probe {
+			return nil, errorType(err), ""
+		}
+		// The waiting workflow asks the probe on its schedule, in one
+		// activity, and records a definite answer through the Resolve
+		// activity.
+		val, err, problem = w.attempts(c, decision.ProbeOnScheduleActivityName, decision.ProbeOnScheduleRequest{
+			Probe: decision.ProbeRequest{Activity: out.Activity, Tenant: out.Tenant, Key: out.Key, Token: out.Token, Reason: out.Reason},
+			First: time.Millisecond, Cap: 2 * time.Millisecond, Max: 3, Now: true,
+		})
+		if problem != "" || err != nil {
+			return nil, "probe " + errorType(err), problem
+		}
+		var reply decision.ProbeReply
+		if err := val.Get(&reply); err != nil {
+			return nil, "undecodable", "decoding the probe's reply: " + err.Error()
+		}
+		d := decision.ResolveRequest{Tenant: out.Tenant, Key: out.Key, Token: reply.Token, By: decision.ProbeDecider,
+			Check: out.Check, Retention: out.Retention}
+		switch {
+		case reply.Settled:
+			// The record is no longer the indeterminate one: the call
+			// runs again.
+			continue
+		case reply.Landing == activity.Landed.String():
+			d.Action, d.Result, d.Outcome = decision.ActionComplete, reply.Result, reply.Outcome
+		case reply.Landing == activity.NotLanded.String():
+			d.Action = decision.ActionFree
+		default:
+			return nil, "probe cannot tell", ""
+		}
+		if _, err, problem := w.attempts(c, decision.ResolveActivityName, d); problem != "" || err != nil {
+			return nil, "resolve " + errorType(err), problem
+		}
+		if d.Action == decision.ActionFree {
+			continue
+		}
+		var b Booking
+		if err := json.Unmarshal(reply.Result, &b); err != nil {
+			return nil, "undecodable", "decoding the probe's result: " + err.Error()
+		}
+		return &b, "result by the probe", ""
+	}
+	return nil, "no end", "the call ran again twice after the probe"
+}
+
+func errorType(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Type()
+	}
+	if err == nil {
+		return ""
+	}
+	return "error"
+}
+
+// attempts runs fn (an activity) through its attempts until one returns a
+// result or a non-retryable error, which it returns; problem says why
+// none did.
+func (w *fpWorld) attempts(c fpCall, fn any, args ...any) (val converter.EncodedValue, err error, problem string) {
 	for attempt := 1; attempt <= fpMaxAttempts; attempt++ {
 		// One execution at a time: what the last attempt left to settle
 		// in the background is settled (or given up) first.
@@ -444,32 +539,25 @@ func (w *fpWorld) call(c fpCall, req BookRequest) (*Booking, string, string) {
 		}
 		done := make(chan answer, 1)
 		go func() {
-			v, err := env.ExecuteActivity(w.Book, req)
+			v, err := env.ExecuteActivity(fn, args...)
 			done <- answer{v, err}
 		}()
 		var a answer
 		select {
 		case a = <-done:
 		case <-time.After(time.Minute):
-			return nil, "hung", fmt.Sprintf("attempt %d never returned", attempt)
+			return nil, nil, fmt.Sprintf("attempt %d never returned", attempt)
 		}
 		if dl.expired.Load() {
 			// Temporal timed the attempt out, whatever it returned.
 			continue
 		}
-		if a.err == nil {
-			var b Booking
-			if err := a.val.Get(&b); err != nil {
-				return nil, "undecodable", "decoding the result: " + err.Error()
-			}
-			return &b, "result", ""
-		}
 		var appErr *temporal.ApplicationError
-		if errors.As(a.err, &appErr) && appErr.NonRetryable() {
-			return nil, appErr.Type(), ""
+		if a.err == nil || (errors.As(a.err, &appErr) && appErr.NonRetryable()) {
+			return a.val, a.err, ""
 		}
 	}
-	return nil, "no end", fmt.Sprintf("no end after %d attempts", fpMaxAttempts)
+	return nil, nil, fmt.Sprintf("no end after %d attempts", fpMaxAttempts)
 }
 
 // env returns the environment of one attempt of c. Each environment
@@ -498,6 +586,8 @@ func (w *fpWorld) env(c fpCall, dl *fpDeadline) *testsuite.TestActivityEnvironme
 		env.SetExecuteActivitiesInWorkflow(false)
 	}
 	env.RegisterActivity(w.Book)
+	env.RegisterActivityWithOptions(w.ic.ProbeOnScheduleActivity(), sdkactivity.RegisterOptions{Name: decision.ProbeOnScheduleActivityName})
+	env.RegisterActivityWithOptions(w.ic.ResolveActivity(), sdkactivity.RegisterOptions{Name: decision.ResolveActivityName})
 	return env
 }
 
