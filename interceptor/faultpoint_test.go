@@ -35,6 +35,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nexus-rpc/sdk-go/nexus"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	sdkactivity "go.temporal.io/sdk/activity"
@@ -90,6 +91,7 @@ type fpKind struct {
 	probe         bool
 	standalone    bool
 	transactional bool
+	nexus         bool // a Nexus operation (interceptor.NexusOperation) keyed by its input's flight
 }
 
 var fpKinds = []fpKind{
@@ -98,6 +100,8 @@ var fpKinds = []fpKind{
 	{name: "EffectfulProbe", kind: activity.KindEffectful, probe: true},
 	{name: "Standalone", kind: activity.KindEffectful, standalone: true},
 	{name: "Transactional", kind: activity.KindEffectful, transactional: true},
+	{name: "NexusEffectful", kind: activity.KindEffectful, nexus: true},
+	{name: "NexusIdempotent", kind: activity.KindIdempotent, nexus: true},
 }
 
 // fpCall is one logical call of a scenario: the generation of the secret
@@ -171,7 +175,7 @@ func runFaultPoints(t *testing.T, target fpTarget, kinds []fpKind, options []fpO
 			continue
 		}
 		for _, o := range options {
-			if (k.standalone && o.noStandal) || (o.onlyProbe && !k.probe) {
+			if ((k.standalone || k.nexus) && o.noStandal) || (o.onlyProbe && !k.probe) {
 				continue
 			}
 			scenarios = append(scenarios, &scenario{k: k, o: o})
@@ -213,6 +217,8 @@ func runFaultPoints(t *testing.T, target fpTarget, kinds []fpKind, options []fpO
 			require.Empty(t, sc.clean.problems, "the scenario without a fault")
 			require.NotZero(t, sc.clean.calls)
 			t.Logf("%d store calls: %s", sc.clean.calls, strings.Join(sc.clean.ops, " "))
+			own := make(map[string]int)
+			defer func() { t.Logf("calls ended: %v", own) }()
 			for _, p := range sc.points {
 				r := p.r
 				if r.failedOp == "" {
@@ -223,6 +229,7 @@ func runFaultPoints(t *testing.T, target fpTarget, kinds []fpKind, options []fpO
 				second += r.second
 				for _, e := range r.ends {
 					ends[e]++
+					own[e]++
 				}
 				for _, problem := range r.problems {
 					t.Errorf("fault at call %d (%s) by %s: %s [calls: %s]", p.at, r.failedOp, p.mode, problem, strings.Join(r.ops, " "))
@@ -257,6 +264,7 @@ type fpWorld struct {
 
 	failFirst  bool
 	onSchedule bool
+	op         nexus.Operation[BookRequest, Booking] // the Nexus kind's operation
 
 	mu    sync.Mutex
 	execs int       // the body's executions, failed ones included
@@ -380,12 +388,25 @@ func runScenario(target fpTarget, k fpKind, o fpOption, failAt int, mode faultMo
 		opts.KeySecret = fpSecrets[2]
 		opts.KeySecrets = []*keyspace.Secret{fpSecrets[1]}
 	}
+	if k.nexus {
+		// Its tenant is the worker's default: the calling workflow here
+		// carries no interceptor to send one.
+		opts.DefaultTenant = w.tenant
+	}
 	if w.ic, err = interceptor.New(opts); err != nil {
 		return setup(err)
 	}
 	defer w.ic.Stop()
 	var decl *activity.Declaration
 	switch {
+	case k.nexus:
+		w.op, err = interceptor.NexusOperation(w.ic, "book", activity.Policy{Kind: k.kind, KeyArguments: []string{"flight"}},
+			func(ctx context.Context, req BookRequest, _ nexus.StartOperationOptions) (Booking, error) {
+				return w.Book(ctx, req)
+			})
+		if err != nil {
+			return setup(err)
+		}
 	case k.transactional:
 		decl = activity.Transactional(w.Book, "flight")
 	case k.kind == activity.KindIdempotent:
@@ -398,8 +419,10 @@ func runScenario(target fpTarget, k fpKind, o fpOption, failAt int, mode faultMo
 			return setup(err)
 		}
 	}
-	if err := w.ic.Declare(decl); err != nil {
-		return setup(err)
+	if decl != nil {
+		if err := w.ic.Declare(decl); err != nil {
+			return setup(err)
+		}
 	}
 	w.suite.SetLogger(discardLogger())
 
@@ -532,16 +555,23 @@ func (w *fpWorld) attempts(c fpCall, fn any, args ...any) (val converter.Encoded
 		// in the background is settled (or given up) first.
 		interceptor.WaitBackground(w.ic)
 		dl := &fpDeadline{d: fpAttemptTimeout}
-		env := w.env(c, dl)
 		type answer struct {
 			val converter.EncodedValue
 			err error
 		}
 		done := make(chan answer, 1)
-		go func() {
-			v, err := env.ExecuteActivity(fn, args...)
-			done <- answer{v, err}
-		}()
+		if name, _ := fn.(string); w.kind.nexus && name == "" {
+			go func() {
+				v, err := w.nexusAttempt(dl, args[0].(BookRequest))
+				done <- answer{v, err}
+			}()
+		} else {
+			env := w.env(c, dl)
+			go func() {
+				v, err := env.ExecuteActivity(fn, args...)
+				done <- answer{v, err}
+			}()
+		}
 		var a answer
 		select {
 		case a = <-done:
@@ -558,6 +588,68 @@ func (w *fpWorld) attempts(c fpCall, fn any, args ...any) (val converter.Encoded
 		}
 	}
 	return nil, nil, fmt.Sprintf("no end after %d attempts", fpMaxAttempts)
+}
+
+// nexusAttempt is one start request of the Nexus operation: a workflow
+// that calls it once. (The test environment does not retry a start
+// request; attempts does, as the server does.)
+func (w *fpWorld) nexusAttempt(dl *fpDeadline, req BookRequest) (converter.EncodedValue, error) {
+	env := w.suite.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(time.Minute)
+	svc := nexus.NewService(fpNexusService)
+	if err := svc.Register(&fpDeadlineOp{Operation: w.op, root: dl}); err != nil {
+		return nil, err
+	}
+	env.RegisterNexusService(svc)
+	env.RegisterWorkflowWithOptions(fpNexusCaller, workflow.RegisterOptions{Name: "fpNexusCaller"})
+	env.ExecuteWorkflow("fpNexusCaller", req)
+	if err := env.GetWorkflowError(); err != nil {
+		return nil, err
+	}
+	var b Booking
+	if err := env.GetWorkflowResult(&b); err != nil {
+		return nil, err
+	}
+	p, err := converter.GetDefaultDataConverter().ToPayloads(b)
+	if err != nil {
+		return nil, err
+	}
+	return fpValue{p}, nil
+}
+
+const fpNexusService = "fault-points"
+
+// fpNexusCaller is the workflow that starts the Nexus operation.
+func fpNexusCaller(ctx workflow.Context, req BookRequest) (Booking, error) {
+	var b Booking
+	err := workflow.NewNexusClient("fault-points-endpoint", fpNexusService).
+		ExecuteOperation(ctx, "book", req, workflow.NexusOperationOptions{}).Get(ctx, &b)
+	return b, err
+}
+
+// fpValue is a result decoded as ExecuteActivity's would be.
+type fpValue struct{ p *commonpb.Payloads }
+
+func (v fpValue) HasValue() bool { return v.p != nil }
+func (v fpValue) Get(valuePtr any) error {
+	return converter.GetDefaultDataConverter().FromPayloads(v.p, valuePtr)
+}
+
+// fpDeadlineOp gives the Nexus operation's start request the attempt's
+// deadline, as fpDeadline gives an activity's.
+type fpDeadlineOp struct {
+	nexus.Operation[BookRequest, Booking]
+	root *fpDeadline
+}
+
+func (o *fpDeadlineOp) Start(ctx context.Context, req BookRequest, opts nexus.StartOperationOptions) (nexus.HandlerStartOperationResult[Booking], error) {
+	ctx, cancel := context.WithTimeout(ctx, o.root.d)
+	defer cancel()
+	r, err := o.Operation.Start(ctx, req, opts)
+	if ctx.Err() != nil {
+		o.root.expired.Store(true)
+	}
+	return r, err
 }
 
 // env returns the environment of one attempt of c. Each environment
