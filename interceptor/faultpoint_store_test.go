@@ -29,9 +29,13 @@ const (
 	// call whose context never ends is reported as a call left without an
 	// end (hangLimit).
 	hang
+	// hangAfter: the store did what it was asked, and the answer never
+	// came: the call returns only when its context ends, with the
+	// context's error (what was done is left as lostReply leaves it).
+	hangAfter
 )
 
-var faultModes = []faultMode{errBefore, lostReply, hang}
+var faultModes = []faultMode{errBefore, lostReply, hang, hangAfter}
 
 func (m faultMode) String() string {
 	switch m {
@@ -41,6 +45,8 @@ func (m faultMode) String() string {
 		return "lostReply"
 	case hang:
 		return "hang"
+	case hangAfter:
+		return "hangAfter"
 	}
 	return "none"
 }
@@ -144,17 +150,29 @@ func do[T any](s *numberedStore, ctx context.Context, op string, f func(context.
 		}
 		return zero, store.Unavailable("fault point "+op, errFaultLost)
 	case hang:
-		select {
-		case <-ctx.Done():
-			return zero, ctx.Err()
-		case <-time.After(hangLimit):
-			s.mu.Lock()
-			s.noEnd = append(s.noEnd, op)
-			s.mu.Unlock()
-			return zero, store.Unavailable("fault point "+op, fmt.Errorf("hung %s without a deadline", hangLimit))
+		return zero, s.hang(ctx, op)
+	case hangAfter:
+		v, err := f(ctx)
+		if err == nil && undo != nil {
+			undo(v)
 		}
+		return zero, s.hang(ctx, op)
 	}
 	return f(ctx)
+}
+
+// hang blocks until ctx ends and returns its error, or reports a call
+// that no deadline ends.
+func (s *numberedStore) hang(ctx context.Context, op string) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(hangLimit):
+		s.mu.Lock()
+		s.noEnd = append(s.noEnd, op)
+		s.mu.Unlock()
+		return store.Unavailable("fault point "+op, fmt.Errorf("hung %s without a deadline", hangLimit))
+	}
 }
 
 func (s *numberedStore) Claim(ctx context.Context, p store.ClaimParams) (store.Result, error) {

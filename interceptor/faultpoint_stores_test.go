@@ -80,11 +80,17 @@ func TestFaultAtEveryStoreCallPostgres(t *testing.T) {
 				}
 				return s, s.Close, nil
 			},
-			tx: tx,
+			tx:    tx,
+			modes: fpStoreModes,
 		})
 	}
 	runFaultPoints(t, targets, fpKinds, fpStoreOptions)
 }
+
+// fpStoreModes are the ways the real stores' calls fail: hangAfter, which
+// differs from lostReply only in the time it takes and the error it ends
+// with, runs on the memory store.
+var fpStoreModes = []faultMode{errBefore, lostReply, hang}
 
 // fpStoreOptions are the options the real stores run under: the key
 // options' scenarios differ from one another only in the interceptor (the
@@ -120,8 +126,9 @@ func TestFaultAtEveryStoreCallRedis(t *testing.T) {
 		}
 	}
 	targets := []fpTarget{
-		{name: "redisstore", open: open(shared, redisstore.Options{Prefix: prefix + "a"})},
-		{name: "redisstore IndexOnlyWhatWaits", open: open(shared, redisstore.Options{Prefix: prefix + "b", IndexOnlyWhatWaits: true})},
+		{name: "redisstore", open: open(shared, redisstore.Options{Prefix: prefix + "a"}), modes: fpStoreModes},
+		{name: "redisstore IndexOnlyWhatWaits", open: open(shared, redisstore.Options{Prefix: prefix + "b", IndexOnlyWhatWaits: true}),
+			modes: fpStoreModes},
 	}
 	if testing.Short() {
 		t.Log("ReplicaAcks not run: it starts a private redis-server and its replica; skipped with -short")
@@ -133,7 +140,7 @@ func TestFaultAtEveryStoreCallRedis(t *testing.T) {
 		t.Cleanup(func() { _ = client.Close() })
 		waitReplicaLink(t, replica)
 		targets = append(targets, fpTarget{name: "redisstore ReplicaAcks",
-			open: open(client, redisstore.Options{ReplicaAcks: 1, ReplicaAckTimeout: time.Second})})
+			open: open(client, redisstore.Options{ReplicaAcks: 1, ReplicaAckTimeout: time.Second}), modes: fpStoreModes})
 	}
 	runFaultPoints(t, targets, fpKinds, fpStoreOptions)
 }

@@ -78,6 +78,8 @@ type fpTarget struct {
 	// effect in the transaction ctx carries, committed reads which calls'
 	// effects committed.
 	tx *fpTx
+	// modes are the ways its calls fail; nil: every faultMode.
+	modes []faultMode
 }
 
 type fpTx struct {
@@ -197,8 +199,12 @@ func runFaultPoints(t *testing.T, targets []fpTarget, kinds []fpKind, options []
 			if len(sc.clean.problems) > 0 {
 				return
 			}
+			modes := sc.target.modes
+			if modes == nil {
+				modes = faultModes
+			}
 			for at := 1; at <= sc.clean.calls; at++ {
-				for _, mode := range faultModes {
+				for _, mode := range modes {
 					p := &point{at: at, mode: mode}
 					sc.points = append(sc.points, p)
 					wg.Add(1)
@@ -524,7 +530,7 @@ func containsBooking(bs []Booking, b Booking) bool {
 // and what went wrong ("" when nothing did).
 func (w *fpWorld) call(c fpCall, req BookRequest) (*Booking, string, string) {
 	for range 2 {
-		val, err, problem := w.attempts(c, w.Book, req)
+		val, problem, err := w.attempts(c, w.Book, req)
 		if problem != "" {
 			return nil, "no end", problem
 		}
@@ -542,7 +548,7 @@ func (w *fpWorld) call(c fpCall, req BookRequest) (*Booking, string, string) {
 		// The waiting workflow asks the probe on its schedule, in one
 		// activity, and records a definite answer through the Resolve
 		// activity.
-		val, err, problem = w.attempts(c, decision.ProbeOnScheduleActivityName, decision.ProbeOnScheduleRequest{
+		val, problem, err = w.attempts(c, decision.ProbeOnScheduleActivityName, decision.ProbeOnScheduleRequest{
 			Probe: decision.ProbeRequest{Activity: out.Activity, Tenant: out.Tenant, Key: out.Key, Token: out.Token, Reason: out.Reason},
 			First: time.Millisecond, Cap: 2 * time.Millisecond, Max: 3, Now: true,
 		})
@@ -567,7 +573,7 @@ func (w *fpWorld) call(c fpCall, req BookRequest) (*Booking, string, string) {
 		default:
 			return nil, "probe cannot tell", ""
 		}
-		if _, err, problem := w.attempts(c, decision.ResolveActivityName, d); problem != "" || err != nil {
+		if _, problem, err := w.attempts(c, decision.ResolveActivityName, d); problem != "" || err != nil {
 			return nil, "resolve " + errorType(err), problem
 		}
 		if d.Action == decision.ActionFree {
@@ -596,7 +602,7 @@ func errorType(err error) string {
 // attempts runs fn (an activity) through its attempts until one returns a
 // result or a non-retryable error, which it returns; problem says why
 // none did.
-func (w *fpWorld) attempts(c fpCall, fn any, args ...any) (val converter.EncodedValue, err error, problem string) {
+func (w *fpWorld) attempts(c fpCall, fn any, args ...any) (val converter.EncodedValue, problem string, err error) {
 	for attempt := 1; attempt <= fpMaxAttempts; attempt++ {
 		// One execution at a time: what the last attempt left to settle
 		// in the background is settled (or given up) first.
@@ -623,7 +629,7 @@ func (w *fpWorld) attempts(c fpCall, fn any, args ...any) (val converter.Encoded
 		select {
 		case a = <-done:
 		case <-time.After(time.Minute):
-			return nil, nil, fmt.Sprintf("attempt %d never returned", attempt)
+			return nil, fmt.Sprintf("attempt %d never returned", attempt), nil
 		}
 		if dl.expired.Load() {
 			// Temporal timed the attempt out, whatever it returned.
@@ -631,10 +637,10 @@ func (w *fpWorld) attempts(c fpCall, fn any, args ...any) (val converter.Encoded
 		}
 		var appErr *temporal.ApplicationError
 		if a.err == nil || (errors.As(a.err, &appErr) && appErr.NonRetryable()) {
-			return a.val, a.err, ""
+			return a.val, "", a.err
 		}
 	}
-	return nil, nil, fmt.Sprintf("no end after %d attempts", fpMaxAttempts)
+	return nil, fmt.Sprintf("no end after %d attempts", fpMaxAttempts), nil
 }
 
 // nexusAttempt is one start request of the Nexus operation: a workflow
