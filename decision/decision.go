@@ -119,6 +119,14 @@ type PendingDecision struct {
 	// wait on a key whose activity declares one is open
 	// (interceptor.SettleChangeID).
 	Probe *ProbeSchedule `json:"probe,omitempty"`
+	// ResultExample is the shape of the result a complete decision takes:
+	// the zero value of the activity's declared result type, as JSON
+	// (`{"flight":"","seat":0}` for a struct, `""` for a string), to be
+	// filled in with what the activity returned. Empty when the worker
+	// that answered does not hold the activity's declaration, when the
+	// activity returns no result (complete takes none), and in answers of
+	// workers before 0.3.0.
+	ResultExample json.RawMessage `json:"result_example,omitempty"`
 }
 
 // RejectedDecision is a decision signal the workflow refused.

@@ -39,7 +39,9 @@
 // With Options.AwaitDecision, an indeterminate outcome waits for a person's
 // decision. [Env.DecideAfter] sends one through the decision update once
 // that much workflow time has passed, on the key the activity type waits
-// on; [Env.Decisions] says what each decision did.
+// on; [Env.Decisions] says what each decision did. Each decision is an
+// update of its own: one the workflow refuses (a result of the wrong type)
+// changes nothing, and a corrected one sent after it is applied.
 //
 // # Effects
 //

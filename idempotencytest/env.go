@@ -77,6 +77,7 @@ type Env struct {
 	effects   []Effect
 	events    []interceptor.Event
 	decisions []SentDecision
+	sentN     int // the decisions DecideAfter has sent: each its own Update ID
 }
 
 // Effect is one body that ran: an effect applied.
@@ -297,7 +298,9 @@ func (e *Env) Pending() ([]decision.PendingDecision, error) {
 // time has passed (from when it is called, usually before
 // ExecuteWorkflow). An empty d.Key is the key a call of activityType waits
 // on; an empty d.By is "idempotencytest". What came of it is in
-// [Env.Decisions]. after must be positive (it panics otherwise): the
+// [Env.Decisions]. Each decision is its own update: one the workflow
+// rejects leaves the call waiting, and a decision sent later is applied
+// on its own. after must be positive (it panics otherwise): the
 // decision is sent while the workflow runs.
 func (e *Env) DecideAfter(after time.Duration, activityType string, d decision.Decision) {
 	if after <= 0 {
@@ -335,7 +338,15 @@ func (e *Env) DecideAfter(after time.Duration, activityType string, d decision.D
 				e.sent(s)
 			},
 		}
-		e.UpdateWorkflow(decision.UpdateName, "idempotencytest-"+d.Key, cb, d)
+		// Each decision goes with its own Update ID: one the workflow
+		// rejected (a result of the wrong shape, say) is not the same
+		// update as the corrected one sent after it, which the
+		// environment would otherwise answer with the first's rejection.
+		e.mu.Lock()
+		e.sentN++
+		id := fmt.Sprintf("idempotencytest-%s-%d", d.Key, e.sentN)
+		e.mu.Unlock()
+		e.UpdateWorkflow(decision.UpdateName, id, cb, d)
 	}, after)
 }
 

@@ -2,14 +2,18 @@ package idempotencytest_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/goleak"
 
@@ -344,4 +348,95 @@ func TestBodyFailedGoesToTheBodyThatRuns(t *testing.T) {
 		interceptor.EventDeduplicated, interceptor.EventClaimed}, kinds[:4], "the duplicate used nothing up")
 	assert.Equal(t, interceptor.EventIndeterminate, kinds[len(kinds)-1])
 	assert.Equal(t, 2, k.env.EffectsOf("Book"), "both bodies ran")
+}
+
+// A malformed decision is rejected, and the corrected one sent after it is
+// applied. Before, every decision on a key went with one Update ID, so the
+// server took the second for the first's retry: it answered the rejection
+// again, nothing was applied, and the workflow waited until the test
+// environment gave up.
+func TestRejectedDecisionThenCorrected(t *testing.T) {
+	t.Parallel()
+	k := newKit(t, idempotencytest.Options{AwaitDecision: true})
+	k.env.OnNext("Book", idempotencytest.Indeterminate(activity.ReasonBodyFailed))
+	// Book returns a string: a number is not its result.
+	k.env.DecideAfter(time.Minute, "Book", decision.Decision{Action: decision.ActionComplete, Result: []byte(`42`)})
+	k.env.DecideAfter(2*time.Minute, "Book", decision.Decision{Action: decision.ActionComplete, Result: []byte(`"CONF-BA117-by-phone"`)})
+	k.env.ExecuteWorkflow(BookTrip, "BA117")
+	require.NoError(t, k.env.GetWorkflowError())
+	var conf string
+	require.NoError(t, k.env.GetWorkflowResult(&conf))
+	assert.Equal(t, "CONF-BA117-by-phone", conf)
+	got := k.env.Decisions()
+	require.Len(t, got, 2)
+	assert.Error(t, got[0].Err, "the malformed decision")
+	require.NoError(t, got[1].Err, "the corrected decision")
+	assert.Equal(t, decision.AppliedRecorded, got[1].Result.Applied)
+	assert.Equal(t, 1, k.airline.Sold, "one seat: the lost answer's")
+}
+
+// Seat is a booking's answer: a struct, whose shape a person must type.
+type Seat struct {
+	Flight string `json:"flight"`
+	Row    int    `json:"row"`
+}
+
+func (a *Airline) BookSeat(_ context.Context, req BookRequest) (Seat, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.Sold++
+	return Seat{Flight: req.Flight, Row: a.Sold}, nil
+}
+
+// The person is told what to type: the pending query gives an example of
+// the activity's result type, and the current details (the Web UI's)
+// give a decision, straight-quoted in a code span, that pastes as JSON
+// and is accepted once filled in. Before, neither gave the shape, and the
+// details' template rendered with curly quotes.
+func TestPendingShowsTheResultShape(t *testing.T) {
+	t.Parallel()
+	a := &Airline{}
+	env, err := idempotencytest.New(quietSuite(), idempotencytest.Options{
+		Declarations: []*activity.Declaration{activity.Effectful(a.BookSeat, "flight")}, AwaitDecision: true})
+	require.NoError(t, err)
+	t.Cleanup(env.Stop)
+	env.OnNext("BookSeat", idempotencytest.Indeterminate(activity.ReasonBodyFailed))
+	var template string
+	env.RegisterDelayedCallback(func() {
+		p, err := env.Pending()
+		require.NoError(t, err)
+		require.Len(t, p, 1)
+		assert.JSONEq(t, `{"flight":"","row":0}`, string(p[0].ResultExample))
+
+		v, err := env.QueryWorkflow("__temporal_workflow_metadata")
+		require.NoError(t, err)
+		var md sdkpb.WorkflowMetadata
+		require.NoError(t, v.Get(&md))
+		details := md.GetCurrentDetails()
+		assert.NotContains(t, details, "“", "no curly quotes")
+		i := strings.Index(details, "Update input: `")
+		require.GreaterOrEqual(t, i, 0, "a template: %s", details)
+		template = details[i+len("Update input: `"):]
+		template = template[:strings.Index(template, "`")]
+		require.True(t, json.Valid([]byte(template)), "the template is JSON: %s", template)
+		assert.Contains(t, template, `"key":"`+p[0].Outcome.Key+`"`)
+		assert.Contains(t, template, `"result":{"flight":"","row":0}`)
+	}, 30*time.Second)
+	env.RegisterDelayedCallback(func() {
+		// The template, filled in, is the decision.
+		var d decision.Decision
+		require.NoError(t, json.Unmarshal([]byte(strings.Replace(template, `{"flight":"","row":0}`, `{"flight":"BA117","row":12}`, 1)), &d))
+		env.UpdateWorkflow(decision.UpdateName, "filled-in", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { t.Errorf("rejected: %v", err) }, OnComplete: func(any, error) {}}, d)
+	}, time.Minute)
+	env.ExecuteWorkflow(func(ctx workflow.Context) (Seat, error) {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
+		var s Seat
+		err := workflow.ExecuteActivity(ctx, "BookSeat", BookRequest{Flight: "BA117"}).Get(ctx, &s)
+		return s, err
+	})
+	var got Seat
+	require.NoError(t, env.GetWorkflowResult(&got))
+	assert.Equal(t, Seat{Flight: "BA117", Row: 12}, got)
+	assert.Equal(t, 1, a.Sold)
 }

@@ -45,7 +45,7 @@ func TestCtlTenantIsolation(t *testing.T) {
 		assert.Len(t, pending, 1, "%s: acme's workflow still waits", what)
 	}
 
-	r := ctl(t, temporalEnv(), append(global, "decide", "-tenant", "globex", "-key", o.Key, "-free", "-by", "globex-ops")...)
+	r := ctl(t, temporalEnv(), append(global, "decide", "-tenant", "globex", "-key", o.Key, "-free", "-yes", "-by", "globex-ops")...)
 	assert.Equal(t, 1, r.code, "globex's record has no workflow of acme's to decide: %s", r.stdout)
 	acmeStillWaits("decide as globex")
 

@@ -205,7 +205,7 @@ func TestCtlDecideWithNoWaitingWorkflow(t *testing.T) {
 	t.Run("ended", func(t *testing.T) {
 		err := e.execute("acme", OneBooking, nil, "BA117", 10*time.Second, 100*time.Millisecond)
 		o := requireIndeterminate(t, err, activity.ReasonBodyFailed)
-		r := ctl(t, temporalEnv(), append(global, "decide", "-tenant", o.Tenant, "-key", o.Key, "-free", "-by", "ops@acme")...)
+		r := ctl(t, temporalEnv(), append(global, "decide", "-tenant", o.Tenant, "-key", o.Key, "-free", "-yes", "-by", "ops@acme")...)
 		assert.Equal(t, 1, r.code, "stdout: %s", r.stdout)
 		assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
 		assert.Contains(t, r.stderr, "has ended (failed): no workflow waits on the key; settle the record in the store with 'idempotencyctl resolve'")
@@ -224,7 +224,7 @@ func TestCtlDecideWithNoWaitingWorkflow(t *testing.T) {
 			ev, ok = e.events.indeterminateOf(run.GetID())
 			return ok
 		}, 30*time.Second, 50*time.Millisecond)
-		r := ctl(t, temporalEnv(), append(global, "decide", "-tenant", ev.Tenant, "-key", ev.Key, "-free", "-by", "ops@acme")...)
+		r := ctl(t, temporalEnv(), append(global, "decide", "-tenant", ev.Tenant, "-key", ev.Key, "-free", "-yes", "-by", "ops@acme")...)
 		assert.Equal(t, 1, r.code, "stdout: %s", r.stdout)
 		assert.Contains(t, r.stderr, "rejected the decision: no call is waiting on key")
 		assert.Contains(t, r.stderr, "since nothing in it waits on the key, settle the record in the store with 'idempotencyctl resolve'")
@@ -254,7 +254,7 @@ func TestCtlDecideWithTheWorkerDown(t *testing.T) {
 	e.worker.Stop()
 
 	args := append([]string{"-timeout", "3s"}, global...)
-	r := ctl(t, temporalEnv(), append(args, "decide", "-tenant", o.Tenant, "-key", o.Key, "-free", "-by", "ops@acme")...)
+	r := ctl(t, temporalEnv(), append(args, "decide", "-tenant", o.Tenant, "-key", o.Key, "-free", "-yes", "-by", "ops@acme")...)
 	assert.Equal(t, 1, r.code, "stdout: %s", r.stdout)
 	assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
 	assert.Contains(t, r.stderr, "workflow "+run.GetID()+" run "+run.GetRunID()+" did not answer the decision in time: is a worker polling task queue "+e.queue+"?")

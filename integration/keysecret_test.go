@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -184,10 +185,13 @@ func TestKeySecretSwitchAndRotation(t *testing.T) {
 		for _, r := range page.Records {
 			keys[r.Key] = true
 		}
-		want := map[string]bool{keyOf(nil, w0, "W0"): true, keyOf(s1, w1, "W1"): true, keyOf(s2, w2, "W2"): true}
+		// Besides the calls' records, one per generation binding it to
+		// its bytes in the tenant (kf1:<generation>).
+		want := map[string]bool{keyOf(nil, w0, "W0"): true, keyOf(s1, w1, "W1"): true, keyOf(s2, w2, "W2"): true,
+			"kf1:1": true, "kf1:2": true}
 		assert.Equal(t, want, keys, "the records are not under the keys each workflow's generation derives")
 		for k := range want {
-			if k != keyOf(nil, w0, "W0") {
+			if k != keyOf(nil, w0, "W0") && !strings.HasPrefix(k, "kf1:") {
 				assert.True(t, keyspace.Key(k).Keyed(), "%s is not keyed", k)
 			}
 		}
@@ -265,5 +269,46 @@ func TestKeySecretRotationUnderScopeWorkflow(t *testing.T) {
 		}
 		assert.Equal(t, 1, ledger.Effects("W1"), "the run after the rotation booked again")
 		assert.Equal(t, 1, events.count(interceptor.EventDeduplicated), "the second run answered from the first one's record")
+	})
+}
+
+// A new user's secret file gained a trailing newline on one worker: both
+// hold generation 1, with different bytes. A workflow books on the first
+// worker; it is reset to before its first call onto the other, alone on
+// the queue. The reset run records generation 1 again, and the other
+// worker, whose bytes the store's record of generation 1 does not name,
+// runs nothing (a misconfigured event, a retryable error) instead of
+// deriving another key and charging again; once the first worker is back,
+// the reset run answers from the record. One booking, every store.
+func TestKeySecretBytesDisagreeAcrossAReset(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		r := newKeyedRig(t, "tq-keyed-newline")
+		c, queue, ledger, a, events, s1 := r.c, r.queue, r.ledger, r.a, r.events, r.s1
+		ctx := r.ctx
+		newline, err := keyspace.NewSecret(1, append(bytes.Repeat([]byte{0x11}, keyspace.MinSecretLength), '\n'))
+		require.NoError(t, err)
+
+		stop := keyedWorker(t, c, queue, st, a, interceptor.Options{KeySecret: s1}, events)
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: testenv.UniqueName("wf"), TaskQueue: queue}, BookThenWait, "N1")
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return ledger.Effects("N1") == 1 }, 30*time.Second, 20*time.Millisecond, "N1 booked")
+		stop()
+
+		stop = keyedWorker(t, c, queue, st, a, interceptor.Options{KeySecret: newline}, events)
+		misconfigured := events.count(interceptor.EventMisconfigured)
+		reset := resetToFirstTask(ctx, t, c, run)
+		require.Eventually(t, func() bool {
+			return events.count(interceptor.EventMisconfigured) > misconfigured || ledger.Effects("N1") > 1
+		}, 30*time.Second, 20*time.Millisecond, "the reset run's call ended on the worker with the other bytes")
+		stop()
+		assert.Equal(t, 1, ledger.Effects("N1"), "the worker whose secret gained a newline charged again")
+
+		keyedWorker(t, c, queue, st, a, interceptor.Options{KeySecret: s1}, events)
+		require.NoError(t, c.SignalWorkflow(ctx, reset.GetID(), reset.GetRunID(), resetGoSignal, nil))
+		var got string
+		require.NoError(t, reset.Get(ctx, &got))
+		assert.Contains(t, got, "seat 1 on N1")
+		assert.Equal(t, 1, ledger.Effects("N1"), "the reset booked a second seat")
 	})
 }

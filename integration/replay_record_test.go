@@ -95,3 +95,17 @@ func TestRecordKeyedHistories(t *testing.T) {
 			decide: updateDecision(decision.Decision{Action: decision.ActionFree, By: "ops@acme"})},
 	})
 }
+
+// TestRecordFirstRunScopeHistories records workflows whose keys are scoped
+// by the first run of their chain (Options.Scope ScopeFirstRun): the
+// gen10-first-run- histories, with the FirstRunScopeChangeID marker at the
+// first activity call.
+func TestRecordFirstRunScopeHistories(t *testing.T) {
+	first := interceptor.Options{Scope: interceptor.ScopeFirstRun}
+	on := interceptor.Options{Scope: interceptor.ScopeFirstRun, AwaitDecision: true}
+	recordScenarios(t, []historyScenario{
+		{name: "first-run-off-ok", opts: first},
+		{name: "first-run-on-update-free", opts: on, failures: 1,
+			decide: updateDecision(decision.Decision{Action: decision.ActionFree, By: "ops@acme"})},
+	})
+}

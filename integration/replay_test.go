@@ -51,6 +51,9 @@ const historiesDir = "testdata/histories"
 //	       marker whose version is the secret's generation
 //	gen9-  the probe asked on its schedule in one activity
 //	       (ProbeOnScheduleChangeID)
+//	gen10- keys scoped by the first run of the chain
+//	       (FirstRunScopeChangeID, "gen10-first-run-"): a version marker
+//	       at the first activity call
 //
 // A generation's histories are never re-recorded by a later one: they are
 // what the later code must replay.
@@ -84,7 +87,8 @@ func init() {
 // under: the router off and on; DecisionTimeout removed, shortened and
 // lengthened; a DefaultTenant other than the one the histories were
 // recorded under (acme); a KeySecret, the one the gen8- histories were
-// keyed under and a later generation; and the activities declared on the
+// keyed under and a later generation; keys scoped by the first run; and
+// the activities declared on the
 // workflow worker (declare), which the workers that recorded them did not
 // always.
 var replayConfigs = []struct {
@@ -105,6 +109,7 @@ var replayConfigs = []struct {
 	{"on-keyed-1", interceptor.Options{AwaitDecision: true, KeySecret: replaySecret}, false},
 	{"off-keyed-2-declared", interceptor.Options{KeySecret: replaySecret2}, true},
 	{"on-probe-schedule", interceptor.Options{AwaitDecision: true, ProbeOnSchedule: true}, false},
+	{"on-first-run-declared", interceptor.Options{AwaitDecision: true, Scope: interceptor.ScopeFirstRun}, true},
 }
 
 // replayDeclarations are the declarations of the activities the recorded

@@ -177,8 +177,22 @@ func (x *execution) prepare(ctx context.Context, args []any) error {
 	if err != nil {
 		return x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
 	}
+	x.key, x.event.Key = string(key), string(key)
+	if secret != nil {
+		// The generation names these bytes in this tenant's store, or
+		// the call claims nothing derived from them.
+		if err := x.bindSecret(ctx, tenant, secret); err != nil {
+			return err
+		}
+	}
 	if (resetRun || x.opts.Scope == ScopeWorkflow) && !standalone(x.info) && len(x.root.secrets) > 0 {
-		key, secret = x.keyOfAnEarlierRun(ctx, tenant, run, args, key, secret)
+		k, s, err := x.keyOfAnEarlierRun(ctx, tenant, run, args, key, secret)
+		if err != nil {
+			// Nothing ran: the store could not say which derivation
+			// holds the earlier run's record, if any does.
+			return x.storeFailed(ctx, err)
+		}
+		key, secret = k, s
 	}
 	x.key, x.event.Key = string(key), string(key)
 	if err := x.deriveCheck(secret, tenant, run, args); err != nil {
@@ -230,9 +244,10 @@ func (x *execution) scopeRun(ctx context.Context) (run string, resetRun bool, er
 		run = StandaloneRun(x.info.Namespace, x.info.ActivityID)
 	case x.opts.Scope == ScopeWorkflow:
 		run = x.info.WorkflowExecution.ID
-	default:
-		// The run a reset keeps, when the workflow says so: see
-		// RunScopeChangeID.
+	default: // ScopeRun, ScopeFirstRun
+		// The run a reset keeps, or the first run of the chain, when the
+		// workflow says so: see RunScopeChangeID and
+		// FirstRunScopeChangeID.
 		scope, ok, err := headerRunScope(ctx)
 		if err != nil {
 			return "", false, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)

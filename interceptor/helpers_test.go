@@ -254,6 +254,20 @@ type faultyStore struct {
 	// durable store undoes them (store/doc.go, "Undoing a claim"): the
 	// takeover's record stays, with its lease ended.
 	undoTakeovers int
+	// pass holds, per method name, how many of its next calls go through
+	// before those set to fail by failAfter do.
+	pass map[string]int
+}
+
+// failAfter lets the next pass calls of op through, then fails n.
+func (f *faultyStore) failAfter(op string, pass, n int) {
+	f.failNext(op, n)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.pass == nil {
+		f.pass = make(map[string]int)
+	}
+	f.pass[op] = pass
 }
 
 // undoNextTakeovers makes the next n takeovers land, lose their answer and
@@ -309,6 +323,10 @@ func (f *faultyStore) failNext(op string, n int) {
 func (f *faultyStore) fault(op string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.pass[op] > 0 {
+		f.pass[op]--
+		return nil
+	}
 	if f.down[op] > 0 {
 		f.down[op]--
 		return store.Unavailable("test "+op, errors.New("down"))
@@ -572,4 +590,13 @@ var dedupKinds = []kindCase{
 var passThroughKinds = []kindCase{
 	{"NoPolicy", "Plain", func(h *harness) any { return h.acts.Plain }},
 	{"ReadOnly", "Lookup", func(h *harness) any { return h.acts.Lookup }},
+}
+
+// Lookup fails as the other methods do (failNext("Lookup", n), loseNext
+// does not apply: a lookup writes nothing).
+func (f *faultyStore) Lookup(ctx context.Context, p store.LookupParams) (store.Record, error) {
+	if err := f.fault("Lookup"); err != nil {
+		return store.Record{}, err
+	}
+	return f.Memory.Lookup(ctx, p)
 }

@@ -35,12 +35,24 @@ const (
 	// continue-as-new) within the retention window. The price: two
 	// executions that reuse a workflow ID on purpose share keys too.
 	ScopeWorkflow
+	// ScopeFirstRun scopes keys by the first run of the workflow's chain
+	// of runs (workflow.Info.FirstRunID): a workflow retry, a
+	// continue-as-new, a cron run and a reset keep it, so an effect a
+	// failed run completed is not repeated by the run that retries it —
+	// but a new start of the same workflow ID begins a chain of its own,
+	// with keys of its own. A workflow records at its first activity call
+	// that it scopes so (see [FirstRunScopeChangeID]), so switching the
+	// option never moves a running workflow's keys.
+	ScopeFirstRun
 )
 
-// String returns "run" or "workflow".
+// String returns "run", "workflow" or "first-run".
 func (s Scope) String() string {
-	if s == ScopeWorkflow {
+	switch s {
+	case ScopeWorkflow:
 		return "workflow"
+	case ScopeFirstRun:
+		return "first-run"
 	}
 	return "run"
 }
@@ -100,8 +112,8 @@ type Options struct {
 	// history (see [TenantChangeID]), so changing it applies to new
 	// workflows only.
 	DefaultTenant string
-	// Scope chooses the run ID or the workflow ID as the key's run. Defaults
-	// to [ScopeRun]. A standalone activity's key is scoped by its activity ID
+	// Scope chooses the run ID, the workflow ID or the first run of the
+	// chain as the key's run. Defaults to [ScopeRun]. A standalone activity's key is scoped by its activity ID
 	// whatever the Scope (see [StandaloneRun]).
 	Scope Scope
 	// Lease is how long a claim holds before a waiting duplicate may presume
@@ -215,6 +227,14 @@ type Options struct {
 	// Off by default. Switch it on, and rotate it, in two deploys: first
 	// give every worker the secret in KeySecrets, then make it KeySecret
 	// (docs/OPERATING.md, "Keyed derivation").
+	//
+	// A generation is bound to its bytes in each tenant's store (a record
+	// under the key "kf1:<generation>" holding the secret's
+	// [keyspace.Secret.Fingerprint], written by the first worker to derive
+	// under it): a worker whose bytes of a generation differ from the
+	// recorded ones runs nothing under it (the retryable
+	// [decision.ErrorTypeUnknownKeySecret], a misconfigured event) rather
+	// than derive other keys for the same calls.
 	KeySecret *keyspace.Secret
 	// KeySecrets are the other secrets this worker derives with: those of
 	// the generations running workflows were keyed under (until every such
@@ -252,6 +272,9 @@ type Interceptor struct {
 
 	// secrets are Options.KeySecret and Options.KeySecrets by generation.
 	secrets map[int]*keyspace.Secret
+	// boundSecrets holds, by secretBinding, the secrets this worker found
+	// the store's fingerprint of (see bindSecret).
+	boundSecrets sync.Map
 
 	// noSearchAttribute is set when the namespace lacks
 	// Options.PendingSearchAttribute.
@@ -340,7 +363,7 @@ func New(opts Options) (*Interceptor, error) {
 	switch {
 	case opts.Store == nil:
 		return nil, optionsError("Store", "is required")
-	case opts.Scope > ScopeWorkflow:
+	case opts.Scope > ScopeFirstRun:
 		return nil, optionsError("Scope", "unknown scope "+strconv.Itoa(int(opts.Scope)))
 	case opts.RecordAttempts < 0:
 		return nil, optionsError("RecordAttempts", "must not be negative")

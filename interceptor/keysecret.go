@@ -2,6 +2,7 @@ package interceptor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -126,17 +127,43 @@ func (x *execution) keySecret(ctx context.Context) (*keyspace.Secret, error) {
 // looked up, unkeyed and each other secret, and the first under which a
 // record stands is the call's. A run scoped by itself pays nothing; the
 // others, on a keyed worker, one lookup per derivation it holds while no
-// record stands. A store that cannot answer leaves key as it is: the claim
-// meets the same store.
-func (x *execution) keyOfAnEarlierRun(ctx context.Context, tenant, run string, args []any, key keyspace.Key, secret *keyspace.Secret) (keyspace.Key, *keyspace.Secret) {
-	found := func(k keyspace.Key) bool {
+// record stands.
+//
+// Only [store.ErrNotFound] means no record stands: a lookup the store does
+// not answer is retried as a claim is (Options.ClaimRetry), then ends the
+// call not run (the error returned), never read as "not found" — the
+// record it could not see may be the earlier run's effect.
+func (x *execution) keyOfAnEarlierRun(ctx context.Context, tenant, run string, args []any, key keyspace.Key, secret *keyspace.Secret) (keyspace.Key, *keyspace.Secret, error) {
+	retry := x.storeRetry(ctx)
+	for {
+		k, s, err := x.findEarlierRun(ctx, tenant, run, args, key, secret)
+		if err == nil {
+			return k, s, nil
+		}
+		if !retry.again(ctx, err) {
+			return "", nil, err
+		}
+	}
+}
+
+// findEarlierRun is one pass of keyOfAnEarlierRun's lookups: the
+// derivation under which a record stands (key and secret when none does),
+// or the first error that is not [store.ErrNotFound].
+func (x *execution) findEarlierRun(ctx context.Context, tenant, run string, args []any, key keyspace.Key, secret *keyspace.Secret) (keyspace.Key, *keyspace.Secret, error) {
+	found := func(k keyspace.Key) (bool, error) {
 		lctx, cancel := context.WithTimeout(ctx, x.opts.StoreTimeout)
 		defer cancel()
 		_, err := x.opts.Store.Lookup(lctx, store.LookupParams{Tenant: tenant, Key: string(k)})
-		return err == nil
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, store.ErrNotFound):
+			return false, nil
+		}
+		return false, err
 	}
-	if found(key) {
-		return key, secret
+	if ok, err := found(key); ok || err != nil {
+		return key, secret, err
 	}
 	others := []*keyspace.Secret{nil}
 	for _, s := range x.root.secrets {
@@ -150,9 +177,12 @@ func (x *execution) keyOfAnEarlierRun(ctx context.Context, tenant, run string, a
 	// Map order is no matter here: at most one derivation holds a record.
 	for _, s := range others {
 		k, err := x.decl.KeyUnder(s, tenant, run, args)
-		if err == nil && found(k) {
-			return k, s
+		if err != nil {
+			continue // this call's arguments have no key under s
+		}
+		if ok, err := found(k); ok || err != nil {
+			return k, s, err
 		}
 	}
-	return key, secret
+	return key, secret, nil
 }

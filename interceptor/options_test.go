@@ -35,7 +35,7 @@ func TestNewRefuses(t *testing.T) {
 		field string
 	}{
 		{"NilStore", interceptor.Options{}, "Store"},
-		{"UnknownScope", interceptor.Options{Store: mem, Scope: interceptor.ScopeWorkflow + 1}, "Scope"},
+		{"UnknownScope", interceptor.Options{Store: mem, Scope: interceptor.ScopeFirstRun + 1}, "Scope"},
 		{"NegativeLease", interceptor.Options{Store: mem, Lease: -time.Second}, "Lease"},
 		{"NegativeWaitHeartbeat", interceptor.Options{Store: mem, WaitHeartbeat: -1}, "WaitHeartbeat"},
 		{"NegativeRecordAttempts", interceptor.Options{Store: mem, RecordAttempts: -1}, "RecordAttempts"},
@@ -165,6 +165,7 @@ func TestScopeString(t *testing.T) {
 	t.Parallel()
 	assert.Equal(t, "run", interceptor.ScopeRun.String())
 	assert.Equal(t, "workflow", interceptor.ScopeWorkflow.String())
+	assert.Equal(t, "first-run", interceptor.ScopeFirstRun.String())
 }
 
 func TestScope(t *testing.T) {

@@ -228,9 +228,47 @@ func (o *workflowOutbound) pendingAnswer() ([]decision.PendingDecision, error) {
 	keys := o.openKeys()
 	out := make([]decision.PendingDecision, 0, len(keys)+len(o.rejected))
 	for _, k := range keys {
-		out = append(out, o.waits[k].pending)
+		p := o.waits[k].pending
+		// Filled as the query is answered, never kept: a query writes
+		// nothing to the history, so the declarations it reads may differ
+		// between deployments.
+		p.ResultExample = o.resultExample(p.Outcome.Activity)
+		out = append(out, p)
 	}
 	return append(out, o.rejected...), nil
+}
+
+// resultExample is the zero value of the declared result type of
+// activityType as JSON — the shape of a complete decision's result — or
+// nil when this worker does not hold the declaration or the activity
+// returns no result. Only queries, the validator and the current details
+// (none of them in the history) read it.
+//
+//workflowcheck:ignore
+func (o *workflowOutbound) resultExample(activityType string) json.RawMessage {
+	out := o.resultType(activityType)
+	if out == nil {
+		return nil
+	}
+	b, err := json.Marshal(reflect.Zero(out).Interface())
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// resultType is the declared result type of activityType, or nil when
+// this worker does not hold the declaration or the activity returns only
+// an error.
+//
+//workflowcheck:ignore
+func (o *workflowOutbound) resultType(activityType string) reflect.Type {
+	if decl, ok := o.root.Declaration(activityType); ok {
+		if ft := reflect.TypeOf(decl.Func()); ft != nil && ft.Kind() == reflect.Func && ft.NumOut() == 2 {
+			return ft.Out(0)
+		}
+	}
+	return nil
 }
 
 // validateUpdate is the update's validator: everything a decision is
@@ -384,7 +422,11 @@ func (o *workflowOutbound) checkResult(activityType string, raw json.RawMessage)
 		return nil
 	}
 	if err := strictJSON(raw, reflect.New(out).Interface()); err != nil {
-		return fmt.Errorf("idempotency: the result does not decode into %s, what activity %s returns: %w", out, activityType, err)
+		example := ""
+		if b, merr := json.Marshal(reflect.Zero(out).Interface()); merr == nil {
+			example = fmt.Sprintf(" (its shape: %s)", b)
+		}
+		return fmt.Errorf("idempotency: the result does not decode into %s, what activity %s returns%s: %w", out, activityType, example, err)
 	}
 	return nil
 }

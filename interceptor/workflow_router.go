@@ -310,13 +310,17 @@ func (o *workflowOutbound) showDetails(ctx workflow.Context, open []string) {
 	case 0:
 	case 1:
 		// What to do first, then the key on a line of its own, in a code
-		// span the Web UI neither wraps mid-key nor cuts.
+		// span the Web UI neither wraps mid-key nor cuts, then a decision
+		// that pastes as it is: in a code span, whose quotes Markdown
+		// leaves straight (outside one the Web UI renders them curly, and
+		// the pasted JSON is refused).
 		p := o.waits[open[0]].pending.Outcome
 		first = fmt.Sprintf(
 			"**A person decides** whether the effect of activity %s happened (%s). "+
-				"Send the Update %s with {\"key\": KEY, \"action\": \"complete\" | \"free\" | \"retry\" | \"fail\", \"by\": WHO} "+
-				"(with \"result\" for complete); the query %s has the details.\n\nKEY: `%s`\n\ntenant: %s",
-			p.Activity, p.Reason, decision.UpdateName, decision.QueryName, p.Key, p.Tenant)
+				"Send the Update %s with the decision below, its action complete (the effect happened: result is what the activity returned), "+
+				"free (it did not), retry or fail, and by naming you; the query %s has the details.\n\nKEY: `%s`\n\ntenant: %s\n\n"+
+				"Update input: `%s`",
+			p.Activity, p.Reason, decision.UpdateName, decision.QueryName, p.Key, p.Tenant, o.template(p))
 	default:
 		first = fmt.Sprintf(
 			"waiting for a person's decision on %d keys; query %s, decide with update %s",
@@ -329,6 +333,31 @@ func (o *workflowOutbound) showDetails(ctx workflow.Context, open []string) {
 		first += more
 	}
 	workflow.SetCurrentDetails(ctx, first)
+}
+
+// template is a decision on the outcome's key, as the Update takes it, with
+// an example result of the activity's declared type (see resultExample):
+// valid JSON, to be pasted and filled in. Without the declaration on this
+// worker it carries no result, and is refused until one is added. It
+// reads the declarations and encodes JSON, which workflowcheck flags: the
+// current details are not in the history, so what they say may differ
+// between deployments.
+//
+//workflowcheck:ignore
+func (o *workflowOutbound) template(p activity.IndeterminateOutcome) string {
+	t := struct {
+		Key    string          `json:"key"`
+		Action decision.Action `json:"action"`
+		Result json.RawMessage `json:"result,omitempty"`
+		By     string          `json:"by"`
+		Reason string          `json:"reason"`
+	}{Key: p.Key, Action: decision.ActionComplete, Result: o.resultExample(p.Activity),
+		By: "you@example.com", Reason: "confirmed with the downstream"}
+	b, err := json.Marshal(t)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 // waitConfig is the configuration a wait began under, recorded in the

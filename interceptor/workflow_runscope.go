@@ -29,6 +29,21 @@ import (
 // same.
 const RunScopeChangeID = "idempotency.run-scope"
 
+// FirstRunScopeChangeID is the workflow.GetVersion change ID under which a
+// workflow of a worker with Options.Scope [ScopeFirstRun] records, at its
+// first activity call, that the keys of its calls are scoped by the first
+// run of its chain (workflow.Info.FirstRunID, which a workflow retry, a
+// continue-as-new and a reset keep): each call carries that run ID in the
+// [RunScopeHeader] header. A workflow without the marker scopes as
+// [RunScopeChangeID] says, whatever the option later is, and one with it
+// keeps the first run's scope on every worker. The previous release
+// replays the marker (the SDK skips version markers it does not ask for)
+// and its activity workers scope a call by the header's run ID, as they
+// do a reset run's; switch the option on once every workflow worker runs
+// a release that has it (a workflow worker of the previous release writes
+// its own run's scope into the calls it schedules).
+const FirstRunScopeChangeID = "idempotency.first-run-scope"
+
 // RunScopeHeader is the header in which a workflow's calls carry the run ID
 // their keys are scoped by (see [RunScopeChangeID]), as a string.
 const RunScopeHeader = "idempotency-run-scope"
@@ -41,6 +56,14 @@ func (o *workflowOutbound) markRunScope(ctx workflow.Context) {
 		o.scopeKnown = true
 		if o.Next.GetVersion(ctx, RunScopeChangeID, workflow.DefaultVersion, 1) >= 1 {
 			o.scopeRun = o.Next.GetInfo(ctx).OriginalRunID
+		}
+		// Off and not replaying: nothing to record. Replaying: the
+		// history says, whatever the option.
+		if o.root.opts.Scope == ScopeFirstRun || o.Next.IsReplaying(ctx) {
+			if first := o.Next.GetInfo(ctx).FirstRunID; first != "" &&
+				o.Next.GetVersion(ctx, FirstRunScopeChangeID, workflow.DefaultVersion, 1) >= 1 {
+				o.scopeRun = first
+			}
 		}
 	}
 	if o.scopeRun == "" {

@@ -3,6 +3,7 @@ package keyspace
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/hex"
 	"hash"
 	"strconv"
 	"sync"
@@ -65,6 +66,25 @@ func NewSecret(generation int, key []byte) (*Secret, error) {
 
 // Generation returns the secret's generation.
 func (s *Secret) Generation() int { return s.generation }
+
+// fingerprintInput is what a secret's [Secret.Fingerprint] is the HMAC of.
+// Every canonical encoding a key or check is the HMAC of ends with the end
+// of an object ('}'); this string does not, so none of them is the
+// fingerprint.
+const fingerprintInput = "fingerprint of an idempotency key secret, layout 1"
+
+// Fingerprint names the secret's bytes without revealing them: "f1:" and
+// the hex of the HMAC-SHA-256, under the secret, of a fixed string. Two
+// secrets of one generation with different bytes (a file that gained a
+// trailing newline on one worker) have different fingerprints, so a store
+// that records the fingerprint a generation's keys were first derived
+// under can refuse the other bytes (interceptor.Options.KeySecret) instead
+// of letting them derive other keys for the same calls. Whoever reads it
+// learns nothing of the secret, as of a key.
+func (s *Secret) Fingerprint() string {
+	sum := s.sum([]byte(fingerprintInput))
+	return "f1:" + hex.EncodeToString(sum[:])
+}
 
 // String names the secret by its generation, never its bytes.
 func (s *Secret) String() string {

@@ -199,3 +199,25 @@ func TestKeyedGolden(t *testing.T) {
 		t.Errorf("keyed check = %s, want %s", c, want)
 	}
 }
+
+// A fingerprint tells two secrets of one generation apart — bytes that
+// differ by a trailing newline included — is the same for the same bytes,
+// and is pinned: a change of its derivation would make every worker
+// refuse the generations the stores recorded.
+func TestSecretFingerprint(t *testing.T) {
+	key := bytes.Repeat([]byte{0x5a}, keyspace.MinSecretLength)
+	a, same := mustSecret(t, 1, 0x5a), mustSecret(t, 1, 0x5a)
+	newline, err := keyspace.NewSecret(1, append(append([]byte(nil), key...), '\n'))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Fingerprint() != same.Fingerprint() {
+		t.Errorf("one secret's bytes, two fingerprints: %s, %s", a.Fingerprint(), same.Fingerprint())
+	}
+	if a.Fingerprint() == newline.Fingerprint() {
+		t.Errorf("a trailing newline left the fingerprint %s", a.Fingerprint())
+	}
+	if got, want := a.Fingerprint(), "f1:b66244254ae8abcc170cee843591e95b494b58aedec13e929f7f6947b9ce7f0f"; got != want {
+		t.Errorf("Fingerprint() = %s, want %s", got, want)
+	}
+}

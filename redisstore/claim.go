@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -26,10 +27,21 @@ import (
 // With ReplicaAcks it runs on the master that owns the record, followed by
 // WAIT on the same connection, and takes back a claim too few replicas
 // acknowledged (ErrNotReplicated).
+//
+// With Options.IndexOnlyWhatWaits it is claimSet, after markUnindexed.
 func (s *Store) claimFast(ctx context.Context, keys []string, member, token, value string,
 	now stamp, ttl, ageTTL, pub, channel string) (string, error) {
 	if s.sparse {
-		return s.claimSet(ctx, keys, member, token, value, ttl, pub, channel)
+		// The prefix says it holds unindexed records before it does. When
+		// too few replicas acknowledge that, the claim lists itself, as
+		// without the option: no record is ever missing from both.
+		err := s.markUnindexed(ctx, now)
+		if err == nil {
+			return s.claimSet(ctx, keys, member, token, value, ttl, pub, channel)
+		}
+		if !errors.Is(err, ErrNotReplicated) {
+			return "", err
+		}
 	}
 	extend, extendMs := s.ageDue(keys[1], now, ageTTL)
 	// queue adds the MULTI's commands to pipe; within a MULTI a command's

@@ -87,6 +87,7 @@ func TestClusterConformance(t *testing.T) {
 	t.Run("MovedIsUnavailable", func(t *testing.T) { movedIsUnavailable(t, c) })
 	t.Run("ShardedWake", func(t *testing.T) { shardedWake(t, client) })
 	t.Run("IndexOnlyWhatWaitsReplicated", func(t *testing.T) { indexOnlyWhatWaitsReplicated(t, client) })
+	t.Run("IndexOnlyWhatWaitsWalksEveryMaster", func(t *testing.T) { indexOnlyWhatWaitsWalksEveryMaster(t, client) })
 	storetest.Run(t, func(t *testing.T, cfg storetest.Config) store.Store {
 		prefix := testenv.UniqueName("c")
 		s, err := redisstore.New(client, redisstore.Options{Prefix: prefix, Clock: cfg.Clock, TTL: cfg.TTL, PollInterval: 20 * time.Millisecond})
@@ -227,4 +228,41 @@ func indexOnlyWhatWaitsReplicated(t *testing.T, client *redis.ClusterClient) {
 		_, err = s.Lookup(ctx, store.LookupParams{Tenant: tenant, Key: "k"})
 		assert.ErrorIs(t, err, store.ErrNotFound)
 	}
+}
+
+// indexOnlyWhatWaitsWalksEveryMaster: the claims of a store with
+// IndexOnlyWhatWaits, on tenants spread over the three masters, are in no
+// index; a store without the option (an operator's) lists them across
+// tenants and per tenant, counts those that wait, and sweeps the expired
+// ones, walking the record keys of every master.
+func indexOnlyWhatWaitsWalksEveryMaster(t *testing.T, client *redis.ClusterClient) {
+	ctx := t.Context()
+	prefix := testenv.UniqueName("walk")
+	clock := storetest.NewClock(time.Now().UTC().Truncate(time.Millisecond))
+	sparse, err := redisstore.New(client, redisstore.Options{Prefix: prefix, Clock: clock, TTL: time.Hour, IndexOnlyWhatWaits: true, ReplicaAcks: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, sparse.Close()) })
+	operator, err := redisstore.New(client, redisstore.Options{Prefix: prefix, Clock: clock, TTL: time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, operator.Close()) })
+	const tenants = 12
+	for i := range tenants {
+		claimOK(t, sparse, "tenant-"+strconv.Itoa(i), "k")
+	}
+	clock.Advance(2 * time.Minute) // Every lease has run out: they wait.
+	page, err := operator.ListAcrossTenants(ctx, store.ListParams{Stale: true, Limit: store.MaxListLimit})
+	require.NoError(t, err)
+	assert.Len(t, page.Records, tenants, "every master's claims")
+	for i := range tenants {
+		page, err := operator.List(ctx, store.ListParams{Tenant: "tenant-" + strconv.Itoa(i)})
+		require.NoError(t, err)
+		assert.Len(t, page.Records, 1, "tenant %d", i)
+	}
+	counts, err := operator.CountBacklog(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []store.BacklogCount{{Stale: tenants}}, counts)
+	clock.Advance(2 * time.Hour)
+	n, err := store.Sweep(ctx, operator, 5)
+	require.NoError(t, err)
+	assert.Equal(t, tenants, n, "every expired record, on every master")
 }

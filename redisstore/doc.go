@@ -29,6 +29,9 @@
 //	                         that changed
 //	P:{E}:events    channel  the same per tenant, as a sharded channel, on a
 //	                         Cluster of Redis 7.0+
+//	P:unindexed     string   set by a Store with Options.IndexOnlyWhatWaits:
+//	                         some records are in no age index, so listings,
+//	                         counts and sweeps walk the record keys (below)
 //
 // A record is one string:
 //
@@ -135,22 +138,32 @@
 // it is), and the record is packed the same either way, so records written
 // with the option on read the same to every release.
 //
-// What the listings ([Store.List], [Store.ListAcrossTenants]) and
-// [Store.CountBacklog] then cannot see: completed records, and pending
-// records within their first lease that nobody renewed. That includes a
-// record whose holder died before its first renewal and that no retry ever
-// took over: it is pending with its lease run out, but unlisted and
-// uncounted. A retry that comes for it takes it over through the claim
-// script, which indexes it, and the person or the probe that looks at the
-// key then finds it. [Store.Sweep] deletes only the expired records it
-// finds in the index; Redis's own expiry (PX, the retention window plus a
-// minute) reclaims the rest. [Store.Forget] still erases every record of
-// the tenant: once the index is empty it scans the tenant's record keys
-// (SCAN on every master), so with the option on it walks the keyspace.
+// The listings ([Store.List], [Store.ListAcrossTenants]), [Store.CountBacklog]
+// and [Store.Sweep] would then miss what the index leaves out: completed
+// records, and pending records within their first lease that nobody
+// renewed, a record whose holder died before its first renewal among them,
+// pending with its lease run out. An operator's command that trusted them
+// would not see those records: idempotencyctl forget, which refuses while a
+// record is held, erased a running claim, and its duplicate ran the effect
+// again. So a Store with the option sets the key P:unindexed before its
+// first claim that no index lists (and again at most once a minute; with
+// [Options.ReplicaAcks] the write waits for the replicas as a claim does,
+// and a claim whose mark they do not acknowledge is indexed instead), and
+// every Store on the prefix that finds that key, with the option or
+// without it, walks the record keys (SCAN on every master) for the
+// listings and the count, and for the sweep after the age indexes: they
+// find every record, and each page, count or sweep costs a walk of the
+// keyspace. [Store.ListByScan] walks the tenant's keys whatever the prefix
+// holds; idempotencyctl forget looks for held records with it.
+// [Store.Forget] erases every record of the tenant either way: once the
+// index is empty it scans the tenant's record keys. Records a sweep does not
+// reach are expired by Redis itself (PX, the retention window plus a
+// minute).
 //
 // The option is off by default because releases up to 0.2.0 list from the
-// full index: during a rolling deploy, claims made with it on are invisible
-// to the listings of workers still on the previous release.
+// full index and know nothing of P:unindexed: during a rolling deploy,
+// claims made with it on are invisible to the listings of workers, and to
+// the idempotencyctl, of the previous release.
 //
 // # Waiting
 //

@@ -15,6 +15,10 @@ import (
 //	P:events        pub/sub channel: the record key of a waited-on change
 //	P:{E}:events    the same, per tenant, as a sharded channel (SPUBLISH) on
 //	                a Cluster that has sharded pub/sub
+//	P:unindexed     string: set by a Store with Options.IndexOnlyWhatWaits
+//	                before its first claim that no age index lists; while
+//	                it exists every Store on the prefix lists, counts and
+//	                sweeps by walking the record keys (walk.go)
 //
 // and, from the previous layout until Store.Migrate has run, P:{E}:idx, a
 // set of the tenant's record keys, and records that are hashes.
@@ -27,10 +31,11 @@ import (
 // keys of one tenant never share a Redis key either.
 
 const (
-	recordInfix   = ":r:"
-	indexSuffix   = ":idx"
-	ageSuffix     = ":age"
-	channelSuffix = ":events"
+	recordInfix     = ":r:"
+	indexSuffix     = ":idx"
+	ageSuffix       = ":age"
+	channelSuffix   = ":events"
+	unindexedSuffix = ":unindexed"
 )
 
 // tenantBase returns "P:{E}" for tenant.
@@ -106,4 +111,40 @@ func (s *Store) tenantOfAge(age string) (string, bool) {
 		return "", false
 	}
 	return string(b), true
+}
+
+// unindexedKey is the key whose existence says that some records of the
+// prefix are in no age index (see walk.go). It has no hash tag: it is no
+// tenant's, and no script touches it with a tenant's keys.
+func (s *Store) unindexedKey() string { return s.prefix + unindexedSuffix }
+
+// recordPattern matches the record keys of tenant, or of every tenant
+// when across, for SCAN's MATCH.
+func (s *Store) recordPattern(tenant string, across bool) string {
+	if across {
+		return s.prefix + ":{*}" + recordInfix + "*"
+	}
+	return globEscaper.Replace(s.tenantBase(tenant)+recordInfix) + "*"
+}
+
+// parseRecordKey returns the tenant and the key of the record key k, found
+// by a SCAN; ok is false for a key that is no record key of the store.
+func (s *Store) parseRecordKey(k string) (tenant, key string, ok bool) {
+	rest, ok := strings.CutPrefix(k, s.prefix+":{")
+	if !ok {
+		return "", "", false
+	}
+	i := strings.IndexByte(rest, '}') // base64url has none: the first ends E.
+	if i < 0 {
+		return "", "", false
+	}
+	key, ok = strings.CutPrefix(rest[i+1:], recordInfix)
+	if !ok {
+		return "", "", false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(rest[:i])
+	if err != nil {
+		return "", "", false
+	}
+	return string(b), key, true
 }

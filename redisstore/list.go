@@ -38,6 +38,17 @@ func (s *Store) List(ctx context.Context, p store.ListParams) (store.Page, error
 	}
 	after, _ := p.After(false)
 	now := s.now(ctx)
+	walk, err := s.walking(ctx)
+	if err != nil {
+		return store.Page{}, translate(ctx, op, err)
+	}
+	if walk {
+		page, err := s.listWalk(ctx, p, false, now)
+		if err != nil {
+			return store.Page{}, translate(ctx, op, err)
+		}
+		return page, nil
+	}
 	recs, walked, err := s.listTenant(ctx, p, p.Tenant, after, false, now, p.EffectiveLimit()+1, s.listBudget)
 	if err != nil {
 		return store.Page{}, translate(ctx, op, err)
@@ -63,9 +74,20 @@ func (s *Store) ListAcrossTenants(ctx context.Context, p store.ListParams) (stor
 	}
 	after, _ := p.After(true)
 	now := s.now(ctx)
+	walk, err := s.walking(ctx)
+	if err != nil {
+		return store.Page{}, translate(ctx, op, err)
+	}
+	if walk {
+		page, err := s.listWalk(ctx, p, true, now)
+		if err != nil {
+			return store.Page{}, translate(ctx, op, err)
+		}
+		return page, nil
+	}
 	limit := p.EffectiveLimit() + 1
 	var all []store.Record
-	err := s.eachAge(ctx, func(age string) (bool, error) {
+	err = s.eachAge(ctx, func(age string) (bool, error) {
 		tenant, ok := s.tenantOfAge(age)
 		if !ok {
 			return true, nil
@@ -275,9 +297,16 @@ func (s *Store) CountBacklog(ctx context.Context) ([]store.BacklogCount, error) 
 	}
 	now := s.now(ctx)
 	counts := map[string]*store.BacklogCount{}
-	err := s.eachAge(ctx, func(age string) (bool, error) {
-		return true, s.countIndex(ctx, age, now, counts)
-	})
+	walk, err := s.walking(ctx)
+	switch {
+	case err != nil:
+	case walk:
+		err = s.countWalk(ctx, now, counts)
+	default:
+		err = s.eachAge(ctx, func(age string) (bool, error) {
+			return true, s.countIndex(ctx, age, now, counts)
+		})
+	}
 	if err != nil {
 		return nil, translate(ctx, op, err)
 	}
@@ -299,26 +328,32 @@ func (s *Store) countIndex(ctx context.Context, age string, now stamp, counts ma
 		if err != nil {
 			return err
 		}
-		for _, m := range fields {
-			state := m["state"]
-			if state != "pending" && state != "indeterminate" {
-				continue
-			}
-			e, err1 := strconv.ParseInt(m["exp"], 10, 64)
-			l, err2 := strconv.ParseInt(m["lease"], 10, 64)
-			if err1 != nil || err2 != nil || stamp(e) <= now {
-				continue
-			}
-			st, _ := store.ParseState(state)
-			rec := store.Record{State: st, LeaseUntil: stamp(l).time()}
-			if origin := m["origin"]; origin != "" {
-				_ = json.Unmarshal([]byte(origin), &rec.Origin)
-			}
-			store.Tally(counts, rec, now.time())
-		}
+		tallyFields(fields, now, counts)
 		if next == 0 {
 			return nil
 		}
 		cursor = next
+	}
+}
+
+// tallyFields adds to counts the records, read as their fields (nil for
+// none), that wait for a person at now.
+func tallyFields(fields []map[string]string, now stamp, counts map[string]*store.BacklogCount) {
+	for _, m := range fields {
+		state := m["state"]
+		if state != "pending" && state != "indeterminate" {
+			continue
+		}
+		e, err1 := strconv.ParseInt(m["exp"], 10, 64)
+		l, err2 := strconv.ParseInt(m["lease"], 10, 64)
+		if err1 != nil || err2 != nil || stamp(e) <= now {
+			continue
+		}
+		st, _ := store.ParseState(state)
+		rec := store.Record{State: st, LeaseUntil: stamp(l).time()}
+		if origin := m["origin"]; origin != "" {
+			_ = json.Unmarshal([]byte(origin), &rec.Origin)
+		}
+		store.Tally(counts, rec, now.time())
 	}
 }

@@ -86,24 +86,34 @@ type Options struct {
 	// Sweep remove it as before. The record itself is written exactly as
 	// without the option.
 	//
-	// [Store.List], [Store.ListAcrossTenants], [Store.CountBacklog] and
-	// [Store.Sweep] walk the age index, so with it on they no longer see
-	// completed records, nor pending records still within their first
-	// lease that nobody renewed. In particular a record whose holder died
-	// before its first renewal, and that no retry ever took over, is never
-	// listed nor counted: a retry takes it over through the claim script,
-	// which indexes it, and the person or probe that looks at it then sees
-	// it. [Store.Forget] still erases every record of the tenant: once the
-	// index is empty it scans the tenant's record keys (SCAN on every
-	// master), which costs a walk of the keyspace. Records Sweep cannot see
-	// are expired by Redis itself (PX), a minute after their retention
-	// window.
+	// A listing, a count or a sweep that read the age index alone would
+	// miss completed records and pending records still within their first
+	// lease that nobody renewed (a claim whose holder died before its
+	// first renewal among them), and an operator's command that guards
+	// what is held would not see them. So before its first claim that
+	// leaves a record out of the index (and again at most once a minute,
+	// should the key be lost), a Store with the option sets the key
+	// P:unindexed (with ReplicaAcks, acknowledged as a claim is: when it is
+	// not, that claim is indexed as without the option). Every Store of this
+	// release on the prefix that finds the key, with the option or without
+	// it (idempotencyctl's included), then walks the record keys themselves
+	// (SCAN on every master) for [Store.List], [Store.ListAcrossTenants],
+	// [Store.CountBacklog] and, after the age indexes, [Store.Sweep]: they
+	// see every record, at the cost of a walk of the keyspace per page,
+	// count or sweep. [Store.Forget] erases every record of the tenant
+	// either way (it scans the tenant's record keys once the index is
+	// empty). The store never deletes P:unindexed: delete it only once no
+	// worker has run with the option for longer than any record of the
+	// prefix can live (its lease, then its completion or resolution, each
+	// starting a retention window again), and the listings read the index
+	// alone again.
 	//
 	// It is off by default (false) because releases up to 0.2.0 list from
-	// the full index: during a rolling deploy, the claims of workers with
-	// the option on are invisible to the listings of workers of the
-	// previous release. Turn it on once every worker, and every operator
-	// tool that lists, runs this release.
+	// the full index, and know nothing of P:unindexed: during a rolling
+	// deploy, the claims of workers with the option on are invisible to the
+	// listings of workers of the previous release, and to its
+	// idempotencyctl (whose forget would erase them while they run). Turn
+	// it on once every worker, and every operator tool, runs this release.
 	IndexOnlyWhatWaits bool
 }
 

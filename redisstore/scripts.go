@@ -49,7 +49,8 @@ import (
 // or a claim of an expired record), so do a renewal and a mark (whatever
 // the option: an entry already there is left as it is), a release, a free
 // resolution, Forget and Sweep remove it, and List, Sweep, Forget and
-// CountBacklog walk it.
+// CountBacklog walk it (List, Sweep and CountBacklog walk the record keys
+// instead, or as well, once the prefix holds unindexed records: walk.go).
 
 // recordLua is shared Lua: the packed record layout (pack_rec, unpack_rec,
 // the same as pack and unpack in record.go), load_rec, which reads either

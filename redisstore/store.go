@@ -59,6 +59,10 @@ type Store struct {
 	// ageExtended holds, by age index key, until when (store-clock unix
 	// microseconds) this Store last made sure the index lives (claimFast).
 	ageExtended sync.Map
+
+	// markedUntil is until when (store-clock unix microseconds) this
+	// Store trusts its last write of P:unindexed (markUnindexed).
+	markedUntil atomic.Int64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -626,7 +630,10 @@ func (s *Store) Forget(ctx context.Context, p store.ForgetParams) (int, error) {
 // Sweep implements [store.Store.Sweep]: it finds the age indexes with SCAN
 // (on every master of a Cluster), walks each with ZSCAN in batches, and
 // deletes records expired by the store's clock, up to the limit. Index
-// entries whose record Redis already expired are dropped on the way.
+// entries whose record Redis already expired are dropped on the way. Once
+// a Store with Options.IndexOnlyWhatWaits has claimed on the prefix
+// (P:unindexed exists), it then walks the record keys too, for the
+// expired records no index lists (walk.go).
 func (s *Store) Sweep(ctx context.Context, p store.SweepParams) (int, error) {
 	if err := p.Validate(); err != nil {
 		return 0, err
@@ -642,7 +649,15 @@ func (s *Store) Sweep(ctx context.Context, p store.SweepParams) (int, error) {
 	if err != nil {
 		return deleted, translate(ctx, "sweep", err)
 	}
-	return deleted, nil
+	if deleted >= limit {
+		return deleted, nil
+	}
+	walk, err := s.walking(ctx)
+	if err != nil || !walk {
+		return deleted, translate(ctx, "sweep", err)
+	}
+	n, err := s.sweepWalk(ctx, now, limit-deleted)
+	return deleted + n, translate(ctx, "sweep", err)
 }
 
 // forgetUnindexed deletes the tenant's records that no index names (an
@@ -733,22 +748,15 @@ func (s *Store) sweepIndex(ctx context.Context, age string, now stamp, limit int
 			return deleted, err
 		}
 		if len(flat) > 0 {
-			keys := make([]string, 2, len(flat)/2+2)
-			keys[0], keys[1] = age, indexKeyOfAge(age)
-			a := membersArgs{
-				head:    sweepHead{now: now.arg(), limit: strconv.Itoa(limit - deleted)}.params(),
-				members: make([]string, 0, len(flat)/2),
-			}
+			members := make([]string, 0, len(flat)/2)
 			for i := 0; i < len(flat); i += 2 { // member, score, ...
-				keys = append(keys, recordKeyOfAge(age, flat[i]))
-				a.members = append(a.members, flat[i])
+				members = append(members, flat[i])
 			}
-			v, err := s.run(ctx, sweepScript, keys, a.argv()...)
+			n, err := s.sweepMembers(ctx, age, members, now, limit-deleted)
+			deleted += n
 			if err != nil {
 				return deleted, err
 			}
-			n, _ := v.(int64)
-			deleted += int(n)
 			if deleted >= limit {
 				return deleted, nil
 			}
@@ -758,6 +766,24 @@ func (s *Store) sweepIndex(ctx context.Context, age string, now stamp, limit int
 		}
 		cursor = next
 	}
+}
+
+// sweepMembers runs sweepScript on members of the tenant whose age index
+// is age: it deletes up to limit of their records expired at now, drops
+// the index entries of those gone, and returns how many it deleted.
+func (s *Store) sweepMembers(ctx context.Context, age string, members []string, now stamp, limit int) (int, error) {
+	keys := make([]string, 2, len(members)+2)
+	keys[0], keys[1] = age, indexKeyOfAge(age)
+	for _, m := range members {
+		keys = append(keys, recordKeyOfAge(age, m))
+	}
+	a := membersArgs{head: sweepHead{now: now.arg(), limit: strconv.Itoa(limit)}.params(), members: members}
+	v, err := s.run(ctx, sweepScript, keys, a.argv()...)
+	if err != nil {
+		return 0, err
+	}
+	n, _ := v.(int64)
+	return int(n), nil
 }
 
 // masters returns the nodes whose keyspaces together hold every key: each

@@ -23,4 +23,9 @@ go get "go.temporal.io/sdk@$version" >/dev/null 2>&1 || go get "go.temporal.io/s
 go mod tidy >/dev/null
 echo "== the library on $(go list -m go.temporal.io/sdk) ($(go list -m go.temporal.io/api))"
 go vet ./...
-go test -count=1 -timeout "${TEST_TIMEOUT:-15m}" ./...
+if [ -n "${TESTSUM:-}" ]; then
+	# make test: counted in its summary (scripts/test.sh).
+	go test -json -count=1 -timeout "${TEST_TIMEOUT:-15m}" ./... 2>&1 | "$TESTSUM" -tally "$TEST_TALLY"
+else
+	go test -count=1 -timeout "${TEST_TIMEOUT:-15m}" ./...
+fi

@@ -54,4 +54,10 @@ if [ -d integration/testdata/nexus-histories ]; then
 fi
 echo "== the previous release (${previous:0:7}) replays this release's histories ($copied new since it, and the Nexus callers')"
 cd "$dir/integration"
-GOTOOLCHAIN=${SERVER_TOOLCHAIN:-go1.27.3} go test -count=1 -timeout "${TEST_TIMEOUT:-15m}" -run "$run" ./
+export GOTOOLCHAIN=${SERVER_TOOLCHAIN:-go1.27.3}
+if [ -n "${TESTSUM:-}" ]; then
+	# make test: counted in its summary (scripts/test.sh).
+	go test -json -count=1 -timeout "${TEST_TIMEOUT:-15m}" -run "$run" ./ 2>&1 | "$TESTSUM" -tally "$TEST_TALLY"
+else
+	go test -count=1 -timeout "${TEST_TIMEOUT:-15m}" -run "$run" ./
+fi

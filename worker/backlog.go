@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"go.temporal.io/sdk/client"
-	"go.uber.org/zap"
+	"go.temporal.io/sdk/log"
 
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/store"
@@ -23,14 +23,14 @@ func newBacklogGauges(h client.MetricsHandler) *backlogGauges {
 	return &backlogGauges{h: h, reported: map[string]bool{}}
 }
 
-func (b *backlogGauges) report(ctx context.Context, st store.Store, logger *zap.Logger) {
+func (b *backlogGauges) report(ctx context.Context, st store.Store, logger log.Logger) {
 	if b.h == nil {
 		return
 	}
 	counts, err := st.CountBacklog(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			logger.Warn("idempotency: counting the backlog", zap.Error(err))
+			logger.Warn("idempotency: counting the backlog", "error", err)
 		}
 		return
 	}

@@ -1,7 +1,7 @@
 // Package worker is the wiring: the library as one Temporal SDK plugin, a
 // one-call worker built on it, activities registered together with their
-// policies, and zap as the sink for both the SDK's logs and the library's
-// events.
+// policies, and zap or log/slog (PluginOptions.Logger, PluginOptions.Slog)
+// as the sink for both the SDK's logs and the library's events.
 //
 // # The plugin
 //

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"log/slog"
 	"sync/atomic"
 
 	sdkactivity "go.temporal.io/sdk/activity"
@@ -133,6 +134,63 @@ func SDKLogObserver(fallback log.Logger) interceptor.Observer {
 			logger.Debug(msg, kv...)
 		}
 	})
+}
+
+// SlogObserver returns an observer that logs each dispatcher event
+// through s, with the fields and at the levels [ZapObserver] uses (zap's
+// levels as slog's: debug, info, warn, error), and the store's outages once
+// per change of state, as it does: for a worker that logs with log/slog
+// and builds no zap logger. [NewPlugin] and [New] install it when
+// PluginOptions.Slog (Options.Slog) is set. The event's context is handed
+// to the handler, so a handler that reads a trace from it finds the
+// activity's.
+func SlogObserver(s *slog.Logger) interceptor.Observer {
+	var state storeState
+	return interceptor.ObserverFunc(func(ctx context.Context, e interceptor.Event) {
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		lvl := slogLevel(state.level(e.Kind, eventLevel(e.Kind)))
+		if state.recovered(e.Kind) {
+			s.LogAttrs(ctx, slog.LevelInfo, "idempotency: store answers again", slog.String("activity", e.Activity), slog.String("tenant", e.Tenant))
+		}
+		if !s.Enabled(ctx, lvl) {
+			return
+		}
+		attrs := []slog.Attr{
+			slog.String("activity", e.Activity),
+			slog.String("idempotency_kind", e.ActivityKind.String()),
+			slog.String("tenant", e.Tenant),
+			slog.String("key", e.Key),
+			slog.String("workflow_id", e.WorkflowID),
+			slog.String("run_id", e.RunID),
+			slog.String("activity_id", e.ActivityID),
+			slog.Int("attempt", int(e.Attempt)),
+		}
+		if e.Reason != "" {
+			attrs = append(attrs, slog.String("reason", string(e.Reason)))
+		}
+		if e.Duration > 0 {
+			attrs = append(attrs, slog.Duration("duration", e.Duration))
+		}
+		if e.Err != nil {
+			attrs = append(attrs, slog.Any("error", e.Err))
+		}
+		s.LogAttrs(ctx, lvl, "idempotency: "+e.Kind.String(), attrs...)
+	})
+}
+
+// slogLevel is zap's level as slog's.
+func slogLevel(l zapcore.Level) slog.Level {
+	switch l {
+	case zapcore.ErrorLevel:
+		return slog.LevelError
+	case zapcore.WarnLevel:
+		return slog.LevelWarn
+	case zapcore.InfoLevel:
+		return slog.LevelInfo
+	}
+	return slog.LevelDebug
 }
 
 // storeState follows whether the store answers, as an observer sees it, so

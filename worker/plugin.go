@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
@@ -22,8 +24,11 @@ import (
 	"github.com/tesserix/idempotency/store"
 )
 
-// Version is this module's release, as CHANGELOG.md numbers it.
-const Version = "0.2.0"
+// Version is this module's release, as CHANGELOG.md numbers it. Between
+// releases it is the next one with "-dev": the code of CHANGELOG.md's
+// Unreleased section, newer than every published release (0.2.0 is the
+// latest). Publishing drops the suffix and names the section.
+const Version = "0.3.0-dev"
 
 // PluginName is the name the plugin gives the SDK (client.Plugin.Name,
 // sdkworker.Plugin.Name), reported in the worker's heartbeats.
@@ -46,10 +51,17 @@ type PluginOptions struct {
 	Declarations []*activity.Declaration
 	// Logger receives the library's events (as worker.Options.Logger does)
 	// and, on a client without a logger of its own, the SDK's logs. Without
-	// it the events go to the logger the worker already has
+	// it (or Slog) the events go to the logger the worker already has
 	// ([SDKLogObserver]: the SDK's logger of each activity, which is the
 	// client's).
 	Logger *zap.Logger
+	// Slog is Logger for a worker that logs with log/slog: it receives the
+	// library's events ([SlogObserver]: the same messages, fields and
+	// levels), the sweeper's warnings and, on a client without a logger of
+	// its own, the SDK's logs (log.NewStructuredLogger). Set at most one of
+	// Logger and Slog. A worker whose SDK logger is its own (any
+	// log.Logger) needs neither: the events reach it without them.
+	Slog *slog.Logger
 	// MetricsHandler receives the backlog gauges of every worker the plugin
 	// configures; see Options.MetricsHandler. Defaults to the
 	// MetricsHandler of the client the plugin is installed on (the first,
@@ -122,8 +134,8 @@ var (
 type pluginConfig struct {
 	iopts      interceptor.Options // Observer includes the zap observer
 	decls      []*activity.Declaration
-	logger     *zap.Logger
-	sdkLogs    bool // bridge the SDK's logs of a client without a logger to logger
+	logger     log.Logger // the sweeper's warnings: Logger's or Slog's, or none
+	sdkLogs    bool       // bridge the SDK's logs of a client without a logger to logger
 	metrics    client.MetricsHandler
 	sweepEvery time.Duration
 }
@@ -151,12 +163,16 @@ func NewPlugin(opts PluginOptions) (*Plugin, error) {
 		return nil, &store.OptionsError{Field: "worker.PluginOptions.SweepInterval",
 			Reason: fmt.Sprintf("%v is below the minimum of %v (zero means the default, negative turns sweeping off)", opts.SweepInterval, MinSweepInterval)}
 	}
-	logger := opts.Logger
-	events := SDKLogObserver(nil) // the worker's own logger, when no zap logger is given
-	if logger == nil {
-		logger = zap.NewNop()
-	} else {
-		events = ZapObserver(logger)
+	var logger log.Logger = log.NewStructuredLogger(slog.New(slog.DiscardHandler))
+	events := SDKLogObserver(nil) // the worker's own logger, when none is given
+	switch {
+	case opts.Logger != nil && opts.Slog != nil:
+		return nil, &store.OptionsError{Field: "worker.PluginOptions.Slog",
+			Reason: "is set beside Logger: set one, the logger the worker logs with"}
+	case opts.Logger != nil:
+		logger, events = NewLogger(opts.Logger), ZapObserver(opts.Logger)
+	case opts.Slog != nil:
+		logger, events = log.NewStructuredLogger(opts.Slog), SlogObserver(opts.Slog)
 	}
 	iopts := opts.Idempotency
 	iopts.Observer = Observers(events, iopts.Observer)
@@ -175,7 +191,7 @@ func NewPlugin(opts PluginOptions) (*Plugin, error) {
 			iopts:      iopts,
 			decls:      slices.Clone(opts.Declarations),
 			logger:     logger,
-			sdkLogs:    opts.Logger != nil,
+			sdkLogs:    opts.Logger != nil || opts.Slog != nil,
 			metrics:    opts.MetricsHandler,
 			sweepEvery: sweepEvery,
 		},
@@ -209,7 +225,7 @@ func (p *Plugin) ConfigureClient(_ context.Context, o client.PluginConfigureClie
 		opts.Interceptors = append(slices.Clone(opts.Interceptors), &converterCarrier{})
 	}
 	if opts.Logger == nil && p.cfg != nil && p.cfg.sdkLogs {
-		opts.Logger = NewLogger(p.cfg.logger)
+		opts.Logger = p.cfg.logger
 	}
 	if opts.MetricsHandler != nil && p.cfg != nil {
 		p.mu.Lock()
@@ -491,7 +507,7 @@ func (p *Plugin) startSweeper(st store.Store) func() {
 		backlog := newBacklogGauges(metrics)
 		backlog.report(ctx, st, logger)
 		store.SweepEveryThen(ctx, st, p.cfg.sweepEvery, 0, func(err error) {
-			logger.Warn("idempotency: sweeping expired records", zap.Error(err))
+			logger.Warn("idempotency: sweeping expired records", "error", err)
 		}, func(ctx context.Context) { backlog.report(ctx, st, logger) })
 	}()
 	return func() { cancel(); <-done }

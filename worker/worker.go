@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
@@ -38,9 +39,13 @@ type Options struct {
 	// the client's encoding. When Observer is nil, events are logged
 	// through Logger; when it is set, they go to both.
 	Idempotency interceptor.Options
-	// Logger receives the library's events. Without it they go to the
-	// logger the worker already has ([SDKLogObserver]).
+	// Logger receives the library's events. Without it (or Slog) they go
+	// to the logger the worker already has ([SDKLogObserver]).
 	Logger *zap.Logger
+	// Slog is Logger for a worker that logs with log/slog: the library's
+	// events ([SlogObserver]) and the sweeper's warnings go to it. Set at
+	// most one of Logger and Slog.
+	Slog *slog.Logger
 	// MetricsHandler, when set, receives the backlog gauges on the
 	// sweeper's schedule (idempotency_backlog_indeterminate and
 	// idempotency_backlog_stale, tagged by activity type, never by key or
@@ -103,6 +108,7 @@ func New(c client.Client, taskQueue string, opts Options) (*Worker, error) {
 	p, err := NewPlugin(PluginOptions{
 		Idempotency:    iopts,
 		Logger:         opts.Logger,
+		Slog:           opts.Slog,
 		MetricsHandler: opts.MetricsHandler,
 		SweepInterval:  opts.SweepInterval,
 	})

@@ -35,6 +35,12 @@ type backend struct {
 	// Migrate, run to the end) and returns how many it converted; nil for
 	// other stores.
 	migrate func(context.Context) (int, error)
+	// listEvery is a listing that trusts no index, for the guard of forget:
+	// redisstore's ListByScan, which walks the tenant's record keys and
+	// finds every record whatever the workers' options (a claim of
+	// IndexOnlyWhatWaits in its first lease is in no index); nil where List
+	// reads the records themselves (PostgreSQL).
+	listEvery func(context.Context, store.ListParams) (store.Page, error)
 	// where names the table or prefix, for messages.
 	where string
 	// release closes what the command opened; nil when it opened nothing.
@@ -89,15 +95,10 @@ func openBackend(ctx context.Context, cfg config) (*backend, error) {
 			_ = client.Close()
 			return nil, usagef("-prefix: %v", err)
 		}
-		return &backend{
-			Store:   st,
-			migrate: migrateRedis(st),
-			where:   fmt.Sprintf("Redis prefix %q at %s", cfg.prefix, cfg.redisAddr),
-			release: func() {
-				_ = st.Close()
-				_ = client.Close()
-			},
-		}, nil
+		return redisBackend(st, fmt.Sprintf("Redis prefix %q at %s", cfg.prefix, cfg.redisAddr), func() {
+			_ = st.Close()
+			_ = client.Close()
+		}), nil
 	default:
 		return nil, usagef("unknown store %q: want postgres or redis", cfg.store)
 	}
@@ -108,6 +109,12 @@ func openBackend(ctx context.Context, cfg config) (*backend, error) {
 func postgresPlace(cfg *pgxpool.Config) string {
 	cc := cfg.ConnConfig
 	return fmt.Sprintf("%s/%s", net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), cc.Database)
+}
+
+// redisBackend is the backend of st, a Redis store found at where, which
+// release closes.
+func redisBackend(st *redisstore.Store, where string, release func()) *backend {
+	return &backend{Store: st, migrate: migrateRedis(st), listEvery: st.ListByScan, where: where, release: release}
 }
 
 // migrateRedis runs st's Migrate to the end.

@@ -55,7 +55,10 @@ var commands = []command{
 			"pending ones whose holder let its lease run out (stale). -stale alone\n" +
 			"lists the stale pending records. Newest first unless -oldest; a full\n" +
 			"page ends with the -cursor that continues it. -all-tenants reads across\n" +
-			"tenants and is for operators only. An empty answer says so; exit 0.",
+			"tenants and is for operators only. An empty answer says so; exit 0.\n" +
+			"On Redis, once a worker with IndexOnlyWhatWaits has claimed under the\n" +
+			"prefix, each page walks every record key (SCAN) to see the claims no index\n" +
+			"holds: complete, and as slow as the keyspace is large.",
 		flags: listFlags,
 	},
 	{
@@ -68,12 +71,13 @@ var commands = []command{
 	{
 		name:     "decide",
 		summary:  "send a decision to the workflow waiting on an indeterminate record",
-		synopsis: "-tenant T -key K (-outcome JSON | -free | -retry | -fail) -by WHO [-reason R] [-reference REF] [Temporal flags]",
+		synopsis: "-tenant T -key K (-outcome JSON | -free -yes | -retry | -fail) -by WHO [-reason R] [-reference REF] [Temporal flags]",
 		detail: "Reads the record, finds the workflow that made it (its origin), and sends\n" +
 			"the decision as the " + decision.UpdateName + " Workflow Update, which the workflow\n" +
 			"validates before applying. Prints what the workflow answered.\n" +
 			"  -outcome JSON  the effect happened: JSON is what the activity returned\n" +
-			"  -free          the effect did not happen: the activity runs again\n" +
+			"  -free          the effect did not happen: the activity runs again (-yes\n" +
+			"                 confirms it: had the effect happened, it happens twice)\n" +
 			"  -retry         settled already (resolve): the activity answers from the record\n" +
 			"  -fail          give up: the waiting call fails with the indeterminate error\n" +
 			"Exits 1 when the workflow rejects the decision (with its reason) or no\n" +
@@ -110,7 +114,8 @@ var commands = []command{
 		synopsis: "-tenant T -yes [-force]",
 		detail: "Erases every record of the tenant outright, in every state. It cannot be\nundone: -yes is required.\n" +
 			"It refuses, naming them, while any record of the tenant is held (a call's\nbody may be running: its duplicates would run it again beside it) or\n" +
-			"indeterminate (a workflow may wait on it for a person: the call would run\nagain without anybody deciding whether its effect happened).\n" +
+			"indeterminate (a workflow may wait on it for a person: the call would run\nagain without anybody deciding whether its effect happened). It looks at\n" +
+			"the records themselves, whatever the workers' store options (on Redis it\nscans the tenant's keys: an index may not list a new claim).\n" +
 			"-force erases them anyway, for an erasure the law requires; its cost: every\ncall of the tenant made again after it — a retry, a duplicate, a running\n" +
 			"workflow's next call, a decision's rerun — finds its key free and runs its\neffect a second time. Completed records are erased without refusal, at the\n" +
 			"same cost for workflows of the tenant still running: stop the tenant's\nworkers (or let its workflows finish) first. A claim made between the check\nand the erasure is erased too.",
@@ -120,8 +125,9 @@ var commands = []command{
 		name:     "sweep",
 		summary:  "delete records whose retention window has passed",
 		synopsis: "[-limit N]",
-		detail:   "Deletes expired records, in batches, and prints how many. Expired records\nalready read as free; sweeping only reclaims their space.",
-		flags:    sweepFlags,
+		detail: "Deletes expired records, in batches, and prints how many. Expired records\nalready read as free; sweeping only reclaims their space. On Redis, once a\n" +
+			"worker with IndexOnlyWhatWaits has claimed under the prefix, it also walks\nevery record key for the expired records no index holds.",
+		flags: sweepFlags,
 	},
 }
 
@@ -318,14 +324,22 @@ func forgetFlags(fs *flag.FlagSet, _ func(string) string) func() (action, error)
 }
 
 // refuseLive refuses to forget a tenant while any of its records is held or
-// indeterminate, naming up to ten of them and how many there are.
+// indeterminate, naming up to ten of them and how many there are. It looks
+// with b.listEvery where the store has one: on Redis, the age index that
+// List reads leaves out the claims of workers with IndexOnlyWhatWaits
+// until they are renewed (issue 43), and a guard that trusted it let
+// forget erase a running claim.
 func refuseLive(ctx context.Context, b *backend, tenant string) error {
 	const shown = 10
 	var keys []string
 	total := 0
 	params := store.ListParams{Tenant: tenant, States: []store.State{store.StatePending, store.StateIndeterminate}, Limit: 500}
+	list := b.List
+	if b.listEvery != nil {
+		list = b.listEvery
+	}
 	for {
-		page, err := b.List(ctx, params)
+		page, err := list(ctx, params)
 		if err != nil {
 			return fmt.Errorf("listing the tenant's held and indeterminate records before erasing: %w", err)
 		}

@@ -27,6 +27,8 @@ type decideRequest struct {
 	// record's origin.
 	workflowID, runID string
 	temporal          temporalConfig
+	// yes confirms -free on an effect that may have landed.
+	yes bool
 }
 
 func decideFlags(fs *flag.FlagSet, env func(string) string) func() (action, error) {
@@ -40,6 +42,7 @@ func decideFlags(fs *flag.FlagSet, env func(string) string) func() (action, erro
 	reference := fs.String("reference", "", "where the evidence is: a ticket, the downstream's confirmation")
 	workflowID := fs.String("workflow-id", "", "the workflow that waits, when the record does not name it (records written before they kept their origin)")
 	runID := fs.String("run-id", "", "the run of -workflow-id that waits (default: its latest run)")
+	yes := fs.Bool("yes", false, "confirm -free on an indeterminate record: if its effect did happen, the activity runs it a second time")
 	tf := defineTemporalFlags(fs, env)
 	return func() (action, error) {
 		if err := checkScope(*tenant, *key); err != nil {
@@ -89,7 +92,7 @@ func decideFlags(fs *flag.FlagSet, env func(string) string) func() (action, erro
 		if err != nil {
 			return nil, err
 		}
-		req := decideRequest{tenant: *tenant, key: *key, decision: d, workflowID: *workflowID, runID: *runID, temporal: tc}
+		req := decideRequest{tenant: *tenant, key: *key, decision: d, workflowID: *workflowID, runID: *runID, temporal: tc, yes: *yes}
 		return func(ctx context.Context, b *backend, out io.Writer) error {
 			return decide(ctx, b, out, req)
 		}, nil
@@ -114,7 +117,8 @@ func hintFor(rec store.Record, found bool) string {
 
 func decide(ctx context.Context, b *backend, out io.Writer, req decideRequest) error {
 	rec, err := b.Lookup(ctx, store.LookupParams{Tenant: req.tenant, Key: req.key})
-	hint := hintFor(rec, err == nil)
+	found := err == nil
+	hint := hintFor(rec, found)
 	switch {
 	case errors.Is(err, store.ErrNotFound) && req.workflowID != "":
 		// Gone (expired, swept): the workflow named may still wait, and
@@ -149,6 +153,11 @@ func decide(ctx context.Context, b *backend, out io.Writer, req decideRequest) e
 	where := "workflow " + printable(wfID)
 	if runID != "" {
 		where += " run " + printable(runID)
+	}
+	if req.decision.Action == decision.ActionFree && !req.yes && (rec.State == store.StateIndeterminate || !found) {
+		// As forget: what cannot be taken back is confirmed on the command
+		// line, naming what it costs.
+		return errors.New(freeCost(req.key))
 	}
 
 	c, err := req.temporal.dial(ctx)
@@ -212,12 +221,29 @@ func decide(ctx context.Context, b *backend, out io.Writer, req decideRequest) e
 	return nil
 }
 
+// freeCost is the refusal of -free without -yes: what freeing an effect
+// that did happen costs, and what to send instead.
+func freeCost(key string) string {
+	return "refusing to free key " + printable(key) + " without -yes: -free says the effect did not happen, and the activity runs again; " +
+		"if it did happen (a card charged, a seat booked), it happens a second time — two charges, two bookings — and nothing undoes it. " +
+		"Establish first that it did not (the downstream's own records; show prints the call), then run again with -yes; " +
+		"if it did, send -outcome with what it returned"
+}
+
 // updateError explains why the decision update did not succeed.
 func updateError(ctx context.Context, c client.Client, wfID, runID, where string, req decideRequest, queue, hint string, err error) error {
 	var rejected *decision.RejectedError
 	var app *temporal.ApplicationError
 	var notFound *serviceerror.NotFound
 	switch {
+	case errors.As(err, &rejected) && strings.Contains(rejected.Reason, "is already decided ("):
+		// Another decision was taken first: the workflow applies it, and
+		// neither decide nor resolve has anything left to do (resolve
+		// would find the record settled, or settle it against the
+		// decision the workflow is applying).
+		reason := strings.TrimPrefix(rejected.Reason, "idempotency: ")
+		return fmt.Errorf("%s rejected the decision: %s: that decision was taken first and the workflow applies it; nothing more is needed: '%s show -tenant %s -key %s' shows the record as it settles",
+			where, reason, name, printable(req.tenant), printable(req.key))
 	case errors.As(err, &rejected):
 		reason := strings.TrimPrefix(rejected.Reason, "idempotency: ")
 		if !waitsOn(ctx, c, wfID, runID, req.key) {

@@ -39,7 +39,7 @@
 //	resolve -tenant T -key K (-outcome JSON | -free) [-by WHO] [-reason R]
 //	        [-reference REF] [-dry-run]
 //	                                             decide an indeterminate or stale record
-//	decide  -tenant T -key K (-outcome JSON | -free | -retry | -fail) -by WHO
+//	decide  -tenant T -key K (-outcome JSON | -free -yes | -retry | -fail) -by WHO
 //	        [-reason R] [-reference REF] [Temporal flags]
 //	                                             send the decision to the waiting workflow
 //	forget  -tenant T -yes                       erase every record of a tenant
@@ -135,12 +135,18 @@
 // workflow validates the decision before applying it: -outcome must decode
 // into what the activity returns. -outcome, -free, -retry and -fail are
 // the actions complete, free, retry and fail; -retry suits a record
-// already settled with resolve. decide prints the record's state, the
+// already settled with resolve. -free on an indeterminate record (or one
+// gone, named by -workflow-id) needs -yes, as forget does: the activity
+// runs again, and if its effect did happen it happens a second time (two
+// charges); without -yes decide shows the record, says so and exits 1
+// before reaching Temporal. decide prints the record's state, the
 // decision it sends, and what the workflow answered (recorded, freed,
 // retried or failed). A decision the workflow rejects prints its reason
 // and exits 1, changing nothing. Where no workflow waits on the key — the
 // workflow ended, or it runs on without waiting (it does not use
-// AwaitDecision) — decide says so, exits 1 and points to resolve. A
+// AwaitDecision) — decide says so, exits 1 and points to resolve; a
+// decision rejected because another was taken first points to show, as
+// there is nothing left to do. A
 // completed record takes only -retry or -fail; a pending one is not
 // decided (its holder may be running).
 //
@@ -194,11 +200,23 @@
 // forget erases every record of the tenant outright, indeterminate records
 // awaiting a decision included, and prints how many it erased. The records
 // cannot be counted without erasing them, so it refuses to run without
-// -yes.
+// -yes. Without -force it refuses while any record of the tenant is held or
+// indeterminate; it looks for them in the records themselves, trusting no
+// index (on Redis, redisstore's ListByScan: a claim of a worker with
+// IndexOnlyWhatWaits is in no index during its first lease).
 //
 // sweep deletes every record whose retention window has passed, in batches
 // of -limit, and prints how many. Expired records already read as free;
 // sweeping only reclaims their space.
+//
+// The workers' store options need no flag but -portable: the command finds
+// every record it guards whatever they are. On Redis, once a worker with
+// IndexOnlyWhatWaits has claimed under the prefix (redisstore marks it),
+// list and sweep walk every record key (SCAN) rather than the age index, so
+// they see the claims the option leaves out of it, at the cost of a walk of
+// the keyspace per page or sweep. ReplicaAcks, and pgstore's Batch, change
+// only how workers claim: show, decide and resolve read a record by its key
+// whatever the options.
 //
 // Records hold a digest of an activity's key arguments, never the
 // arguments; nothing this command prints can reveal them.

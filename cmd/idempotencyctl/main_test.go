@@ -184,7 +184,7 @@ func TestHelp(t *testing.T) {
 		{"show", []string{"show", "-h"}, []string{"show -tenant T -key K [-json]", "-json"}},
 		{"resolve", []string{"-store", "redis", "resolve", "-help"}, []string{"(-outcome JSON | -free)", "-dry-run", `{"seat":"12A"}`, "-by", "-reason", "-reference", "stale"}},
 		{"list", []string{"list", "-h"}, []string{"(-tenant T | -all-tenants)", "-stale", "-older-than", "-oldest", "-cursor", "-all-tenants", "(default 100)"}},
-		{"decide", []string{"decide", "-h"}, []string{"(-outcome JSON | -free | -retry | -fail) -by WHO", "$TEMPORAL_ADDRESS", "$TEMPORAL_NAMESPACE", "$TEMPORAL_API_KEY",
+		{"decide", []string{"decide", "-h"}, []string{"(-outcome JSON | -free -yes | -retry | -fail) -by WHO", "$TEMPORAL_ADDRESS", "$TEMPORAL_NAMESPACE", "$TEMPORAL_API_KEY",
 			"$TEMPORAL_TLS)", "$TEMPORAL_TLS_CLIENT_CERT_PATH", "$TEMPORAL_TLS_CLIENT_KEY_PATH", "$TEMPORAL_TLS_SERVER_CA_CERT_PATH", "$TEMPORAL_TLS_SERVER_NAME",
 			"-profile", "$TEMPORAL_PROFILE", "-config-file", "$TEMPORAL_CONFIG_FILE", "$TEMPORAL_TLS_CERT, $TEMPORAL_TLS_KEY and $TEMPORAL_TLS_CA", "-workflow-id", "-reference"}},
 		{"forget", []string{"forget", "-h"}, []string{"forget -tenant T -yes [-force]", "cannot be undone", "a second time"}},
@@ -349,7 +349,7 @@ func redisFixture(t *testing.T) fixture {
 	return fixture{
 		global:    []string{"-store", "redis", "-redis-addr", "injected"},
 		st:        st,
-		b:         &backend{Store: st, migrate: migrateRedis(st), where: "Redis prefix " + prefix},
+		b:         redisBackend(st, "Redis prefix "+prefix, nil),
 		withClock: func(t *testing.T, c store.Clock) store.Store { return newStore(t, c) },
 	}
 }
@@ -760,7 +760,7 @@ var storeCases = []struct {
 		require.NoError(t, f.st.MarkIndeterminate(context.Background(), store.MarkIndeterminateParams{Tenant: tenant, Key: testKey, Token: res.Record.Token}))
 		open := func(context.Context, config) (*backend, error) { return f.b, nil }
 		env := map[string]string{"TEMPORAL_ADDRESS": "127.0.0.1:1", "TEMPORAL_NAMESPACE": "ops-ns"}
-		args := append(append([]string{"-timeout", "3s"}, f.global...), "decide", "-tenant", tenant, "-key", testKey, "-free", "-by", "ops")
+		args := append(append([]string{"-timeout", "3s"}, f.global...), "decide", "-tenant", tenant, "-key", testKey, "-free", "-by", "ops", "-yes")
 		r := invoke(t, env, open, args...)
 		assert.Equal(t, exitFailed, r.code)
 		requireOneErrorLine(t, r, "cannot reach Temporal at 127.0.0.1:1 (namespace ops-ns)")

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/tesserix/idempotency/internal/testenv"
 )
 
 // metricName finds the library's metric names in a PromQL expression.
@@ -87,15 +89,13 @@ func TestEveryQueriedMetricIsDocumented(t *testing.T) {
 }
 
 // promtool loads the rules and runs their unit tests. CI installs it
-// (.ci/run); elsewhere the test is skipped when it is missing, unless
-// IDEMPOTENCY_REQUIRE_SERVICES is set.
+// (.ci/run); a machine without it fails the test, as a missing service
+// does, unless IDEMPOTENCY_SKIP_MISSING_SERVICES=1 (testenv.Unreachable).
 func TestRulesLoadInPrometheus(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
-		if os.Getenv("IDEMPOTENCY_REQUIRE_SERVICES") != "" {
-			t.Fatal("promtool is not installed (Debian's prometheus package has it)")
-		}
-		t.Skip("promtool is not installed (Debian's prometheus package has it)")
+		testenv.Unreachable(t, "promtool (Debian's prometheus package: apt-get install --no-install-recommends prometheus)", err)
+		return
 	}
 	for _, args := range [][]string{
 		{"check", "rules", "idempotency-alerts.yml"},

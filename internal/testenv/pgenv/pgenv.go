@@ -32,8 +32,8 @@ func PostgresURL() string { return testenv.Getenv(PostgresURLEnv, DefaultPostgre
 // created for this test alone (lower-case, unquoted-safe). The schema is
 // dropped, with everything in it, and the pool closed when the test ends.
 // The pool's search_path is not changed: qualify names with the schema.
-// When the server does not answer, the test is skipped, or failed under
-// IDEMPOTENCY_REQUIRE_SERVICES=1 (see [testenv.Unreachable]).
+// When the server does not answer, the test fails, or is skipped under
+// IDEMPOTENCY_SKIP_MISSING_SERVICES=1 (see [testenv.Unreachable]).
 func Postgres(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
 	pool := PostgresPool(t, PostgresMaxConns)
