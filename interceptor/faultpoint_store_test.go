@@ -83,6 +83,7 @@ type numberedStore struct {
 	ops      []string
 	noEnd    []string // calls that hung with no deadline to end them
 	renewed  chan struct{}
+	claimed  map[[2]string]bool // the tenants and keys claimed
 }
 
 func newNumberedStore(inner store.Store, clock *storetest.Clock, failAt int, mode faultMode) store.Store {
@@ -131,6 +132,24 @@ func (s *numberedStore) calls() (int, []string) {
 	return s.n, append([]string(nil), s.ops...)
 }
 
+// leftPending returns the claimed keys whose record is still pending.
+func (s *numberedStore) leftPending(ctx context.Context) []string {
+	s.mu.Lock()
+	keys := make([][2]string, 0, len(s.claimed))
+	for k := range s.claimed {
+		keys = append(keys, k)
+	}
+	s.mu.Unlock()
+	var out []string
+	for _, k := range keys {
+		rec, err := s.inner.Lookup(ctx, store.LookupParams{Tenant: k[0], Key: k[1]})
+		if err == nil && rec.State == store.StatePending {
+			out = append(out, fmt.Sprintf("%s (holder %s)", k[1], rec.Holder))
+		}
+	}
+	return out
+}
+
 func (s *numberedStore) hungWithoutEnd() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -176,6 +195,12 @@ func (s *numberedStore) hang(ctx context.Context, op string) error {
 }
 
 func (s *numberedStore) Claim(ctx context.Context, p store.ClaimParams) (store.Result, error) {
+	s.mu.Lock()
+	if s.claimed == nil {
+		s.claimed = make(map[[2]string]bool)
+	}
+	s.claimed[[2]string{p.Tenant, p.Key}] = true
+	s.mu.Unlock()
 	return do(s, ctx, "Claim", func(ctx context.Context) (store.Result, error) { return s.inner.Claim(ctx, p) }, nil)
 }
 

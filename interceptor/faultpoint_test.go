@@ -119,11 +119,11 @@ type fpCall struct {
 // scenario under it. Every call of a scenario is the same call (one
 // flight): the first one's effect is the only one allowed.
 type fpOption struct {
-	name      string
-	secrets   bool
-	scope     interceptor.Scope
-	calls     []fpCall
-	noStandal bool // not run for a standalone activity (its key ignores the option)
+	name         string
+	secrets      bool
+	scope        interceptor.Scope
+	calls        []fpCall
+	workflowOnly bool // run only for a call of a workflow (a standalone activity's or a Nexus operation's key ignores the option)
 	// failFirst makes the body's first execution fail before its effect
 	// (the downstream refused it), so the claim is freed, marked
 	// indeterminate or probed, and the call runs again.
@@ -141,18 +141,18 @@ type fpOption struct {
 var fpOptions = []fpOption{
 	{name: "Plain", calls: []fpCall{{}, {}}},
 	{name: "BodyFailsOnce", calls: []fpCall{{}, {}}, failFirst: true},
-	{name: "ProbeOnSchedule", calls: []fpCall{{}, {}}, onSchedule: true, onlyProbe: true, noStandal: true},
+	{name: "ProbeOnSchedule", calls: []fpCall{{}, {}}, onSchedule: true, onlyProbe: true, workflowOnly: true},
 	// Two generations: the worker derives under generation 2 and still
 	// holds generation 1.
-	{name: "KeySecret", secrets: true, calls: []fpCall{{gen: 2}}, noStandal: true},
+	{name: "KeySecret", secrets: true, calls: []fpCall{{gen: 2}}, workflowOnly: true},
 	// A run keyed under generation 1 made the effect; a later run of the
 	// workflow ID, keyed under generation 2, calls again.
 	{name: "KeySecretScopeWorkflow", secrets: true, scope: interceptor.ScopeWorkflow,
-		calls: []fpCall{{gen: 1}, {gen: 2}}, noStandal: true},
+		calls: []fpCall{{gen: 1}, {gen: 2}}, workflowOnly: true},
 	// The same across a reset: both runs are scoped by the run the reset
 	// kept.
 	{name: "KeySecretResetRun", secrets: true,
-		calls: []fpCall{{gen: 1, runScope: "run-before-reset"}, {gen: 2, runScope: "run-before-reset"}}, noStandal: true},
+		calls: []fpCall{{gen: 1, runScope: "run-before-reset"}, {gen: 2, runScope: "run-before-reset"}}, workflowOnly: true},
 }
 
 // runFaultPoints runs every kind under every option on each target and
@@ -181,7 +181,7 @@ func runFaultPoints(t *testing.T, targets []fpTarget, kinds []fpKind, options []
 				continue
 			}
 			for _, o := range options {
-				if ((k.standalone || k.nexus) && o.noStandal) || (o.onlyProbe && !k.probe) {
+				if ((k.standalone || k.nexus) && o.workflowOnly) || (o.onlyProbe && !k.probe) {
 					continue
 				}
 				scenarios = append(scenarios, &scenario{target: target, k: k, o: o})
@@ -505,6 +505,9 @@ func runScenario(target fpTarget, k fpKind, o fpOption, failAt int, mode faultMo
 		if !containsBooking(effects, a) {
 			r.problems = append(r.problems, fmt.Sprintf("answered %+v, which no standing effect gave (effects: %+v)", a, effects))
 		}
+	}
+	for _, k := range w.ns.leftPending(context.Background()) {
+		r.problems = append(r.problems, "a claim left pending after every call ended: "+k)
 	}
 	for _, op := range w.ns.hungWithoutEnd() {
 		r.problems = append(r.problems, "a "+op+" hung with no deadline to end it")
