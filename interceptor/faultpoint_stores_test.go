@@ -94,13 +94,13 @@ var fpStoreModes = []faultMode{errBefore, lostReply, hang}
 
 // fpStoreOptions are the options the real stores run under: the key
 // options' scenarios differ from one another only in the interceptor (the
-// order of their lookups), which the memory store runs in full, so one of
-// them runs here.
+// run a key is scoped by, the order of the lookups), which the memory
+// store runs in full, so one of them runs here.
 var fpStoreOptions = func() []fpOption {
 	var out []fpOption
 	for _, o := range fpOptions {
 		switch o.name {
-		case "KeySecret", "KeySecretResetRun":
+		case "KeySecret", "KeySecretResetRun", "ScopeWorkflow", "ResetRun":
 			continue
 		}
 		out = append(out, o)

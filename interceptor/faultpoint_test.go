@@ -142,6 +142,10 @@ var fpOptions = []fpOption{
 	{name: "Plain", calls: []fpCall{{}, {}}},
 	{name: "BodyFailsOnce", calls: []fpCall{{}, {}}, failFirst: true},
 	{name: "ProbeOnSchedule", calls: []fpCall{{}, {}}, onSchedule: true, onlyProbe: true, workflowOnly: true},
+	// Without a secret, a later run of the workflow ID, and a run made by
+	// a reset, call again.
+	{name: "ScopeWorkflow", scope: interceptor.ScopeWorkflow, calls: []fpCall{{}, {}}, workflowOnly: true},
+	{name: "ResetRun", calls: []fpCall{{runScope: "run-before-reset"}, {runScope: "run-before-reset"}}, workflowOnly: true},
 	// Two generations: the worker derives under generation 2 and still
 	// holds generation 1.
 	{name: "KeySecret", secrets: true, calls: []fpCall{{gen: 2}}, workflowOnly: true},
