@@ -14,7 +14,12 @@ package interceptor_test
 //     one a body execution produced, and whose effect stands);
 //   - no call left without an end (every attempt returns; every call ends
 //     with a result or a non-retryable error within a few attempts; no
-//     store call hangs without a deadline).
+//     store call hangs without a deadline; no claim is left pending once
+//     every call and the background settling have ended).
+//
+// Each test prints "fault points: N, second effects: M" per store (and
+// appends it to the file IDEMPOTENCY_FAULT_POINTS_REPORT names, which make
+// test prints).
 //
 // Each scenario runs as Temporal would run it: attempt 1, 2, … of each
 // call until it ends with a result or a non-retryable error (a store error
@@ -56,16 +61,9 @@ import (
 	"github.com/tesserix/idempotency/store/storetest"
 )
 
-// fpAttemptTimeout is each attempt's start-to-close timeout: a hanging
-// claim (which has no deadline but the activity's) ends with it.
-const fpAttemptTimeout = 3 * time.Second
-
 // fpMaxAttempts bounds the attempts of one call: a call that has not ended
 // by then is left without an end.
 const fpMaxAttempts = 6
-
-// fpParallel is how many fault points run at once, in the whole package.
-const fpParallel = 64
 
 // fpTarget is a store the scenarios run on.
 type fpTarget struct {
