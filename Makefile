@@ -88,6 +88,13 @@ bench-micro: ## Run the packages' Go benchmarks, each beside the baseline it is 
 fuzz: ## Fuzz the key encoding for FUZZTIME (default 30s).
 	go test ./keyspace -run '^$$' -fuzz FuzzDerive -fuzztime $(FUZZTIME)
 
+.PHONY: failover-pg
+failover-pg: ## PostgreSQL primary failover rounds at docs/SCALING.md's size: store calls (asynchronous standby +200ms, then no delay; synchronous), then through Temporal (faultrun).
+	IDEMPOTENCY_PG_FAILOVER_KEYS=4000 IDEMPOTENCY_PG_FAILOVER_ROUNDS=3 go test -count=1 -timeout 20m -v -run 'TestPrimaryFailover$$/^asynchronous$$' ./pgstore/
+	IDEMPOTENCY_PG_FAILOVER_KEYS=4000 IDEMPOTENCY_PG_FAILOVER_ROUNDS=3 IDEMPOTENCY_PG_FAILOVER_DELAY=0s go test -count=1 -timeout 20m -v -run 'TestPrimaryFailover$$/^asynchronous$$' ./pgstore/
+	IDEMPOTENCY_PG_FAILOVER_KEYS=800 IDEMPOTENCY_PG_FAILOVER_ROUNDS=3 go test -count=1 -timeout 20m -v -run 'TestPrimaryFailover$$/^synchronous$$' ./pgstore/
+	cd integration && GOTOOLCHAIN=$(SERVER_TOOLCHAIN) FAULTRUN_FAILOVER_WORKFLOWS=200 go test -count=1 -timeout 20m -v -run 'TestFaultRunFailover$$' ./faultrun/
+
 .PHONY: compat-fixtures
 compat-fixtures: ## Freeze what this release writes as a new compatibility fixture set (SET=r<N>-<commit>, on a clean checkout of that commit).
 	@test -n "$(SET)" || { echo "SET=r<N>-<commit> is required: N after the newest set's, commit $$(git rev-parse --short HEAD)"; exit 2; }

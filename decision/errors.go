@@ -59,10 +59,12 @@ const (
 	ErrorTypeInvalidTenant = "IdempotencyInvalidTenant"
 	// ErrorTypeNoTenant: no tenant could be resolved for the execution
 	// (see interceptor.TenantFunc for the ways a workflow carries one).
-	// Non-retryable, for every kind: the tenant travels in the activity's
-	// header, which every retry carries unchanged. A configuration error:
-	// the body never ran, and a workflow that waits for decisions does not
-	// wait on it.
+	// Non-retryable, for every kind, where the tenant travels in the
+	// activity's header, which every retry carries unchanged; retryable
+	// where the worker's own Options.Tenant function resolved none, which
+	// a redeployed worker can fix and the next attempt reaches. A
+	// configuration error: the body never ran, and a workflow that waits
+	// for decisions does not wait on it.
 	ErrorTypeNoTenant = "IdempotencyNoTenant"
 	// ErrorTypeSuperseded: the body of an IDEMPOTENT activity was stopped
 	// because its claim was taken over while it ran. Retryable: the retry

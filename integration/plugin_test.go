@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nexus-rpc/sdk-go/nexus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
@@ -275,4 +276,58 @@ func TestReplayHistoriesThroughThePlugin(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A Nexus handler on the README's plugin path (the plugin in the client's
+// options, the worker built with the SDK's worker.New): built with
+// worker.NexusOperation from the plugin, it runs through the dispatcher the
+// plugin installed on the worker, so a start whose answer was lost is
+// answered from the record: one booking, under the calling workflow's
+// tenant. (Before, the plugin path had no dispatcher to build a declared
+// handler on: interceptor.NexusOperation needs worker.New's w.Interceptor().)
+func TestPluginNexusOperationBooksOnce(t *testing.T) {
+	t.Parallel()
+	srv := newNexusServer(t)
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		events := &eventLog{}
+		p, err := worker.NewPlugin(worker.PluginOptions{
+			Idempotency: interceptor.Options{Store: st, Observer: events, Lease: 2 * time.Second},
+			Logger:      zaptest.NewLogger(t),
+		})
+		require.NoError(t, err)
+		c := newClient(srv, client.Options{Plugins: []client.Plugin{p}})
+		t.Cleanup(c.Close)
+		queue := testenv.UniqueName("tq")
+		endpoint := createEndpoint(t, srv, c, queue)
+		a := &nexusAirline{bookings: map[string]int{}}
+		op, err := worker.NexusOperation(p, "book-seat",
+			activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight", "seat"}}, a.book)
+		require.NoError(t, err)
+		svc := nexus.NewService("seats")
+		require.NoError(t, svc.Register(op))
+		w := sdkworker.New(c, queue, workerOptions)
+		w.RegisterNexusService(svc)
+		w.RegisterWorkflow(NexusBooking)
+		require.NoError(t, w.Start())
+		t.Cleanup(w.Stop)
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		run, err := c.ExecuteWorkflow(interceptor.WithTenant(ctx, "acme"), client.StartWorkflowOptions{
+			ID: testenv.UniqueName("wf"), TaskQueue: queue,
+		}, NexusBooking, endpoint, "seats", NexusSeatRequest{Flight: "BA117", Seat: "12A"})
+		require.NoError(t, err)
+		var got string
+		require.NoError(t, run.Get(ctx, &got))
+		assert.Equal(t, 1, a.booked("BA117"), "one booking, though the operation started twice")
+		assert.Equal(t, "seat 12A on BA117, booking 1", got, "the caller gets the first booking's answer, from its record")
+		claimed := 0
+		for _, ev := range events.all() {
+			if ev.Kind == interceptor.EventClaimed {
+				claimed++
+				assert.Equal(t, "acme", ev.Tenant)
+			}
+		}
+		assert.Equal(t, 1, claimed, "the handler ran through the plugin's dispatcher")
+	})
 }

@@ -22,7 +22,10 @@ import (
 	"go.temporal.io/sdk/converter"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
@@ -244,4 +247,80 @@ func TestHundredWaitsKeepTheWorkflowRunning(t *testing.T) {
 	var got []string
 	require.NoError(t, run.Get(ctx, &got))
 	assert.Len(t, got, n)
+}
+
+// The README's plugin path — the plugin in the options of a client built
+// with the SDK's client.Dial, a worker built with the SDK's worker.New —
+// makes the start check worker.New makes: where the namespace lacks the
+// attribute the worker does not start, and Start says how to create it in
+// that namespace. (Before, it started, and every waiting workflow's task
+// failed in a loop while the library logged that it waited for a person.)
+func TestPluginWithoutSearchAttributeDoesNotStart(t *testing.T) {
+	t.Parallel()
+	st, err := store.NewMemory(store.MemoryOptions{})
+	require.NoError(t, err)
+	logger := zaptest.NewLogger(t)
+	a := &airline{ledger: newLedger()}
+	newPlugin := func(attr string) *worker.Plugin {
+		opts := awaitOpts
+		opts.Store, opts.PendingSearchAttribute = st, attr
+		p, err := worker.NewPlugin(worker.PluginOptions{
+			Idempotency:  opts,
+			Declarations: []*activity.Declaration{activity.MustDeclare(a.Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}})},
+			Logger:       logger,
+		})
+		require.NoError(t, err)
+		return p
+	}
+	p := newPlugin("IdempotencyNoSuchAttribute")
+	c := newClient(server, client.Options{Plugins: []client.Plugin{p}})
+	t.Cleanup(c.Close)
+	w := sdkworker.New(c, testenv.UniqueName("tq"), workerOptions)
+	w.RegisterWorkflow(OneBooking)
+	err = w.Start()
+	var saErr *interceptor.SearchAttributeError
+	require.True(t, errors.As(err, &saErr), "Start: %v", err)
+	assert.Equal(t, "IdempotencyNoSuchAttribute", saErr.Name)
+	assert.Equal(t, server.GetDefaultNamespace(), saErr.Namespace)
+	assert.Contains(t, err.Error(), "temporal operator search-attribute create --namespace "+server.GetDefaultNamespace()+" --name IdempotencyNoSuchAttribute --type KeywordList")
+	err = w.Run(make(chan any))
+	require.True(t, errors.As(err, &saErr), "Run: %v", err)
+
+	// The attribute the namespace has: the same path starts.
+	require.NoError(t, registerPendingAttribute())
+	ok := newPlugin(interceptor.DefaultPendingSearchAttribute)
+	c2 := newClient(server, client.Options{Plugins: []client.Plugin{ok}})
+	t.Cleanup(c2.Close)
+	w2 := sdkworker.New(c2, testenv.UniqueName("tq"), workerOptions)
+	w2.RegisterWorkflow(OneBooking)
+	require.NoError(t, w2.Start())
+	t.Cleanup(w2.Stop)
+}
+
+// A plugin given to the worker alone knows no client to ask the namespace
+// with: its worker starts, and the log says, once, that the attribute was
+// not checked and how to have it checked.
+func TestPluginOnTheWorkerOnlyWarnsOfTheUncheckedAttribute(t *testing.T) {
+	t.Parallel()
+	st, err := store.NewMemory(store.MemoryOptions{})
+	require.NoError(t, err)
+	core, logs := observer.New(zapcore.WarnLevel)
+	opts := awaitOpts
+	opts.Store, opts.PendingSearchAttribute = st, "IdempotencyNoSuchAttribute"
+	p, err := worker.NewPlugin(worker.PluginOptions{Idempotency: opts, Logger: zap.New(core)})
+	require.NoError(t, err)
+	c := newClient(server, worker.ClientOptions(client.Options{}, zaptest.NewLogger(t)))
+	t.Cleanup(c.Close)
+	wopts := workerOptions
+	wopts.Plugins = []sdkworker.Plugin{p}
+	for range 2 {
+		w := sdkworker.New(c, testenv.UniqueName("tq"), wopts)
+		w.RegisterWorkflow(OneBooking)
+		require.NoError(t, w.Start())
+		t.Cleanup(w.Stop)
+	}
+	warned := logs.FilterMessageSnippet("was not asked whether it has the pending search attribute").All()
+	require.Len(t, warned, 1, "once per plugin")
+	assert.Contains(t, warned[0].Message, "Plugin.CheckSearchAttribute")
+	assert.Equal(t, "IdempotencyNoSuchAttribute", warned[0].ContextMap()["search_attribute"])
 }

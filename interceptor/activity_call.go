@@ -226,6 +226,7 @@ func (x *execution) resolveTenant(ctx context.Context) (string, error) {
 		// deriving a key, so nobody waits on a record that cannot exist.
 		return "", x.invalidTenant(ctx, err)
 	}
+	x.noteIgnoredTenant(ctx, tenant)
 	return tenant, nil
 }
 

@@ -85,6 +85,12 @@ func (x *execution) invalidTenant(ctx context.Context, cause error) error {
 
 // noTenant refuses an execution no tenant could be resolved for, saying how
 // to give its workflow one and, when its memo was there but held none, why.
+// Where the tenant travels with the call (the header, the memo, the default
+// the workflow recorded) the refusal is non-retryable: every attempt of the
+// call carries the header it was scheduled with, so no retry can find one,
+// and the run is recovered after the fix by a reset to its first workflow
+// task. Where the worker's own Options.Tenant function found none, it is
+// retryable: a redeployed worker's function answers the next attempt.
 func (x *execution) noTenant(ctx context.Context) error {
 	if x.nexus != nil {
 		return x.misconfigured(ctx, decision.ErrorTypeNoTenant, fmt.Errorf("%w: the Nexus request carries no tenant; give it one: "+
@@ -92,7 +98,12 @@ func (x *execution) noTenant(ctx context.Context) error {
 			"or set Options.DefaultTenant on the handler's worker", errNoTenant, TenantHeader))
 	}
 	if !x.root.tenantFromHeader {
-		return x.misconfigured(ctx, decision.ErrorTypeNoTenant, fmt.Errorf("%w: Options.Tenant resolved none", errNoTenant))
+		// The worker's own function found none: worker configuration, which a
+		// redeploy fixes and the call's next attempt then reaches. Retried,
+		// as Temporal retries a configuration error until it is fixed.
+		cause := fmt.Errorf("%w: Options.Tenant resolved none (retried: fix the worker's Options.Tenant and the call runs)", errNoTenant)
+		x.endEvent(ctx, EventMisconfigured, MetricMisconfigured, cause)
+		return temporal.NewApplicationError(fmt.Sprintf("idempotency: activity %q was not run: %v", x.decl.Name(), cause), decision.ErrorTypeNoTenant)
 	}
 	if standalone(x.info) {
 		return x.misconfigured(ctx, decision.ErrorTypeNoTenant, fmt.Errorf("%w: the standalone activity carries no tenant; give it one: "+

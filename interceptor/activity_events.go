@@ -117,6 +117,15 @@ const (
 	// for an IDEMPOTENT or transactional activity (an EFFECTFUL one reports
 	// EventIndeterminate). The call fails with a retryable error.
 	EventNotRun
+	// EventTenantIgnored: the worker's Options.Tenant function resolved a
+	// tenant other than the one the call's header carries (the starter's
+	// interceptor.WithTenant): the header is ignored, and the call's record
+	// — and any work waiting for a person — is kept under Event.Tenant, not
+	// under the tenant the starter named. Event.Err names both. Reported
+	// once per dispatcher (the first such call), not as the call's end; the
+	// call goes on. idempotencyctl's list of an empty tenant names the
+	// tenants that have records.
+	EventTenantIgnored
 )
 
 // String returns the event's name.
@@ -164,6 +173,8 @@ func (k EventKind) String() string {
 		return "foreign_record"
 	case EventNotRun:
 		return "not_run"
+	case EventTenantIgnored:
+		return "tenant_ignored"
 	default:
 		return "unknown"
 	}

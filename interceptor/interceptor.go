@@ -98,7 +98,12 @@ type Options struct {
 	// own — [TenantFromHeader] itself included — so the dispatcher never
 	// assumes a record's tenant is the header's: a call run again after a
 	// person's decision keeps the tenant the function resolves, and a call
-	// that resolves none is told only that Tenant resolved none.
+	// that resolves none is told only that Tenant resolved none — with a
+	// retryable [decision.ErrorTypeNoTenant] error, the body not entered:
+	// the function is the worker's configuration, so the call blocks,
+	// retried by its retry policy, until a redeployed worker's function
+	// answers. (A call without a tenant in its header is refused
+	// non-retryably: see DefaultTenant.)
 	Tenant TenantFunc
 	// DefaultTenant is the tenant of a workflow that carries none: started
 	// from the temporal CLI, the Web UI, a schedule or another SDK, without
@@ -266,6 +271,8 @@ type Interceptor struct {
 	// tenantFromHeader is set when Options.Tenant was left nil: the tenant
 	// of an execution is its workflow's, as the header carries it.
 	tenantFromHeader bool
+	// tenantIgnored is set once EventTenantIgnored was reported.
+	tenantIgnored atomic.Bool
 
 	mu    sync.RWMutex
 	decls map[string]*activity.Declaration

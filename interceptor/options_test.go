@@ -151,7 +151,8 @@ func TestEventKindString(t *testing.T) {
 		{interceptor.EventLeaseLapsed, "lease_lapsed"},
 		{interceptor.EventForeignRecord, "foreign_record"},
 		{interceptor.EventNotRun, "not_run"},
-		{interceptor.EventNotRun + 1, "unknown"},
+		{interceptor.EventTenantIgnored, "tenant_ignored"},
+		{interceptor.EventTenantIgnored + 1, "unknown"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

@@ -3,6 +3,7 @@ package interceptor
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
@@ -142,4 +143,26 @@ func TenantFromHeader(ctx context.Context, _ sdkactivity.Info) (string, bool) {
 // deployments: the workflow's namespace is the tenant.
 func TenantFromNamespace(_ context.Context, info sdkactivity.Info) (string, bool) {
 	return info.Namespace, info.Namespace != ""
+}
+
+// noteIgnoredTenant reports EventTenantIgnored, once per dispatcher, when
+// the worker's Options.Tenant resolved for the call a tenant other than the
+// one its header carries: a worker that takes its tenant from the namespace
+// (TenantFromNamespace) while the starter names another keeps the call's
+// record, and its waiting work, where an operator who asks about the
+// starter's tenant does not look.
+func (x *execution) noteIgnoredTenant(ctx context.Context, resolved string) {
+	if x.root.tenantFromHeader || x.nexus != nil {
+		return
+	}
+	header, ok := TenantFromContext(ctx)
+	if !ok || header == resolved || !x.root.tenantIgnored.CompareAndSwap(false, true) {
+		return
+	}
+	e := x.event
+	e.Kind, e.Tenant = EventTenantIgnored, resolved
+	e.Err = fmt.Errorf("the worker's Options.Tenant resolved tenant %q for activity %q where the call's header carries tenant %q (the starter's): "+
+		"the header is ignored, and records and waiting work are kept under %q (idempotencyctl list -tenant %s); reported once per worker",
+		resolved, x.decl.Name(), header, resolved, resolved)
+	x.emit(ctx, e)
 }

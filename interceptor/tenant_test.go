@@ -73,7 +73,7 @@ func TestTenantFuncRefuses(t *testing.T) {
 	env := h.activityEnv(t, "acme")
 	_, err := book(env, h.acts.Reserve, BookRequest{Flight: "BA117"})
 	appErr := requireApplicationError(t, err, decision.ErrorTypeNoTenant)
-	assert.True(t, appErr.NonRetryable())
+	assert.False(t, appErr.NonRetryable(), "the worker's own function is configuration a redeploy fixes: retried until it is")
 	assert.Contains(t, err.Error(), "Options.Tenant", "a TenantFunc of the user's own refused: the message says so")
 	assert.Zero(t, h.acts.ledger.total())
 }
@@ -198,4 +198,26 @@ func TestTenantFuncGivenIsTheUsers(t *testing.T) {
 			assert.Zero(t, h.acts.ledger.total())
 		})
 	}
+}
+
+// A worker whose Options.Tenant function resolves a tenant other than the
+// one the call's header carries (namespace-per-tenant, while the starter
+// named a tenant) reports it once, as EventTenantIgnored naming both: the
+// call's record is kept where an operator asking about the starter's tenant
+// does not look. Calls whose header agrees, or that have none, report
+// nothing.
+func TestTenantFuncIgnoringTheHeaderIsReportedOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(o *interceptor.Options) { o.Tenant = interceptor.TenantFromNamespace })
+	const namespace = "default-test-namespace" // the test environment's
+	for _, header := range []string{"", namespace, "acme", "globex"} {
+		env := h.activityEnv(t, header)
+		_, err := book(env, h.acts.Reserve, BookRequest{Flight: "BA117-" + header})
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1, h.rec.count(interceptor.EventTenantIgnored), "once per worker")
+	e := h.rec.first(t, interceptor.EventTenantIgnored)
+	assert.Equal(t, namespace, e.Tenant, "the tenant the record is kept under: the namespace")
+	assert.Contains(t, e.Err.Error(), `header carries tenant "acme"`)
+	assert.False(t, e.Final, "the call goes on")
 }

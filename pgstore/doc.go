@@ -128,6 +128,22 @@
 // [store.Store.Claim]): a claim of a free key is deleted, a takeover is
 // left pending with its lease ended.
 //
+// # Replication and failover
+//
+// The store's records are as durable as PostgreSQL's commit: with an
+// asynchronous standby, a failover loses the claims and completions the
+// standby had not received, and the promoted standby lets the next call
+// claim the key and run its effect a second time; with a synchronous one
+// (synchronous_standby_names, synchronous_commit on) it loses none.
+// [DetectReplication] tells at start which the pool dials; log its
+// String. [Options.RequireSynchronousReplication] refuses claims unless
+// commits wait for a synchronous standby. Workers follow a failover
+// through a multi-host connection string with
+// target_session_attrs=read-write (pgx reads it): a new connection goes
+// to whichever host accepts writes, and calls fail with errors matching
+// [store.ErrUnavailable], retried, until one does. docs/SCALING.md
+// ("Failover") gives what a failover lost, measured.
+//
 // # Transactional activities
 //
 // The store implements [store.Transactor]: an EFFECTFUL activity declared

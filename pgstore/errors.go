@@ -86,10 +86,12 @@ func (s *Store) interpret(ctx context.Context, op string, err error) error {
 			pgErr.Code == codeAdminShutdown, pgErr.Code == codeCrashShutdown,
 			pgErr.Code == codeCannotConnectNow, pgErr.Code == codeQueryCanceled,
 			pgErr.Code == codeReadOnlyTransaction:
+			s.forgetReplicationCheck() // a failover looks like this
 			return store.Unavailable("pgstore: "+op, err)
 		default:
 			return fmt.Errorf("pgstore: %s on %s: %w", op, s.tableName, err)
 		}
 	}
+	s.forgetReplicationCheck()
 	return store.Unavailable("pgstore: "+op, err)
 }

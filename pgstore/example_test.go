@@ -73,3 +73,28 @@ func ExampleDetectCapabilities() {
 		log.Fatal(err)
 	}
 }
+
+// ExampleDetectReplication reaches whichever of two hosts accepts writes
+// (after a failover, the promoted standby), logs what the store runs on,
+// and requires a synchronous standby: a claim on a server whose commits
+// would not wait for one is refused, retryably. It needs a database, so
+// it has no Output and is compiled but not run.
+func ExampleDetectReplication() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "postgres://app@pg-a.internal:5432,pg-b.internal:5432/app?target_session_attrs=read-write")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+
+	r, err := pgstore.DetectReplication(ctx, pool)
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("idempotency records on %s", r) // e.g. synchronous standby (synchronous_commit=on, ...)
+	s, err := pgstore.New(pool, pgstore.Options{RequireSynchronousReplication: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+}

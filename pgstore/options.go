@@ -102,6 +102,24 @@ type Options struct {
 	// one before): measure before turning it on. See docs/BENCHMARKS.md
 	// section 8.
 	Batch bool
+	// RequireSynchronousReplication, when true, makes every claim refuse
+	// (with a [*ReplicationError], which matches [ErrNotSynchronous] and
+	// store.ErrUnavailable) unless the server's commits wait for a
+	// synchronous standby: synchronous_standby_names names a standby that
+	// is streaming as sync or quorum, and the session's synchronous_commit
+	// is on, remote_write or remote_apply (see [DetectReplication]). With
+	// an asynchronous standby a failover loses the claims the standby had
+	// not received, and the promoted standby lets a second caller claim
+	// the same key and run its effect again; with a synchronous one it
+	// loses none (docs/SCALING.md, "Failover"). The answer is asked before
+	// the first claim, again every [DefaultReplicationCheckInterval] and
+	// after the server was unavailable. PostgreSQL makes the commit wait,
+	// not the store: the check only refuses to claim on a server that
+	// would not. Only claims are refused, as redisstore's ReplicaAcks
+	// waits only for claims. The session needs pg_read_all_stats (or
+	// pg_monitor) to read pg_stat_replication's sync_state. Defaults to
+	// false: no check.
+	RequireSynchronousReplication bool
 }
 
 // resolve validates o and fills in its defaults. Errors name the field.

@@ -60,6 +60,9 @@ type Store struct {
 	// onBatch, when set (by tests, before use), is called with the size
 	// of each batch of claims (claims true) or completions sent.
 	onBatch func(claims bool, size int)
+	// replication caches Options.RequireSynchronousReplication's check
+	// (replication.go).
+	replication replicationGate
 }
 
 var _ store.Store = (*Store)(nil)
@@ -244,6 +247,9 @@ WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`, s.tabl
 func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, error) {
 	const op = "claim"
 	if err := begin(ctx, op, p); err != nil {
+		return store.Result{}, err
+	}
+	if err := s.requireSynchronous(ctx); err != nil {
 		return store.Result{}, err
 	}
 	if s.claims == nil || p.Supersede != 0 {

@@ -31,6 +31,7 @@ type privateServer struct {
 	data   string
 	port   int
 	asUser []string // command prefix that runs as the server's OS user
+	extra  []string // options start passes to the server, after its own
 }
 
 // findPostgresBinary looks for a PostgreSQL program on PATH, then where
@@ -50,17 +51,31 @@ func findPostgresBinary(name string) (string, error) {
 // its socket in its own directory. PostgreSQL refuses to run as root, so
 // under root it runs as the "postgres" OS user through runuser. It skips
 // the test, saying why, when that is not possible.
-func startPrivateServer(t *testing.T) *privateServer {
+func startPrivateServer(t *testing.T, extra ...string) *privateServer {
 	t.Helper()
 	initdb, err := findPostgresBinary("initdb")
 	if err != nil {
 		t.Skipf("restart test needs a private PostgreSQL: %v", err)
 	}
+	s := preparePrivateServer(t, extra...)
+	if out, err := s.run(initdb, "-D", s.data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"); err != nil {
+		t.Skipf("restart test could not initdb a private PostgreSQL: %v\n%s", err, out)
+	}
+	s.start()
+	t.Cleanup(func() { _, _ = s.run(s.pgCtl, "-D", s.data, "-m", "immediate", "-w", "stop") })
+	return s
+}
+
+// preparePrivateServer makes a private server's directory, owned by the
+// server's OS user, and picks its port; extra are options (-c name=value)
+// its start passes to the server. Nothing runs yet.
+func preparePrivateServer(t *testing.T, extra ...string) *privateServer {
+	t.Helper()
 	pgCtl, err := findPostgresBinary("pg_ctl")
 	if err != nil {
 		t.Skipf("restart test needs a private PostgreSQL: %v", err)
 	}
-	s := &privateServer{t: t, pgCtl: pgCtl}
+	s := &privateServer{t: t, pgCtl: pgCtl, extra: extra}
 
 	// Not t.TempDir: its parents are private to root, and the server's
 	// user must reach the data directory.
@@ -84,12 +99,6 @@ func startPrivateServer(t *testing.T) *privateServer {
 	}
 	s.data = filepath.Join(s.dir, "data")
 	s.port = testenv.FreePort(t)
-
-	if out, err := s.run(initdb, "-D", s.data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"); err != nil {
-		t.Skipf("restart test could not initdb a private PostgreSQL: %v\n%s", err, out)
-	}
-	s.start()
-	t.Cleanup(func() { _, _ = s.run(s.pgCtl, "-D", s.data, "-m", "immediate", "-w", "stop") })
 	return s
 }
 
@@ -104,6 +113,9 @@ func (s *privateServer) run(name string, args ...string) (string, error) {
 func (s *privateServer) start() {
 	s.t.Helper()
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=20", s.port, s.dir)
+	for _, o := range s.extra {
+		opts += " -c " + o
+	}
 	out, err := s.run(s.pgCtl, "-D", s.data, "-l", filepath.Join(s.dir, "log"), "-o", opts, "-w", "-t", "60", "start")
 	require.NoError(s.t, err, "pg_ctl start: %s\n%s", out, s.log())
 }

@@ -28,7 +28,14 @@
 // activities when the worker starts (each
 // unless the worker registered that name itself), runs the
 // sweeper while the worker runs, and ends the dispatcher's background work
-// once the worker has stopped. A workflow replayer given the plugin gets
+// once the worker has stopped. When a worker starts it refuses to, with an
+// error that says why, if the store does not answer or the namespace lacks
+// interceptor.Options.PendingSearchAttribute (asked through the client whose
+// options carry the plugin, or the client [New] was given); a worker whose
+// sdkworker.Options.WorkerStopTimeout is zero gets
+// [DefaultWorkerStopTimeout], so stopping it (a deploy) lets running
+// declared bodies finish. [NexusOperation] builds a declared Nexus handler
+// on the plugin's dispatchers. A workflow replayer given the plugin gets
 // the propagator and the workflow side. [ClientPlugin] is the client part
 // alone, for a client that only starts workflows or activities.
 //

@@ -66,7 +66,8 @@ func eventLevel(k interceptor.EventKind) zapcore.Level {
 
 		return zapcore.InfoLevel
 	case interceptor.EventTakenOver, interceptor.EventStoreError, interceptor.EventSuperseded,
-		interceptor.EventProbeUnsettled, interceptor.EventProbeLate, interceptor.EventLeaseLapsed:
+		interceptor.EventProbeUnsettled, interceptor.EventProbeLate, interceptor.EventLeaseLapsed,
+		interceptor.EventTenantIgnored:
 		return zapcore.WarnLevel
 	case interceptor.EventIndeterminate, interceptor.EventOrphaned, interceptor.EventMisconfigured,
 		interceptor.EventArgumentsMismatch:

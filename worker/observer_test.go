@@ -56,6 +56,7 @@ func TestZapObserverLevels(t *testing.T) {
 		{interceptor.EventWaited, zapcore.DebugLevel},
 		{interceptor.EventLeaseLapsed, zapcore.WarnLevel},
 		{interceptor.EventNotRun, zapcore.InfoLevel},
+		{interceptor.EventTenantIgnored, zapcore.WarnLevel},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind.String(), func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
@@ -116,6 +117,14 @@ type Plugin struct {
 	// clientMetrics is the MetricsHandler of the first client the plugin
 	// configured: the backlog gauges' handler when PluginOptions names none.
 	clientMetrics client.MetricsHandler
+	// checked is set once CheckSearchAttribute was called: its answer
+	// stands, and workers do not ask again when they start.
+	checked bool
+	// count is how New's client asks its namespace (see checkOnStart).
+	count workflowCounter
+	// clients are the clients whose options carry the plugin.
+	clients           []*clientRef
+	warnUncheckedOnce sync.Once
 }
 
 // Both SDK plugin bases are named PluginBase; aliases let one type embed
@@ -143,6 +152,7 @@ type pluginConfig struct {
 // pluginWorker is what the plugin keeps for one worker it configured.
 type pluginWorker struct {
 	ic         *interceptor.Interceptor
+	queue      string          // the worker's task queue
 	registered map[string]bool // activity names the worker registered
 	started    bool
 	stopSweep  func()
@@ -214,7 +224,8 @@ func (*Plugin) Name() string { return PluginName }
 // unless the client has it, the interceptor that hands the client's
 // converter to the dispatchers of the client's workers, and, when the
 // client has no logger and the plugin has one, the SDK's logger bridged to
-// it.
+// it. A plugin made by [NewPlugin] also notes the client's connection (see
+// clientRef), through which its workers make the start check [New]'s make.
 func (p *Plugin) ConfigureClient(_ context.Context, o client.PluginConfigureClientOptions) error {
 	opts := o.ClientOptions
 	if !slices.ContainsFunc(opts.ContextPropagators, isTenantPropagator) {
@@ -223,6 +234,12 @@ func (p *Plugin) ConfigureClient(_ context.Context, o client.PluginConfigureClie
 	if !slices.ContainsFunc(opts.Interceptors, isConverterCarrier) {
 		// One per client: NewClient binds it to this client's converter.
 		opts.Interceptors = append(slices.Clone(opts.Interceptors), &converterCarrier{})
+	}
+	if p.cfg != nil && !slices.ContainsFunc(opts.Interceptors, p.isOwnRef) {
+		// How the start check finds this client (see clientRef).
+		r := p.newClientRef()
+		opts.Interceptors = append(slices.Clone(opts.Interceptors), r)
+		opts.ConnectionOptions.DialOptions = append(slices.Clone(opts.ConnectionOptions.DialOptions), grpc.WithChainUnaryInterceptor(r.capture))
 	}
 	if opts.Logger == nil && p.cfg != nil && p.cfg.sdkLogs {
 		opts.Logger = p.cfg.logger
@@ -239,7 +256,7 @@ func (p *Plugin) ConfigureClient(_ context.Context, o client.PluginConfigureClie
 
 // NewClient implements client.Plugin: it binds the client's converter
 // carrier to the converter the client ends up with, after every plugin
-// configured it.
+// configured it, and notes the client's namespace for the start check.
 func (p *Plugin) NewClient(
 	ctx context.Context,
 	o client.PluginNewClientOptions,
@@ -250,12 +267,28 @@ func (p *Plugin) NewClient(
 			c.bind(o.ClientOptions.DataConverter)
 		}
 	}
+	p.bindClientRefs(o)
 	return next(ctx, o)
 }
 
+// DefaultWorkerStopTimeout is the sdkworker.Options.WorkerStopTimeout the
+// plugin (and so [New]) gives a worker whose options leave it zero: how
+// long Stop waits for the activities still running before the SDK abandons
+// them. The SDK's own zero abandons them at once, so every rolling deploy
+// (SIGTERM, then Stop) cut declared bodies off half-way and left their keys
+// to a person. A declaration carries no timeout (the workflow sets it per
+// call), so this is a stated default rather than one derived from the
+// bodies: a minute, longer than most calls to a payment or booking API.
+// Any value the worker's options set is kept; give the process's shutdown
+// grace period (Kubernetes' terminationGracePeriodSeconds, 30 s by default)
+// a little more than the stop timeout, or the process is killed first.
+const DefaultWorkerStopTimeout = time.Minute
+
 // ConfigureWorker implements sdkworker.Plugin: it installs a dispatcher for
-// the worker, with the declarations applied, and notes what the worker
-// registers. The SDK's worker.New panics with the error it returns.
+// the worker, with the declarations applied, notes what the worker
+// registers, and sets WorkerStopTimeout to [DefaultWorkerStopTimeout] where
+// the worker's options leave it zero (and logs that it did). The SDK's
+// worker.New panics with the error it returns.
 func (p *Plugin) ConfigureWorker(_ context.Context, o sdkworker.PluginConfigureWorkerOptions) error {
 	if p.cfg == nil {
 		return nil
@@ -269,6 +302,13 @@ func (p *Plugin) ConfigureWorker(_ context.Context, o sdkworker.PluginConfigureW
 	if slices.ContainsFunc(wopts.Interceptors, isDispatcher) {
 		return fmt.Errorf("%w: the worker for task queue %q has an idempotency dispatcher already (another plugin, worker.New on a client that carries the plugin, or an interceptor.Interceptor in its Interceptors): install the library once",
 			ErrInstalledTwice, o.TaskQueue)
+	}
+	if wopts.WorkerStopTimeout == 0 {
+		// The SDK's zero abandons a running body on Stop: on every rolling
+		// deploy a charge cut off half-way leaves its key to a person.
+		wopts.WorkerStopTimeout = DefaultWorkerStopTimeout
+		p.cfg.logger.Info("idempotency: WorkerStopTimeout was not set; the worker waits up to the library's default for running activities when it stops",
+			zap.String("task_queue", o.TaskQueue), zap.Duration("worker_stop_timeout", DefaultWorkerStopTimeout))
 	}
 	iopts := p.cfg.iopts
 	if iopts.Identity == "" {
@@ -286,7 +326,7 @@ func (p *Plugin) ConfigureWorker(_ context.Context, o sdkworker.PluginConfigureW
 		return err
 	}
 	wopts.Interceptors = append(slices.Clone(wopts.Interceptors), ic)
-	pw := &pluginWorker{ic: ic, registered: map[string]bool{}}
+	pw := &pluginWorker{ic: ic, queue: o.TaskQueue, registered: map[string]bool{}}
 	reg := o.WorkerRegistryOptions
 	prev := reg.OnRegisterActivity
 	reg.OnRegisterActivity = func(a any, ro sdkactivity.RegisterOptions) {
@@ -304,7 +344,11 @@ func (p *Plugin) ConfigureWorker(_ context.Context, o sdkworker.PluginConfigureW
 	return nil
 }
 
-// StartWorker implements sdkworker.Plugin: it registers the declared
+// StartWorker implements sdkworker.Plugin: it refuses to start a worker
+// whose store does not answer, or whose namespace lacks the
+// PendingSearchAttribute option's attribute (the
+// *interceptor.SearchAttributeError says how to create it; see
+// checkOnStart for the client it asks through), registers the declared
 // activities and the Resolve activity the worker has not registered
 // itself, and starts the sweeper.
 func (p *Plugin) StartWorker(
@@ -323,6 +367,12 @@ func (p *Plugin) StartWorker(
 		return next(ctx, o)
 	}
 	if err := pingStore(ctx, pw.ic.Store()); err != nil {
+		p.mu.Lock()
+		pw.started = false
+		p.mu.Unlock()
+		return err
+	}
+	if err := p.checkOnStart(ctx); err != nil {
 		p.mu.Lock()
 		pw.started = false
 		p.mu.Unlock()
@@ -453,7 +503,10 @@ func (p *Plugin) ConfigureWorkflowReplayer(_ context.Context, o sdkworker.Plugin
 // interceptor.Interceptor.CheckSearchAttribute does, for the dispatchers of
 // every worker the plugin configured and will configure: where it is
 // missing they set none, and the returned error says how to create it. Call
-// it with the client before the workers start.
+// it with the client before the workers start. Its answer stands: workers
+// started afterwards do not ask again, so a worker whose namespace lacks the
+// attribute starts and waits without it, where otherwise its start would be
+// refused.
 func (p *Plugin) CheckSearchAttribute(ctx context.Context, c interceptor.OperatorClient, namespace string) error {
 	if p.cfg == nil {
 		return nil
@@ -465,6 +518,7 @@ func (p *Plugin) CheckSearchAttribute(ctx context.Context, c interceptor.Operato
 	defer probe.Stop()
 	err = probe.CheckSearchAttribute(ctx, c, namespace)
 	p.mu.Lock()
+	p.checked = true
 	p.noSearchAttribute = err != nil
 	live := make([]*interceptor.Interceptor, 0, len(p.workers))
 	for _, pw := range p.workers {
@@ -549,4 +603,9 @@ func activityNames(a any, ro sdkactivity.RegisterOptions) []string {
 		return []string{ro.Name}
 	}
 	return nil
+}
+
+func (p *Plugin) isOwnRef(i sdkinterceptor.ClientInterceptor) bool {
+	r, ok := i.(*clientRef)
+	return ok && r.owner == p
 }

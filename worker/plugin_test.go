@@ -2,9 +2,11 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/nexus-rpc/sdk-go/nexus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
@@ -12,6 +14,8 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/interceptor"
@@ -83,7 +87,8 @@ func TestPluginConfiguresTheClientOnce(t *testing.T) {
 	assert.Len(t, opts.ContextPropagators, 2, "the caller's propagator and the tenant's")
 	assert.Equal(t, interceptor.TenantPropagator(), opts.ContextPropagators[1])
 	assert.Len(t, own, 1, "the caller's slice is not changed")
-	assert.Len(t, opts.Interceptors, 1, "one converter carrier")
+	assert.Len(t, opts.Interceptors, 2, "one converter carrier, one note of the client for the start check")
+	assert.Len(t, opts.ConnectionOptions.DialOptions, 1, "one gRPC interceptor noting the client's connection")
 	assert.NotNil(t, opts.Logger, "the SDK's logs go to the plugin's logger")
 
 	kept := discard()
@@ -186,4 +191,43 @@ func TestPluginConfiguresAReplayer(t *testing.T) {
 func TestOptionsDocStatesTheDefaults(t *testing.T) {
 	values := map[string]any{"DefaultSweepInterval": worker.DefaultSweepInterval}
 	assert.Equal(t, 2, optdoc.Check(t, "worker.go", values)+optdoc.Check(t, "plugin.go", values))
+}
+
+// A worker whose options leave WorkerStopTimeout zero gets
+// DefaultWorkerStopTimeout, which the log names; one that sets it keeps it.
+func TestPluginDefaultsTheStopTimeout(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zapcore.InfoLevel)
+	p := newPlugin(t, worker.PluginOptions{Logger: zap.New(core)})
+	for _, tt := range []struct{ set, want time.Duration }{
+		{0, worker.DefaultWorkerStopTimeout},
+		{5 * time.Second, 5 * time.Second},
+	} {
+		wopts := sdkworker.Options{WorkerStopTimeout: tt.set}
+		require.NoError(t, p.ConfigureWorker(context.Background(), sdkworker.PluginConfigureWorkerOptions{
+			WorkerInstanceKey:     fmt.Sprint("w", tt.set),
+			TaskQueue:             "bookings",
+			WorkerOptions:         &wopts,
+			WorkerRegistryOptions: &sdkworker.PluginConfigureWorkerRegistryOptions{},
+		}))
+		assert.Equal(t, tt.want, wopts.WorkerStopTimeout)
+	}
+	entries := logs.FilterMessageSnippet("WorkerStopTimeout").All()
+	require.Len(t, entries, 1, "logged for the worker that left it zero only")
+	assert.Equal(t, worker.DefaultWorkerStopTimeout, entries[0].ContextMap()["worker_stop_timeout"])
+}
+
+// worker.NexusOperation checks the policy when it is built, and needs a
+// plugin made by NewPlugin.
+func TestNexusOperationRefuses(t *testing.T) {
+	t.Parallel()
+	handler := func(context.Context, BookRequest, nexus.StartOperationOptions) (string, error) { return "", nil }
+	_, err := worker.NexusOperation(worker.ClientPlugin(), "book", activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}}, handler)
+	assert.ErrorIs(t, err, interceptor.ErrInvalidOptions)
+	p := newPlugin(t, worker.PluginOptions{})
+	_, err = worker.NexusOperation(p, "book", activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}, Transactional: true}, handler)
+	assert.ErrorIs(t, err, interceptor.ErrNexusDeclaration)
+	op, err := worker.NexusOperation(p, "book", activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}}, handler)
+	require.NoError(t, err)
+	assert.Equal(t, "book", op.Name())
 }

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -87,9 +84,6 @@ const MinSweepInterval = 10 * time.Millisecond
 type Worker struct {
 	sdkworker.Worker
 	interceptor *interceptor.Interceptor
-	client      client.Client
-	// searchAttribute is Options.Idempotency.PendingSearchAttribute.
-	searchAttribute string
 }
 
 // New creates a Temporal worker for taskQueue on c with the idempotency
@@ -115,13 +109,14 @@ func New(c client.Client, taskQueue string, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, renameOption(err, "worker.PluginOptions.", "worker.Options.")
 	}
+	p.noteClient(c)
 	wopts := opts.Worker
 	wopts.Plugins = append(slices.Clone(wopts.Plugins), p)
 	sw, err := newSDKWorker(c, taskQueue, wopts)
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{Worker: sw, interceptor: p.interceptorFor(), client: c, searchAttribute: iopts.PendingSearchAttribute}, nil
+	return &Worker{Worker: sw, interceptor: p.interceptorFor()}, nil
 }
 
 // Start starts the worker, as the SDK's Start does, after checking that
@@ -130,47 +125,17 @@ func New(c client.Client, taskQueue string, opts Options) (*Worker, error) {
 // its namespace lacks has every task failed by the server, so a worker
 // whose namespace lacks it does not start, and the
 // *interceptor.SearchAttributeError says how to create it. Leave
-// PendingSearchAttribute empty to run without one.
-func (w *Worker) Start() error {
-	if err := w.checkSearchAttribute(); err != nil {
-		return err
-	}
-	return w.Worker.Start()
-}
+// PendingSearchAttribute empty to run without one. The check is the
+// plugin's (see [Plugin.StartWorker]): a worker built with the SDK's
+// worker.New on a client that carries a [Plugin] makes it too.
+func (w *Worker) Start() error { return w.Worker.Start() }
 
 // Run is the SDK's Run, after the check Start makes.
-func (w *Worker) Run(interruptCh <-chan any) error {
-	if err := w.checkSearchAttribute(); err != nil {
-		return err
-	}
-	return w.Worker.Run(interruptCh)
-}
+func (w *Worker) Run(interruptCh <-chan any) error { return w.Worker.Run(interruptCh) }
 
-// SearchAttributeCheckTimeout bounds the question [Worker.Start] asks the
-// namespace about the pending search attribute.
+// SearchAttributeCheckTimeout bounds the question a starting worker asks
+// the namespace about the pending search attribute.
 const SearchAttributeCheckTimeout = 10 * time.Second
-
-// checkSearchAttribute asks the client's namespace whether it knows the
-// pending search attribute: a list query that filters on it is refused
-// with InvalidArgument when it does not. The client fills in its own
-// namespace, which it does not otherwise tell. A server that cannot be
-// asked (unreachable, a visibility store without the query) is not taken
-// for a missing attribute: the SDK's Start reports the first, and the
-// second cannot hold custom attributes at all.
-func (w *Worker) checkSearchAttribute() error {
-	name := w.searchAttribute
-	if name == "" || w.client == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), SearchAttributeCheckTimeout)
-	defer cancel()
-	_, err := w.client.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: name + " IS NOT NULL"})
-	var invalid *serviceerror.InvalidArgument
-	if errors.As(err, &invalid) && strings.Contains(invalid.Error(), name) {
-		return fmt.Errorf("idempotency: the worker does not start: %w", &interceptor.SearchAttributeError{Name: name, Reason: "missing"})
-	}
-	return nil
-}
 
 // newSDKWorker is the SDK's worker.New, returning the error of a plugin of
 // this package's that it would panic with.

@@ -328,6 +328,7 @@ func TestWorkerEventsReachLogAndObserver(t *testing.T) {
 	)
 	w := newWorker(t, worker.Options{
 		Logger: zap.New(core),
+		Worker: sdkworker.Options{WorkerStopTimeout: time.Second}, // no log of the default
 		Idempotency: interceptor.Options{
 			Store:  memStore(t),
 			Tenant: func(context.Context, sdkactivity.Info) (string, bool) { return "acme", true },

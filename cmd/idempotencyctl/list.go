@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -129,6 +130,9 @@ func list(ctx context.Context, b *backend, out io.Writer, req listRequest) error
 	}
 	if len(page.Records) == 0 {
 		fmt.Fprintln(out, emptyAnswer(req, b.where))
+		if hint := otherTenants(ctx, b, req); hint != "" {
+			fmt.Fprintln(out, hint)
+		}
 		return nil
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
@@ -242,4 +246,41 @@ func writeListJSON(out io.Writer, page store.Page) error {
 		j.Records = append(j.Records, toRecordJSON(rec))
 	}
 	return json.NewEncoder(out).Encode(j)
+}
+
+// otherTenants says which other tenants have records an empty first page
+// of one tenant's listing would have shown, and how many ("" when none do,
+// or the store cannot say): a worker that takes its tenant from elsewhere
+// than the starter (Options.Tenant, DefaultTenant) records its calls under
+// a tenant the operator did not ask about, and "nothing waits" must not
+// pass for a quiet backlog. It reads across tenants, as -all-tenants does,
+// and names tenants and counts only.
+func otherTenants(ctx context.Context, b *backend, req listRequest) string {
+	if req.across || req.p.Cursor != "" {
+		return ""
+	}
+	p := req.p
+	p.Tenant, p.Cursor, p.Limit = "", "", store.MaxListLimit
+	page, err := b.ListAcrossTenants(ctx, p)
+	if err != nil || len(page.Records) == 0 {
+		return ""
+	}
+	counts := map[string]int{}
+	for _, rec := range page.Records {
+		counts[rec.Tenant]++
+	}
+	names := slices.Sorted(maps.Keys(counts))
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s (%d)", printable(n), counts[n])
+	}
+	more := ""
+	if page.Next != "" {
+		more = fmt.Sprintf(" among the first %d records; there are more", len(page.Records))
+	}
+	what := "records that match"
+	if req.waiting {
+		what = "work waiting for a person"
+	}
+	return fmt.Sprintf("other tenants have %s: %s%s; list them with -tenant NAME, or every tenant with -all-tenants", what, strings.Join(parts, ", "), more)
 }

@@ -825,13 +825,27 @@ var storeCases = []struct {
 		assert.Contains(t, r.stdout, testKey)
 		assert.Contains(t, r.stdout, "\n1 record\n", "only the record claimed an hour ago")
 	}},
+	{"an empty listing names the tenants that have waiting work", func(t *testing.T, f fixture, tenant string) {
+		// The worker took its tenant from elsewhere than the starter: the
+		// charge waits under another tenant than the one asked about.
+		other := tenant + "-default"
+		seedIndeterminate(t, f.st, other, testKey, "charge timed out")
+		r := f.run(t, "list", "-tenant", tenant)
+		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+		assert.Contains(t, r.stdout, "nothing waits for a person in tenant "+tenant)
+		assert.Contains(t, r.stdout, "other tenants have work waiting for a person: ")
+		assert.Contains(t, r.stdout, other+" (1)")
+		assert.Contains(t, r.stdout, "-all-tenants")
+	}},
 	{"list an empty backlog", func(t *testing.T, f fixture, tenant string) {
 		claim(t, f.st, tenant, testKey) // live: nobody needs to look at it
 		r := f.run(t, "list", "-tenant", tenant)
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 		// The answer names what it read: an empty answer from another
 		// table must not pass for a quiet backlog.
-		assert.Equal(t, "nothing waits for a person in tenant "+tenant+" of "+f.b.where+": no indeterminate records and no stale pending ones\n", r.stdout)
+		first, _, _ := strings.Cut(r.stdout, "\n")
+		assert.Equal(t, "nothing waits for a person in tenant "+tenant+" of "+f.b.where+": no indeterminate records and no stale pending ones", first)
+		assert.NotContains(t, r.stdout, tenant+" (", "the tenant asked about is not among the others")
 
 		r = f.run(t, "list", "-tenant", tenant, "-state", "completed", "-older-than", "1h")
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)

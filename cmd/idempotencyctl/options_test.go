@@ -306,7 +306,7 @@ func operatorCommandsFindEveryRecord(t *testing.T, dep deployment) {
 
 	// decide: finds the indeterminate record and goes for its workflow (no
 	// Temporal here); refuses the held one.
-	temporal := []string{"-timeout", "3s", "decide", "-tenant", tenant, "-free", "-by", "ops", "-address", "127.0.0.1:1"}
+	temporal := []string{"-timeout", "3s", "decide", "-tenant", tenant, "-free", "-yes", "-by", "ops", "-address", "127.0.0.1:1"}
 	r = dep.run(t, nil, append(temporal, "-key", markKey)...)
 	assert.Equal(t, exitFailed, r.code)
 	assert.Contains(t, r.stdout, "record: tenant "+tenant+" key "+markKey+" is indeterminate (reason: charge timed out)\n")

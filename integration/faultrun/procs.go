@@ -94,6 +94,7 @@ type privatePostgres struct {
 	dir    string
 	port   int
 	asUser []string
+	extra  []string // -c name=value options start passes after its own
 }
 
 func findPostgresBinary(name string) (string, error) {
@@ -106,11 +107,29 @@ func findPostgresBinary(name string) (string, error) {
 	return "", fmt.Errorf("%w: %s not found on PATH nor in /usr/lib/postgresql/*/bin", ErrMissingTool, name)
 }
 
-func newPrivatePostgres() (*privatePostgres, error) {
+func newPrivatePostgres(extra ...string) (*privatePostgres, error) {
 	initdb, err := findPostgresBinary("initdb")
 	if err != nil {
 		return nil, err
 	}
+	p, err := preparePrivatePostgres(extra...)
+	if err != nil {
+		return nil, err
+	}
+	if out, err := p.run(initdb, "-D", p.data(), "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"); err != nil {
+		p.close()
+		return nil, fmt.Errorf("faultrun: initdb: %w\n%s", err, out)
+	}
+	if err := p.start(); err != nil {
+		p.close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// preparePrivatePostgres makes a server's directory, owned by the user it
+// runs as, and picks its port; nothing runs yet.
+func preparePrivatePostgres(extra ...string) (*privatePostgres, error) {
 	pgCtl, err := findPostgresBinary("pg_ctl")
 	if err != nil {
 		return nil, err
@@ -119,7 +138,7 @@ func newPrivatePostgres() (*privatePostgres, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &privatePostgres{pgCtl: pgCtl, dir: dir}
+	p := &privatePostgres{pgCtl: pgCtl, dir: dir, extra: extra}
 	if err := os.Chmod(dir, 0o755); err != nil {
 		p.close()
 		return nil, err
@@ -139,14 +158,6 @@ func newPrivatePostgres() (*privatePostgres, error) {
 		p.asUser = []string{"runuser", "-u", "postgres", "--"}
 	}
 	if p.port, err = freePort(); err != nil {
-		p.close()
-		return nil, err
-	}
-	if out, err := p.run(initdb, "-D", p.data(), "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"); err != nil {
-		p.close()
-		return nil, fmt.Errorf("faultrun: initdb: %w\n%s", err, out)
-	}
-	if err := p.start(); err != nil {
 		p.close()
 		return nil, err
 	}
@@ -173,6 +184,9 @@ func (p *privatePostgres) via(hostport string) string {
 
 func (p *privatePostgres) start() error {
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=100", p.port, p.dir)
+	for _, o := range p.extra {
+		opts += " -c " + o
+	}
 	out, err := p.run(p.pgCtl, "-D", p.data(), "-l", filepath.Join(p.dir, "log"), "-o", opts, "-w", "-t", "60", "start")
 	if err != nil {
 		return fmt.Errorf("faultrun: pg_ctl start: %w\n%s", err, out)

@@ -33,6 +33,17 @@ const (
 	// so a restart loses every record, which is outside the promise. The
 	// run must find duplicates there.
 	StoreRedisVolatile = "redis-volatile"
+	// StorePostgresFailover is PostgreSQL with an asynchronous standby,
+	// whose replication link is slowed by Config.FailoverDelay: the
+	// round's store restarts are failovers (the primary killed, the
+	// standby promoted; the workers reach it through a multi-host URL
+	// with target_session_attrs=read-write). It measures what a failover
+	// loses: duplicates are expected.
+	StorePostgresFailover = "postgres-failover"
+	// StorePostgresSyncFailover is StorePostgresFailover with a
+	// synchronous standby (synchronous_standby_names='*',
+	// synchronous_commit=on): a failover loses nothing acknowledged.
+	StorePostgresSyncFailover = "postgres-sync-failover"
 )
 
 // Config is one round.
@@ -41,8 +52,13 @@ type Config struct {
 	Frontend string
 	// Namespace defaults to "default".
 	Namespace string
-	// Store is StorePostgres, StoreRedis or StoreRedisVolatile.
+	// Store is StorePostgres, StoreRedis, StoreRedisVolatile,
+	// StorePostgresFailover or StorePostgresSyncFailover.
 	Store string
+	// FailoverDelay is how long the replication link of a failover round
+	// (StorePostgresFailover, StorePostgresSyncFailover) holds what the
+	// primary sends. Defaults to 200 milliseconds ([DefaultFailoverDelay]).
+	FailoverDelay time.Duration
 	// Probe declares the EFFECTFUL activity with a probe that asks the
 	// ledger whether the effect under a key landed.
 	Probe bool
@@ -134,8 +150,19 @@ func (c *Config) defaults() error {
 	}
 	switch c.Store {
 	case StorePostgres, StoreRedis, StoreRedisVolatile:
+	case StorePostgresFailover, StorePostgresSyncFailover:
+		if c.Network || c.Transactional {
+			return errors.New("faultrun: a failover round runs without Network and Transactional")
+		}
+		if c.FailoverDelay <= 0 {
+			c.FailoverDelay = DefaultFailoverDelay
+		}
+		if c.Restarts > 1 {
+			return errors.New("faultrun: a failover round fails over once (Restarts 1)")
+		}
 	default:
-		return fmt.Errorf("faultrun: store %q: want %s, %s or %s", c.Store, StorePostgres, StoreRedis, StoreRedisVolatile)
+		return fmt.Errorf("faultrun: store %q: want %s, %s, %s, %s or %s", c.Store, StorePostgres, StoreRedis, StoreRedisVolatile,
+			StorePostgresFailover, StorePostgresSyncFailover)
 	}
 	if c.Transactional && (c.Store != StorePostgres || c.Probe) {
 		return errors.New("faultrun: a transactional round runs on postgres, without a probe")
@@ -281,6 +308,10 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	defer inst.close()
+	if pair, ok := inst.(*postgresPair); ok {
+		pair.slow(cfg.FailoverDelay)
+		cfg.Logf("%s: the standby streams through a link holding what the primary sends %v", cfg.Store, cfg.FailoverDelay)
+	}
 	label := cfg.Store
 	if cfg.Probe {
 		label += "+probe"
@@ -534,6 +565,21 @@ func startInstance(ctx context.Context, kind string) (instance, string, error) {
 			return nil, "", err
 		}
 		if err := ensureSchema(ctx, p.addr()); err != nil {
+			p.close()
+			return nil, "", err
+		}
+		return p, "postgres", nil
+	case StorePostgresFailover, StorePostgresSyncFailover:
+		p, err := newPostgresPair(ctx, kind == StorePostgresSyncFailover)
+		if err != nil {
+			return nil, "", err
+		}
+		if err := ensureSchema(ctx, p.addr()); err != nil {
+			p.close()
+			return nil, "", err
+		}
+		// The schema is on the standby before the link slows.
+		if err := p.waitCaughtUp(ctx); err != nil {
 			p.close()
 			return nil, "", err
 		}

@@ -36,7 +36,14 @@
 // its effects and those calls; -dir keeps them with the worker logs (set
 // FAULTRUN_DEBUG=1 for the dispatcher's events in the logs).
 //
-// It exits 1 when a round under the promise (postgres, redis) breaks it —
+// -stores postgres-failover,postgres-sync-failover runs the PostgreSQL
+// failover rounds: the store's restart (one a round) is its primary killed
+// and its standby promoted, the standby streaming through a link that holds
+// what the primary sends for -failover-delay; the asynchronous round's
+// duplicates are what the failover lost, reported and not a failure.
+//
+// It exits 1 when a round under the promise (postgres, redis,
+// postgres-sync-failover) breaks it —
 // a key with two effects, an answer not in the ledger, a hung workflow, an
 // untyped error — or when the control round (redis-volatile) finds no
 // duplicate; 2 when a round could not be run.
@@ -70,7 +77,8 @@ func main() {
 
 func drive(args []string) int {
 	fs := flag.NewFlagSet("faultrun", flag.ContinueOnError)
-	stores := fs.String("stores", "postgres,redis,redis-volatile", "rounds to run, comma-separated: postgres, redis, redis-volatile (the control)")
+	stores := fs.String("stores", "postgres,redis,redis-volatile", "rounds to run, comma-separated: postgres, redis, redis-volatile (the control), postgres-failover, postgres-sync-failover (a primary failover, -failover-delay on the replication link)")
+	failoverDelay := fs.Duration("failover-delay", faultrun.DefaultFailoverDelay, "what the replication link of a failover round holds what the primary sends for")
 	workflows := fs.Int("workflows", 200, "workflows per round")
 	workers := fs.Int("workers", 3, "worker processes (at least 3)")
 	concurrency := fs.Int("concurrency", 32, "workflows running at once")
@@ -168,6 +176,7 @@ func drive(args []string) int {
 			KillEvery:     *killEvery,
 			MaxKills:      *maxKills,
 			Restarts:      *restarts,
+			FailoverDelay: *failoverDelay,
 			StoreDown:     *storeDown,
 			Bound:         *bound,
 			Lease:         *lease,
@@ -180,6 +189,9 @@ func drive(args []string) int {
 			NetworkShort:  *networkShort,
 			Seed:          *seed,
 			Logf:          logf,
+		}
+		if cfg.Store == faultrun.StorePostgresFailover || cfg.Store == faultrun.StorePostgresSyncFailover {
+			cfg.Restarts = min(cfg.Restarts, 1) // one failover a round
 		}
 		if *keep != "" {
 			cfg.Dir = fmt.Sprintf("%s/%s-probe-%t-network-%t-tx-%t-await-%t", *keep, cfg.Store, cfg.Probe, cfg.Network, cfg.Transactional, cfg.AwaitDecision)
@@ -194,12 +206,20 @@ func drive(args []string) int {
 			return 2
 		}
 		sums = append(sums, sum)
-		if cfg.Store == faultrun.StoreRedisVolatile {
+		switch {
+		case cfg.Store == faultrun.StoreRedisVolatile:
 			if sum.Duplicates == 0 {
 				fmt.Fprintln(os.Stderr, "faultrun: the control round found no duplicate")
 				code = 1
 			}
-		} else {
+		case cfg.Store == faultrun.StorePostgresFailover:
+			fmt.Fprintf(os.Stderr, "faultrun: %s round: %d keys with more than one effect (%d extra): what the asynchronous standby lost\n",
+				sum.Store, sum.Duplicates, sum.ExtraEffects)
+			if sum.Hung > 0 || sum.Failed > 0 || sum.Untyped > 0 || sum.Unbacked > 0 {
+				fmt.Fprintf(os.Stderr, "faultrun: %s round: %d hung, %d failed, %d untyped, %d not in the ledger\n", sum.Store, sum.Hung, sum.Failed, sum.Untyped, sum.Unbacked)
+				code = 1
+			}
+		default:
 			for _, p := range sum.Problems() {
 				fmt.Fprintf(os.Stderr, "faultrun: %s round: %s\n", sum.Store, p)
 				code = 1
