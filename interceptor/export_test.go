@@ -7,3 +7,9 @@ func SetOrphanRetryLimit(i *Interceptor, n int) {
 	defer i.bgMu.Unlock()
 	i.bgLimit = n
 }
+
+// WaitBackground waits until the background work of i — the attempts to
+// settle orphaned claims (Options.OrphanRetry) — has ended, without
+// stopping it: a test that runs one execution at a time calls it between
+// two.
+func WaitBackground(i *Interceptor) { i.bg.Wait() }

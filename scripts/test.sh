@@ -23,6 +23,7 @@ finish() {
 	if [ "$rc" != 0 ] && [ "$failed" = 0 ]; then
 		failed=1 # a step failed outside go test (a script, a build): one failure
 	fi
+	faultpoints
 	summary="$passed passed, $failed failed"
 	[ "$skipped" = 0 ] || summary="$summary, $skipped skipped"
 	echo "$summary"
@@ -30,6 +31,19 @@ finish() {
 	[ "$failed" = 0 ] || rc=1
 	exit "$rc"
 }
+
+# faultpoints prints the lines the fault-at-every-store-call tests
+# (interceptor/faultpoint_test.go) appended to $FAULT_POINTS — "… fault
+# points: N, second effects: M", one per store — and their sum: go test
+# shows a passing test's output only with -v.
+faultpoints() {
+	[ -s "$FAULT_POINTS" ] || return 0
+	echo "== fault at every store call"
+	cat "$FAULT_POINTS"
+	awk '{ for (i = 1; i < NF; i++) { if ($i == "points:") p += $(i+1); if ($i == "effects:") e += $(i+1) } }
+		END { printf "fault points in all: %d, second effects: %d\n", p, e }' "$FAULT_POINTS"
+}
+FAULT_POINTS="$tmp/fault-points"
 trap finish EXIT
 set -e
 
@@ -38,7 +52,7 @@ go build -o "$TESTSUM" ./internal/tools/testsum
 # gotest runs go test with its arguments through testsum.
 gotest() { go test -json "$@" 2>&1 | "$TESTSUM" -tally "$TEST_TALLY"; }
 
-gotest -count=1 -timeout "$TEST_TIMEOUT" ./...
+IDEMPOTENCY_FAULT_POINTS_REPORT="$FAULT_POINTS" gotest -count=1 -timeout "$TEST_TIMEOUT" ./...
 scripts/mod-why-pgstore.sh
 scripts/newest-sdk.sh
 scripts/previous-release.sh
