@@ -177,7 +177,7 @@ func (x *execution) prepare(ctx context.Context, args []any) error {
 	if err != nil {
 		return x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
 	}
-	if (resetRun || x.opts.Scope == ScopeWorkflow) && !standalone(x.info) && len(x.root.secrets) > 0 {
+	if (x.nexus != nil || (resetRun || x.opts.Scope == ScopeWorkflow) && !standalone(x.info)) && len(x.root.secrets) > 0 {
 		key, secret = x.keyOfAnEarlierRun(ctx, tenant, run, args, key, secret)
 	}
 	x.key, x.event.Key = string(key), string(key)
@@ -195,7 +195,7 @@ func (x *execution) resolveTenant(ctx context.Context) (string, error) {
 		ok     bool
 	)
 	if x.nexus != nil {
-		tenant, ok = x.nexusTenant()
+		tenant, ok = x.nexusTenant(ctx)
 	} else {
 		tenant, ok = x.opts.Tenant(ctx, x.info)
 	}
