@@ -92,6 +92,8 @@ type carrierNexus struct {
 	dc converter.DataConverter
 }
 
+var _ sdkinterceptor.NexusOperationInboundInterceptor = (*carrierNexus)(nil)
+
 func (n *carrierNexus) StartOperation(ctx context.Context, in sdkinterceptor.NexusStartOperationInput) (nexus.HandlerStartOperationResult[any], error) {
 	return n.Next.StartOperation(interceptor.WithDataConverter(ctx, n.dc), in)
 }
