@@ -189,7 +189,7 @@ func TestNexusOperationLostAnswerBooksOnce(t *testing.T) {
 			"the second start met the first's record")
 		for _, ev := range e.events.all() {
 			if ev.Kind == interceptor.EventClaimed {
-				assert.Equal(t, "acme", ev.Tenant, "the tenant travels from the calling workflow in the Nexus header")
+				assert.Equal(t, srv.GetDefaultNamespace(), ev.Tenant, "the handler's tenant (its namespace), not the caller's acme")
 			}
 		}
 	})
@@ -222,7 +222,7 @@ func TestNexusOperationUnknownOutcomeReachesTheCaller(t *testing.T) {
 		}
 		require.Regexp(t, `^indeterminate v1:[0-9a-f]{64}$`, got, "the caller reads the indeterminate outcome and its key")
 		assert.EqualValues(t, 1, a.calls.Load(), "the handler ran once: the outcome is not retried into a second effect")
-		rec, err := st.Lookup(context.Background(), store.LookupParams{Tenant: "acme", Key: got[len("indeterminate "):]})
+		rec, err := st.Lookup(context.Background(), store.LookupParams{Tenant: srv.GetDefaultNamespace(), Key: got[len("indeterminate "):]})
 		require.NoError(t, err)
 		assert.Equal(t, store.StateIndeterminate, rec.State)
 	})

@@ -377,11 +377,11 @@ func TestStandaloneKilledMidBodyEndsIndeterminate(t *testing.T) {
 	r = ctl(t, nil, append(global, "show", "-tenant", "acme", "-key", o.Key)...)
 	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
 	assert.Contains(t, r.stdout, "activity_id  "+id+"\n")
-	assert.Contains(t, r.stdout, "workflow_id  - (a standalone activity: no workflow)\n")
+	assert.Contains(t, r.stdout, "workflow_id  - (no workflow: a standalone activity or a Nexus operation)\n")
 	r = ctl(t, temporalEnv(), append(global, "decide", "-tenant", "acme", "-key", o.Key, "-free", "-by", "ops@acme")...)
 	assert.Equal(t, 1, r.code, "stdout: %s", r.stdout)
 	assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
-	assert.Contains(t, r.stderr, "standalone activity "+id)
+	assert.Contains(t, r.stderr, "outside any workflow, by Book "+id+" (a standalone activity's ID")
 	assert.Contains(t, r.stderr, "no workflow waits on the key; settle the record in the store with 'idempotencyctl resolve'")
 
 	r = ctl(t, nil, append(global, "resolve", "-tenant", "acme", "-key", o.Key, "-outcome", `"seat 1 on BA117"`, "-by", "ops@acme")...)

@@ -25,7 +25,12 @@ var errForeignRecord = errors.New("idempotency: the request names a record the s
 //     another's records;
 //   - the record under the key names, as the workflow that made it,
 //     another workflow than the one that scheduled the request — a
-//     workflow freeing, completing or reading another's call.
+//     workflow freeing, completing or reading another's call;
+//   - the record was made outside any workflow: its origin names an
+//     execution (a Nexus request's ID, a standalone activity's ID) and no
+//     workflow — a workflow of the tenant reaching a record no workflow
+//     made. Nothing on a workflow's side waits on such a record; a
+//     person settles it in the store (idempotencyctl resolve).
 //
 // Called as a plain function (no activity context), it binds nothing: its
 // caller holds the store. The decision path schedules these activities only for keys its workflow
@@ -66,6 +71,8 @@ func bindRequest(ctx context.Context, st store.Store, tenantOf TenantFunc, obser
 		return fmt.Errorf("idempotency: reading the record %s names: %w", activityName, err)
 	case rec.Origin.WorkflowID != "" && info.WorkflowExecution.ID != "" && rec.Origin.WorkflowID != info.WorkflowExecution.ID:
 		return refuse(fmt.Sprintf("the record under key %s was made by another workflow than the one that scheduled the request", key))
+	case rec.Origin.WorkflowID == "" && rec.Origin.ActivityID != "" && info.WorkflowExecution.ID != "":
+		return refuse(fmt.Sprintf("the record under key %s was made outside any workflow (by %q, a Nexus operation or a standalone activity): no workflow may touch it", key, rec.Origin.ActivityType))
 	}
 	return nil
 }

@@ -185,7 +185,7 @@ func (x *execution) prepare(ctx context.Context, args []any) error {
 			return err
 		}
 	}
-	if (resetRun || x.opts.Scope == ScopeWorkflow) && !standalone(x.info) && len(x.root.secrets) > 0 {
+	if (x.nexus != nil || (resetRun || x.opts.Scope == ScopeWorkflow) && !standalone(x.info)) && len(x.root.secrets) > 0 {
 		k, s, err := x.keyOfAnEarlierRun(ctx, tenant, run, args, key, secret)
 		if err != nil {
 			// Nothing ran: the store could not say which derivation
@@ -209,7 +209,7 @@ func (x *execution) resolveTenant(ctx context.Context) (string, error) {
 		ok     bool
 	)
 	if x.nexus != nil {
-		tenant, ok = x.nexusTenant()
+		tenant, ok = x.nexusTenant(ctx)
 	} else {
 		tenant, ok = x.opts.Tenant(ctx, x.info)
 	}

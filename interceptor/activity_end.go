@@ -93,9 +93,10 @@ func (x *execution) invalidTenant(ctx context.Context, cause error) error {
 // retryable: a redeployed worker's function answers the next attempt.
 func (x *execution) noTenant(ctx context.Context) error {
 	if x.nexus != nil {
-		return x.misconfigured(ctx, decision.ErrorTypeNoTenant, fmt.Errorf("%w: the Nexus request carries no tenant; give it one: "+
-			"call the operation from a workflow that has one, on a worker with the plugin (it sets the %s header), "+
-			"or set Options.DefaultTenant on the handler's worker", errNoTenant, TenantHeader))
+		r := x.nexus.request
+		return x.misconfigured(ctx, decision.ErrorTypeNoTenant, fmt.Errorf("%w: the handler's Options.NexusTenant resolved none for the Nexus request "+
+			"(endpoint %q, service %q); the handler decides a request's tenant: by the endpoint it came through, "+
+			"or by the caller's %s header only for an endpoint it trusts", errNoTenant, r.Endpoint, r.Service, TenantHeader))
 	}
 	if !x.root.tenantFromHeader {
 		// The worker's own function found none: worker configuration, which a

@@ -115,11 +115,28 @@ type Options struct {
 	// fails at once, non-retryable, with [decision.ErrorTypeNoTenant]. The value in
 	// force when a workflow starts, empty included, is recorded in its
 	// history (see [TenantChangeID]), so changing it applies to new
-	// workflows only.
+	// workflows only. With NexusTenant nil it is also the tenant of every
+	// Nexus request the worker's declared operations take.
 	DefaultTenant string
+	// NexusTenant resolves the tenant of a start request of a Nexus
+	// operation declared with [NexusOperation], on the handler's side:
+	// the tenant is the handler's decision, never the caller's. Left nil,
+	// it is DefaultTenant when set, else the handler's namespace
+	// ([NexusTenantFromNamespace]): every caller of the handler is then of
+	// one tenant and shares its keys. A handler that serves several
+	// tenants tells them apart by what the server sets, the endpoint a
+	// request came through ([NexusTenantByEndpoint]); it honours the
+	// [TenantHeader] header a caller writes only for the endpoints it
+	// trusts ([NexusTenantFromHeader]). A request it resolves no tenant
+	// for is refused, non-retryable, with [decision.ErrorTypeNoTenant].
+	// The tenant is part of every key: changing what this resolves moves
+	// the handler's keys, so a request retried across the change runs
+	// again (docs/GUIDE.md, "Nexus operations").
+	NexusTenant NexusTenantFunc
 	// Scope chooses the run ID, the workflow ID or the first run of the
-	// chain as the key's run. Defaults to [ScopeRun]. A standalone activity's key is scoped by its activity ID
-	// whatever the Scope (see [StandaloneRun]).
+	// chain as the key's run. Defaults to [ScopeRun]. A standalone
+	// activity's key is scoped by its activity ID whatever the Scope (see
+	// [StandaloneRun]).
 	Scope Scope
 	// Lease is how long a claim holds before a waiting duplicate may presume
 	// its holder dead. The dispatcher renews it every third of its length
@@ -240,6 +257,12 @@ type Options struct {
 	// recorded ones runs nothing under it (the retryable
 	// [decision.ErrorTypeUnknownKeySecret], a misconfigured event) rather
 	// than derive other keys for the same calls.
+	//
+	// A Nexus request ([NexusOperation]), which no history pins to a
+	// generation, is keyed under the KeySecret of the worker that takes
+	// it; when no record stands under that key, it looks one up under the
+	// other derivations the worker holds (unkeyed and KeySecrets), and
+	// takes the one found.
 	KeySecret *keyspace.Secret
 	// KeySecrets are the other secrets this worker derives with: those of
 	// the generations running workflows were keyed under (until every such

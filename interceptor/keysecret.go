@@ -96,6 +96,11 @@ func (o *workflowOutbound) markKeySecret(ctx workflow.Context) {
 // none. A generation this worker does not hold fails the call, retryably:
 // a worker that holds it (or this one, once deployed with it) runs it.
 func (x *execution) keySecret(ctx context.Context) (*keyspace.Secret, error) {
+	if x.nexus != nil {
+		// No history pins a Nexus request's generation, and its header
+		// is the caller's: the worker's own secret (see NexusOperation).
+		return x.opts.KeySecret, nil
+	}
 	p, ok := sdkinterceptor.Header(ctx)[KeySecretHeader]
 	if !ok {
 		return nil, nil
@@ -117,8 +122,10 @@ func (x *execution) keySecret(ctx context.Context) (*keyspace.Secret, error) {
 // keyOfAnEarlierRun returns the key, and the secret it is derived under,
 // that a call finds the record of an earlier run under, when its key is
 // scoped by another run than its own: a run made by a reset (scoped by the
-// run it was reset from) or any run under ScopeWorkflow (scoped by the
-// workflow ID its earlier runs share). Each run records the generation in
+// run it was reset from), any run under ScopeWorkflow (scoped by the
+// workflow ID its earlier runs share), or a Nexus request (whose key no
+// history pins to a generation, derived under whichever KeySecret the
+// worker that takes it has). Each run records the generation in
 // force when it first calls (KeySecretChangeID) — a reset to before the
 // first call drops the earlier run's marker, and a continue-as-new or a
 // retry starts a history of its own — so after a switch or a rotation the

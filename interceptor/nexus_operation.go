@@ -43,15 +43,32 @@ var ErrNexusDeclaration = fmt.Errorf("%w: not for a Nexus operation", activity.E
 //     and service: one effect per value of those fields, whichever caller
 //     and request it comes in.
 //
-// The endpoint is not part of it: two endpoints that reach one handler reach
-// one effect. The tenant is the request's [TenantHeader] header, set by the
-// caller (a workflow whose client carries the plugin sets it from the
-// workflow's tenant), or else Options.DefaultTenant; Options.Tenant, which
-// reads an activity's headers, is not asked. A recorded result is decoded
-// into O with the SDK's default payload converters. A READ_ONLY policy
+// The endpoint is not part of the scope: two endpoints that reach one
+// handler under one tenant reach one effect. The tenant is the handler's
+// decision, never the caller's: Options.NexusTenant resolves it from what
+// the handler's worker knows of the request ([NexusRequest]), and by
+// default it is Options.DefaultTenant, else the handler's namespace. The
+// caller's [TenantHeader] header counts only where NexusTenant says so
+// ([NexusTenantFromHeader], for endpoints the handler trusts); Options.Tenant,
+// which reads an activity's headers, is not asked. A key never spans
+// tenants: the tenant is part of its derivation and of the record's
+// address. With Options.KeySecret the key is derived under the worker's
+// secret, and a request that finds no record under it looks for one under
+// the other derivations the worker holds (see Options.KeySecret).
+//
+// Outcomes are recorded with the converter activities' outcomes are
+// (Options.DataConverter, else the client's when it carries the worker
+// package's plugin), so a payload codec covers them at rest. A recorded
+// result is decoded into O with the SDK's default payload converters,
+// after that converter has undone its codecs. The record names the
+// operation and the request ID as its origin, and no workflow: no
+// workflow's Resolve or Probe activity may touch it. A READ_ONLY policy
 // runs handler as it is. Transactional and probed policies are refused
 // ([ErrNexusDeclaration]): a Nexus handler has no transaction of the
-// store's, and a person decides an unknown outcome from the caller.
+// store's, and nothing waits on the handler's side for a person. An
+// unknown outcome goes to the caller with the tenant and key, and a person
+// settles the handler's record in its store (idempotencyctl resolve;
+// docs/GUIDE.md, "Nexus operations").
 func NexusOperation[I, O any](ic *Interceptor, name string, p activity.Policy,
 	handler func(ctx context.Context, input I, opts nexus.StartOperationOptions) (O, error)) (nexus.Operation[I, O], error) {
 	p.Name = name
@@ -105,9 +122,8 @@ func handlerOf[I, O any](handler func(context.Context, I, nexus.StartOperationOp
 // request.
 type nexusCall struct {
 	opts       nexus.StartOperationOptions
-	perRequest bool // keyed by the request ID (Policy.OncePerRun)
-	service    string
-	header     nexus.Header
+	perRequest bool         // keyed by the request ID (Policy.OncePerRun)
+	request    NexusRequest // what Options.NexusTenant is asked about
 }
 
 type nexusCallKey struct{}
@@ -127,8 +143,12 @@ func (i *Interceptor) runNexus(ctx context.Context, decl *activity.Declaration, 
 	input any, body func(context.Context, ...any) (any, error)) (any, error) {
 	hi := nexus.ExtractHandlerInfo(ctx)
 	oi := temporalnexus.GetOperationInfo(ctx)
-	call.service, call.header = hi.Service, hi.Header
 	opts := call.opts
+	call.request = NexusRequest{
+		Namespace: oi.Namespace, TaskQueue: oi.TaskQueue, Endpoint: oi.Endpoint,
+		Service: hi.Service, Operation: hi.Operation, RequestID: opts.RequestID,
+		Header: maps.Clone(hi.Header),
+	}
 	var info sdkactivity.Info
 	info.ActivityType.Name = decl.Name()
 	info.ActivityID = opts.RequestID
@@ -156,18 +176,9 @@ func (i *Interceptor) runNexus(ctx context.Context, decl *activity.Declaration, 
 	return x.run(context.WithValue(ctx, nexusCallKey{}, call), &interceptor.ExecuteActivityInput{Args: []any{input}})
 }
 
-// nexusTenant is the tenant of a Nexus request: its TenantHeader header, or
-// Options.DefaultTenant.
-func (x *execution) nexusTenant() (string, bool) {
-	if t := x.nexus.header.Get(TenantHeader); t != "" {
-		return t, true
-	}
-	return x.opts.DefaultTenant, x.opts.DefaultTenant != ""
-}
-
 // nexusRun is the scope of a Nexus operation's key: see NexusOperation.
 func (x *execution) nexusRun() string {
-	scope := "nexus\x00" + x.info.Namespace + "\x00" + x.nexus.service
+	scope := "nexus\x00" + x.info.Namespace + "\x00" + x.nexus.request.Service
 	if x.nexus.perRequest {
 		scope += "\x00" + x.nexus.opts.RequestID
 	}
@@ -184,8 +195,9 @@ func newCallID() string {
 }
 
 // ExecuteNexusOperation carries the workflow's tenant to a Nexus
-// operation's handler in the request's [TenantHeader] header (see
-// [NexusOperation]), unless the call sets that header itself. (The SDK
+// operation's handler in the request's [TenantHeader] header, unless the
+// call sets that header itself. It is the caller's word: a handler
+// honours it only for endpoints it trusts ([NexusTenantFromHeader]). (The SDK
 // marks this method experimental; it is the only way a workflow's Nexus
 // calls carry a header.) The header is part of the scheduling command but
 // not of what replay compares, so histories recorded without it replay.

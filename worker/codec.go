@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/nexus-rpc/sdk-go/nexus"
 	"go.temporal.io/sdk/converter"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 
@@ -17,8 +18,8 @@ import (
 // client interceptor that is also a worker interceptor to the client's
 // workers, ahead of their own interceptors; its NewClient binds it to the
 // converter the client ends up with, after every plugin configured it.
-// Every activity then runs with that converter in its context
-// ([interceptor.WithDataConverter]).
+// Every activity, and every Nexus operation's handler, then runs with that
+// converter in its context ([interceptor.WithDataConverter]).
 type converterCarrier struct {
 	sdkinterceptor.ClientInterceptorBase
 	sdkinterceptor.WorkerInterceptorBase
@@ -68,4 +69,31 @@ type carrierInbound struct {
 
 func (a *carrierInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
 	return a.Next.ExecuteActivity(interceptor.WithDataConverter(ctx, a.dc), in)
+}
+
+func (c *converterCarrier) InterceptNexusOperation(
+	_ context.Context,
+	next sdkinterceptor.NexusOperationInboundInterceptor,
+) sdkinterceptor.NexusOperationInboundInterceptor {
+	dc := c.converter()
+	if dc == nil {
+		return next
+	}
+	n := &carrierNexus{dc: dc}
+	n.Next = next
+	return n
+}
+
+// carrierNexus hands the client's converter to a Nexus operation's handler,
+// so that interceptor.NexusOperation records its outcomes as an activity's
+// are recorded.
+type carrierNexus struct {
+	sdkinterceptor.NexusOperationInboundInterceptorBase
+	dc converter.DataConverter
+}
+
+var _ sdkinterceptor.NexusOperationInboundInterceptor = (*carrierNexus)(nil)
+
+func (n *carrierNexus) StartOperation(ctx context.Context, in sdkinterceptor.NexusStartOperationInput) (nexus.HandlerStartOperationResult[any], error) {
+	return n.Next.StartOperation(interceptor.WithDataConverter(ctx, n.dc), in)
 }

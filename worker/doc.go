@@ -72,7 +72,8 @@
 // also hands its converter to the dispatcher of every worker built on it,
 // so the outcomes recorded in the store go through the same codecs (an
 // encrypting codec encrypts them at rest too) with nothing else to
-// configure. On a client built without it, set the dispatcher's
+// configure: an activity's, and a Nexus operation's declared with
+// interceptor.NexusOperation. On a client built without it, set the dispatcher's
 // interceptor.Options.DataConverter to the client's converter, or the store
 // keeps results as the SDK's default converter makes them, in the clear.
 package worker

@@ -449,7 +449,7 @@ func formatTime(t time.Time) string {
 // there is none.
 func workflowIDText(o store.Origin) string {
 	if o.WorkflowID == "" && o.ActivityID != "" {
-		return "- (a standalone activity: no workflow)"
+		return "- (no workflow: a standalone activity or a Nexus operation)"
 	}
 	return printableOrDash(o.WorkflowID)
 }

@@ -142,10 +142,12 @@ func decide(ctx context.Context, b *backend, out io.Writer, req decideRequest) e
 		wfID, runID = req.workflowID, req.runID
 	}
 	if wfID == "" && rec.Origin.ActivityID != "" {
-		// Started with client.ExecuteActivity: nothing can wait for a
-		// decision but the caller of its handle, which has its error.
-		return fmt.Errorf("the record was made by standalone activity %s, which belongs to no workflow: no workflow waits on the key; %s",
-			printable(rec.Origin.ActivityID), hint)
+		// Made outside any workflow: by a standalone activity
+		// (client.ExecuteActivity), whose ID this is, or by a Nexus
+		// operation's handler, whose request ID it is. Nothing waits for a
+		// decision but the caller, which has its error.
+		return fmt.Errorf("the record was made outside any workflow, by %s %s (a standalone activity's ID, or a Nexus operation's request ID): no workflow waits on the key; %s",
+			printableOrDash(rec.Origin.ActivityType), printable(rec.Origin.ActivityID), hint)
 	}
 	if wfID == "" {
 		return errors.New("the record does not name its workflow (it was written before records kept their origin): pass -workflow-id, or " + hint)

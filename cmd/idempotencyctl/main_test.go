@@ -732,13 +732,13 @@ var storeCases = []struct {
 
 		r := f.run(t, "show", "-tenant", tenant, "-key", testKey)
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
-		assert.Contains(t, r.stdout, "workflow_id  - (a standalone activity: no workflow)\n")
+		assert.Contains(t, r.stdout, "workflow_id  - (no workflow: a standalone activity or a Nexus operation)\n")
 		assert.Contains(t, r.stdout, "activity_id  book-ada-ba117\n")
 
 		// Nothing waits: decide says so before reaching for Temporal.
 		r = f.run(t, "decide", "-tenant", tenant, "-key", testKey, "-free", "-by", "ops")
 		assert.Equal(t, exitFailed, r.code)
-		requireOneErrorLine(t, r, "the record was made by standalone activity book-ada-ba117, which belongs to no workflow: no workflow waits on the key; settle the record in the store with 'idempotencyctl resolve'")
+		requireOneErrorLine(t, r, "the record was made outside any workflow, by BookSeat book-ada-ba117 (a standalone activity's ID, or a Nexus operation's request ID): no workflow waits on the key; settle the record in the store with 'idempotencyctl resolve'")
 		state, err := lookupState(t, f.st, tenant, testKey)
 		require.NoError(t, err)
 		assert.Equal(t, store.StateIndeterminate, state)

@@ -134,6 +134,20 @@ func NexusSeats(w *worker.Worker) error {
 	return nil
 }
 
+// NexusTenants is the guide's handler worker serving two tenants, each
+// through a Nexus endpoint of its own.
+func NexusTenants(c client.Client, st store.Store) (*worker.Worker, error) {
+	return worker.New(c, "seats", worker.Options{Idempotency: interceptor.Options{
+		Store: st,
+		// The server says which endpoint a request came through; the caller
+		// says nothing that counts.
+		NexusTenant: interceptor.NexusTenantByEndpoint(map[string]string{
+			"seats-acme":   "acme",
+			"seats-globex": "globex",
+		}),
+	}})
+}
+
 // Redis is the guide's Redis store.
 func Redis(rdb redis.UniversalClient) error {
 	st, err := redisstore.New(rdb, redisstore.Options{Prefix: "idempotency"})
