@@ -52,6 +52,10 @@ test: ## Run every test: the library (on the SDK go.mod names and on the newest)
 		(cd $$m && GOTOOLCHAIN=$(SERVER_TOOLCHAIN) go test -count=1 -timeout $(TEST_TIMEOUT) ./...) || exit 1; \
 	done
 
+.PHONY: test-citus
+test-citus: ## The PostgreSQL store on a real Citus cluster (coordinator and two workers on loopback): builds Citus from ../shared/third_party/citus/ when missing, then runs the Citus suite.
+	TEST_TIMEOUT=$(TEST_TIMEOUT) scripts/test-citus.sh
+
 .PHONY: test-previous-release
 test-previous-release: ## Replay every committed workflow history with the previous release's workflow code (PREVIOUS_RELEASE=commit for another).
 	TEST_TIMEOUT=$(TEST_TIMEOUT) SERVER_TOOLCHAIN=$(SERVER_TOOLCHAIN) scripts/previous-release.sh

@@ -166,9 +166,19 @@ func (s *Store) EnsureSchema(ctx context.Context) error {
 		})
 	})
 	if err != nil {
-		return s.interpret(ctx, op, err)
+		return s.interpretSchema(ctx, op, err)
 	}
 	return nil
+}
+
+// interpretSchema is interpret for EnsureSchema, which may refuse a table
+// it will not distribute on Citus (ErrNotDistributed): that is said as it
+// is, not as the server unavailable.
+func (s *Store) interpretSchema(ctx context.Context, op string, err error) error {
+	if errors.Is(err, ErrNotDistributed) && ctx.Err() == nil {
+		return fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	return s.interpret(ctx, op, err)
 }
 
 // schemaDDL creates in tx what EnsureSchema creates that is missing: the
@@ -202,6 +212,9 @@ func (s *Store) schemaDDL(ctx context.Context, tx pgx.Tx, guard bool) error {
 		if err := s.guardDDL(ctx, tx); err != nil {
 			return err
 		}
+	}
+	if err := s.distribute(ctx, tx); err != nil {
+		return err
 	}
 	// A table made by an earlier version lacks the newer columns.
 	for _, c := range addedColumns {

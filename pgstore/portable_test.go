@@ -314,3 +314,21 @@ func TestConformancePortableSerializable(t *testing.T) {
 		return s
 	})
 }
+
+// The commit guard in the portable mode, on PostgreSQL itself: the
+// approval of a transactional commit is a statement of its own, sent before
+// the fenced completion (see TestCitusTransactionGuard for the same cases
+// on Citus).
+func TestPortableTransactionGuard(t *testing.T) {
+	t.Parallel()
+	guardCases(t, func(t *testing.T, dropGuard bool) txSetup {
+		pool, schema := pgenv.Postgres(t)
+		table := testenv.UniqueName("r")
+		s := newStore(t, pool, schema, pgstore.Options{Table: table, Capabilities: portable()})
+		if dropGuard {
+			_, err := pool.Exec(context.Background(), "DROP TABLE "+pgx.Identifier{schema, table + "_txguard"}.Sanitize())
+			require.NoError(t, err)
+		}
+		return txSetup{s: s, l: newLedger(t, pool, schema)}
+	})
+}
