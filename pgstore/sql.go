@@ -122,7 +122,7 @@ type statements struct {
 	// transactional commit, sent before completeTx (which then only
 	// fences the completion); empty with every capability. See
 	// approveSQL.
-	approve, approveGuarded string
+	approve, approveGuarded                     string
 	resolveComplete, resolveFree, forget, sweep string
 	resolveGone                                 string
 	cancelClaim, endLease                       string
