@@ -56,6 +56,10 @@ test: ## Run every test: the library (on the SDK go.mod names and on the newest)
 test-citus: ## The PostgreSQL store on a real Citus cluster (coordinator and two workers on loopback): builds Citus from ../shared/third_party/citus/ when missing, then runs the Citus suite.
 	TEST_TIMEOUT=$(TEST_TIMEOUT) scripts/test-citus.sh
 
+.PHONY: bench-citus
+bench-citus: ## pgstore's figures on a real Citus cluster, each beside its floor on the same cluster (CITUS_BENCHTIME, default 2000x; CITUS_COUNT, default 3).
+	CITUS_BENCH=1 CITUS_BENCHTIME=$${CITUS_BENCHTIME:-2000x} CITUS_COUNT=$${CITUS_COUNT:-3} TEST_TIMEOUT=60m scripts/test-citus.sh
+
 .PHONY: test-previous-release
 test-previous-release: ## Replay every committed workflow history with the previous release's workflow code (PREVIOUS_RELEASE=commit for another).
 	TEST_TIMEOUT=$(TEST_TIMEOUT) SERVER_TOOLCHAIN=$(SERVER_TOOLCHAIN) scripts/previous-release.sh

@@ -611,6 +611,24 @@ func TestCitusListPlans(t *testing.T) {
 	n, err := s.CountBacklog(ctx)
 	require.NoError(t, err)
 	require.NotEmpty(t, n)
+
+	// Sweep's statement on this table, some of its 120000 records expired:
+	// Citus reads the batch first (a subplan: up to the limit from every
+	// shard, through its expiry index, cut to the limit on the
+	// coordinator), then sends it to every shard, which deletes its part,
+	// again reading its expired rows through the expiry index: no shard is
+	// read whole.
+	_, err = pool.Exec(ctx, "UPDATE "+s.TableName()+" SET expires_at = now() - interval '1 hour' WHERE tenant = 'tenant-7' AND key LIKE 'key-1%' AND state = 2")
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "ANALYZE "+s.TableName())
+	require.NoError(t, err)
+	plan := explain(t, pool, "force_custom_plan", s.Statements()["sweep"], []any{now, 100})
+	require.Contains(t, plan, "Task Count: 8", plan)
+	require.Contains(t, plan, "expires_at_idx", plan)
+	require.NotContains(t, plan, "Seq Scan", plan)
+	swept, err := s.Sweep(ctx, store.SweepParams{Limit: 100})
+	require.NoError(t, err)
+	assert.Equal(t, 100, swept)
 }
 
 // Sweep on Citus deletes a batch of expired records across every shard,

@@ -149,6 +149,13 @@ const schemaLockKey int64 = 0x6964656d706f7467 // "idempotg"
 // catalogs runs its transaction again instead). Objects that
 // already exist are detected first, so a role without CREATE privilege can
 // run it against a prepared database.
+//
+// On Citus (the citus extension installed in the database) it distributes
+// the table it makes by tenant ([DistributionColumn]), in the same
+// transaction, and leaves a table already distributed so alone. A table it
+// finds undistributed and holding records, or distributed otherwise, it
+// refuses with an error matching [ErrNotDistributed] that names the
+// statement to run.
 func (s *Store) EnsureSchema(ctx context.Context) error {
 	const op = "ensure schema"
 	if err := ctx.Err(); err != nil {

@@ -10,9 +10,10 @@
 # Exits non-zero when a test fails; the cluster is stopped either way.
 #
 # Environment: TEST_TIMEOUT (default 15m) bounds go test; CITUS_RUN (a go
-# test -run pattern, default '^TestCitus') picks the tests; CITUS_BENCH, when
-# set, is a -bench pattern run on the cluster instead of the tests (make
-# bench-citus), with CITUS_BENCHTIME (default 1x) and CITUS_COUNT (default 1).
+# test -run pattern, default '^TestCitus') picks the tests; CITUS_BENCH=1
+# runs pgstore's Citus benchmarks on the cluster instead (make bench-citus):
+# BenchmarkCitusStore with CITUS_BENCHTIME (default 1x) and CITUS_COUNT
+# (default 1), then BenchmarkCitusWaitWake, 10 waits each.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,8 +33,9 @@ echo "test-citus: a Citus cluster (coordinator and two workers, citus.shard_coun
 export IDEMPOTENCY_TEST_CITUS_URL=$url
 
 if [ -n "${CITUS_BENCH:-}" ]; then
-	go test -count="${CITUS_COUNT:-1}" -timeout "$timeout" -run '^$' -bench "$CITUS_BENCH" \
+	go test -count="${CITUS_COUNT:-1}" -timeout "$timeout" -run '^$' -bench '^BenchmarkCitusStore$' \
 		-benchtime="${CITUS_BENCHTIME:-1x}" ./pgstore/
+	go test -count=1 -timeout "$timeout" -run '^$' -bench '^BenchmarkCitusWaitWake$' -benchtime=10x ./pgstore/
 	exit
 fi
 go test -count=1 -timeout "$timeout" -run "${CITUS_RUN:-^TestCitus}" ./pgstore/ ./cmd/idempotencyctl/
