@@ -378,16 +378,13 @@ func TestCitusEnsureSchemaDistributes(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, replicas)
 	for i := range replicas {
+		// Each replica on a pool of its own, as replicas are.
+		s, err := pgstore.New(citusPool(t, 2), pgstore.Options{Schema: schema, Table: table, Capabilities: caps})
+		require.NoError(t, err)
+		t.Cleanup(s.Close)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p := citusPool(t, 2)
-			s, err := pgstore.New(p, pgstore.Options{Schema: schema, Table: table, Capabilities: caps})
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			defer s.Close()
 			errs[i] = s.EnsureSchema(context.Background())
 		}()
 	}
