@@ -57,8 +57,9 @@ test-citus: ## The PostgreSQL store on a real Citus cluster (coordinator and two
 	TEST_TIMEOUT=$(TEST_TIMEOUT) scripts/test-citus.sh
 
 .PHONY: bench-citus
-bench-citus: ## pgstore's figures on a real Citus cluster, each beside its floor on the same cluster (CITUS_BENCHTIME, default 2000x; CITUS_COUNT, default 3).
-	CITUS_BENCH=1 CITUS_BENCHTIME=$${CITUS_BENCHTIME:-2000x} CITUS_COUNT=$${CITUS_COUNT:-3} TEST_TIMEOUT=60m scripts/test-citus.sh
+bench-citus: ## pgstore's figures on a real Citus cluster beside the floor on the same cluster: its Go benchmarks, then make bench's throughput and per-activity sections with -citus (CITUS_BENCHTIME, default 2000x; CITUS_COUNT, default 3; BENCH_ARGS).
+	CITUS_BENCH=1 CITUS_BENCHTIME=$${CITUS_BENCHTIME:-2000x} CITUS_COUNT=$${CITUS_COUNT:-3} TEST_TIMEOUT=60m \
+		SERVER_TOOLCHAIN=$(SERVER_TOOLCHAIN) BENCH_ARGS="$(BENCH_ARGS)" scripts/test-citus.sh
 
 .PHONY: test-previous-release
 test-previous-release: ## Replay every committed workflow history with the previous release's workflow code (PREVIOUS_RELEASE=commit for another).

@@ -11,9 +11,11 @@
 #
 # Environment: TEST_TIMEOUT (default 15m) bounds go test; CITUS_RUN (a go
 # test -run pattern, default '^TestCitus') picks the tests; CITUS_BENCH=1
-# runs pgstore's Citus benchmarks on the cluster instead (make bench-citus):
+# runs the benchmarks on the cluster instead (make bench-citus): pgstore's
 # BenchmarkCitusStore with CITUS_BENCHTIME (default 1x) and CITUS_COUNT
-# (default 1), then BenchmarkCitusWaitWake, 10 waits each.
+# (default 1), BenchmarkCitusWaitWake (10 waits each), then make bench's
+# throughput and per-activity sections with -citus (BENCH_ARGS adds flags;
+# they need the PostgreSQL and Redis make services starts).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,6 +38,10 @@ if [ -n "${CITUS_BENCH:-}" ]; then
 	go test -count="${CITUS_COUNT:-1}" -timeout "$timeout" -run '^$' -bench '^BenchmarkCitusStore$' \
 		-benchtime="${CITUS_BENCHTIME:-1x}" ./pgstore/
 	go test -count=1 -timeout "$timeout" -run '^$' -bench '^BenchmarkCitusWaitWake$' -benchtime=10x ./pgstore/
+	# make bench's throughput and per-activity sections, with pgstore on
+	# the cluster beside the floor on the same cluster.
+	# shellcheck disable=SC2086 # BENCH_ARGS is flags, split on purpose
+	(cd benchmarks && GOTOOLCHAIN=${SERVER_TOOLCHAIN:-go1.27.3} go run . -only throughput,activity -citus "$url" ${BENCH_ARGS:-})
 	exit
 fi
 go test -count=1 -timeout "$timeout" -run "${CITUS_RUN:-^TestCitus}" ./pgstore/ ./cmd/idempotencyctl/
