@@ -620,6 +620,11 @@ func (s *Store) fenced(ctx context.Context, op, tenant, key string, token int64,
 	var n int64
 	err := s.retry(ctx, func(ctx context.Context) error {
 		sql, params := stmt(fence{tenant: tenant, key: key, token: token, now: s.now(ctx)})
+		if s.sql.counted {
+			tag, err := s.pool.Exec(ctx, sql, params.values()...)
+			n = tag.RowsAffected()
+			return err
+		}
 		return s.pool.QueryRow(ctx, sql, params.values()...).Scan(&n)
 	})
 	if err != nil {

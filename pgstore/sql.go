@@ -129,6 +129,12 @@ type statements struct {
 	countBacklog                                string
 	batchClaim, batchRead, batchComplete        string
 
+	// counted says that complete, release and markIndeterminate are plain
+	// statements, whose command tag tells how many rows they changed (see
+	// buildStatements: without Notify); otherwise each returns its count
+	// as a row.
+	counted bool
+
 	// claimUpsert and announce are the full claim's statements without
 	// Capabilities.Xmax (or Notify): the replacing upsert, and the
 	// announcement of what it replaced, sent after it.
@@ -450,6 +456,21 @@ WHERE state IN ({pending}, {indeterminate}) AND expires_at > @now
 GROUP BY origin_activity_type
 HAVING count(*) FILTER (WHERE state = {indeterminate} OR lease_until <= @now) > 0
 ORDER BY origin_activity_type COLLATE "C"`, backlogArgs{}.params()),
+	}
+	if !caps.Notify {
+		// Without notifications, all the fenced statements return is how
+		// many rows they changed, which their command tag says: as plain
+		// statements (no CTE, no aggregate) Citus plans them on its fast
+		// path, where a modifying CTE takes its full planner (a completion
+		// took twice the coordinator's time, measured). Store.fenced reads
+		// their tag.
+		st.complete = q(`UPDATE {t} SET state = {completed}, outcome = @outcome, updated_at = @now, expires_at = {window}
+WHERE tenant = @tenant AND key = @key AND token = @token AND state = {pending} AND expires_at > @now`, completeArgs{notice: n}.params())
+		st.release = q(`DELETE FROM {t}
+WHERE tenant = @tenant AND key = @key AND token = @token AND state = {pending} AND expires_at > @now`, settleArgs{notice: n}.params())
+		st.markIndeterminate = q(`UPDATE {t} SET state = {indeterminate}, reason = @reason, updated_at = @now, expires_at = @expires_at
+WHERE tenant = @tenant AND key = @key AND token = @token AND state = {pending} AND expires_at > @now`, markArgs{notice: n}.params())
+		st.counted = true
 	}
 	if caps.Portable() {
 		// The transactional commit in two statements: see approveSQL.
