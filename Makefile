@@ -42,6 +42,15 @@ test: ## Run every test (library on two SDKs, contrib, real-server modules); end
 	@TEST_TIMEOUT=$(TEST_TIMEOUT) SERVER_TOOLCHAIN=$(SERVER_TOOLCHAIN) \
 		CONTRIB_MODULES="$(dir $(CONTRIB_MODULES))" SERVER_MODULES="$(dir $(SERVER_MODULES))" scripts/test.sh
 
+.PHONY: test-citus
+test-citus: ## The PostgreSQL store on a real Citus cluster (coordinator and two workers on loopback): builds Citus from ../shared/third_party/citus/ when missing, then runs the Citus suite.
+	TEST_TIMEOUT=$(TEST_TIMEOUT) scripts/test-citus.sh
+
+.PHONY: bench-citus
+bench-citus: ## pgstore's figures on a real Citus cluster beside the floor on the same cluster: its Go benchmarks, then make bench's throughput and per-activity sections with -citus (CITUS_BENCHTIME, default 2000x; CITUS_COUNT, default 3; BENCH_ARGS).
+	CITUS_BENCH=1 CITUS_BENCHTIME=$${CITUS_BENCHTIME:-2000x} CITUS_COUNT=$${CITUS_COUNT:-3} TEST_TIMEOUT=60m \
+		SERVER_TOOLCHAIN=$(SERVER_TOOLCHAIN) BENCH_ARGS="$(BENCH_ARGS)" scripts/test-citus.sh
+
 .PHONY: test-previous-release
 test-previous-release: ## Replay every committed workflow history with the previous release's workflow code (PREVIOUS_RELEASE=commit for another).
 	TEST_TIMEOUT=$(TEST_TIMEOUT) SERVER_TOOLCHAIN=$(SERVER_TOOLCHAIN) scripts/previous-release.sh

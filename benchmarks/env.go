@@ -27,6 +27,10 @@ type benchEnv struct {
 	prefix string
 	// cluster is the Redis Cluster of -redis-cluster; nil without it.
 	cluster *redis.ClusterClient
+	// citus is a pool on the Citus coordinator of -citus, and citusSchema
+	// the run's schema there; nil without it (citus.go).
+	citus       *pgxpool.Pool
+	citusSchema string
 	// goals are the goals' measurements the sections recorded (goals.go).
 	goals []goal
 }
@@ -58,6 +62,12 @@ func openEnv(ctx context.Context, cfg config) (*benchEnv, error) {
 			return nil, &servicesError{"redis cluster", fmt.Errorf("%s: %w", cfg.RedisCluster, err)}
 		}
 	}
+	if cfg.Citus != "" {
+		if err := e.openCitus(ctx, cfg); err != nil {
+			e.close()
+			return nil, err
+		}
+	}
 	return e, nil
 }
 
@@ -84,6 +94,7 @@ func (e *benchEnv) close() {
 		_ = deletePrefix(e.redis, e.prefix)
 		_ = e.redis.Close()
 	}
+	e.closeCitus(ctx)
 	if e.cluster != nil {
 		_ = e.cluster.ForEachMaster(ctx, func(_ context.Context, node *redis.Client) error {
 			return deletePrefixEach(node, e.prefix)

@@ -24,7 +24,8 @@
 //
 // It uses the PostgreSQL and Redis the tests use (IDEMPOTENCY_TEST_POSTGRES_URL,
 // IDEMPOTENCY_TEST_REDIS_ADDR), in a schema and under a key prefix of its own
-// that it removes when it ends.
+// that it removes when it ends. With -citus it also measures pgstore on a
+// Citus cluster (sections 1 and 3; make bench-citus starts one).
 package main
 
 import (
@@ -61,6 +62,10 @@ type config struct {
 	// RedisCluster is the comma-separated addresses of a Redis Cluster to
 	// run the Redis throughput and wake benchmarks on as well; empty: none.
 	RedisCluster string
+	// Citus is the URL of a Citus cluster's coordinator
+	// (scripts/citus-cluster.sh start prints it) to run pgstore's
+	// throughput and per-activity benchmarks on as well; empty: none.
+	Citus string
 }
 
 func defaultConfig() config {
@@ -146,6 +151,7 @@ func main() {
 	flag.IntVar(&cfg.ListN, "lists", cfg.ListN, "calls of each listing per table size and repetition")
 	flag.IntVar(&cfg.DeriveN, "derive", cfg.DeriveN, "Derive iterations per repetition")
 	flag.StringVar(&cfg.RedisCluster, "redis-cluster", "", "comma-separated addresses of a Redis Cluster (scripts/redis-cluster.sh start prints them) to also measure redisstore on")
+	flag.StringVar(&cfg.Citus, "citus", "", "URL of a Citus cluster's coordinator (scripts/citus-cluster.sh start prints it; make bench-citus starts one) to also measure pgstore on")
 	flag.StringVar(&cfg.Only, "only", "", "comma-separated sections: throughput,wake,activity,growth,derive,transactional")
 	flag.StringVar(&doc, "doc", "", "also write the tables into this markdown file, between its markers (see -doc-marker)")
 	flag.StringVar(&marker, "doc-marker", "bench", "the markers -doc writes between: <!-- NAME:begin --> and <!-- NAME:end -->")
@@ -153,9 +159,9 @@ func main() {
 	flag.Parse()
 	if smoke {
 		only := cfg.Only
-		cluster := cfg.RedisCluster
+		cluster, citus := cfg.RedisCluster, cfg.Citus
 		cfg = smokeConfig()
-		cfg.Only, cfg.RedisCluster = only, cluster
+		cfg.Only, cfg.RedisCluster, cfg.Citus = only, cluster, citus
 	} else {
 		cfg.Callers = nil
 		for _, s := range strings.Split(callers, ",") {

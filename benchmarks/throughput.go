@@ -464,6 +464,14 @@ func benchThroughput(ctx context.Context, e *benchEnv, cfg config, out, progress
 			redisPackedDesign(e.cluster, e.prefix, true),
 		}})
 	}
+	if e.citus != nil {
+		g, done, err := citusGroup(ctx, e)
+		if err != nil {
+			return fmt.Errorf("citus: %w", err)
+		}
+		defer done()
+		groups = append(groups, g)
+	}
 	type key struct {
 		group, design, callers int
 	}

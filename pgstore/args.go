@@ -190,6 +190,12 @@ func (a completeTxArgs) params() paramList {
 	return append(a.completeArgs.params(), param{"mark", a.mark})
 }
 
+// approveArgs are the parameters of approve and approveGuarded: the
+// transaction's mark.
+type approveArgs struct{ mark string }
+
+func (a approveArgs) params() paramList { return paramList{{"mark", a.mark}} }
+
 // settleArgs are the parameters of release and endLease.
 type settleArgs struct {
 	fence

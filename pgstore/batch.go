@@ -54,14 +54,12 @@ WHERE (tenant, key) IN (SELECT * FROM unnest(@tenants::text[], @keys::text[])) A
 	SELECT * FROM unnest(@tenants::text[], @keys::text[], @tokens::bigint[], @outcomes::bytea[], @payloads::text[])
 		AS c(tenant, key, token, outcome, payload)
 ), upd AS (
-	UPDATE {t} AS r SET state = {completed}, outcome = c.outcome, updated_at = @now, expires_at = ` + batchWindow + `
+	UPDATE {t} AS r SET state = {completed}, outcome = c.outcome, updated_at = @now, expires_at = {batch_window}
 	FROM c
 	WHERE r.tenant = c.tenant AND r.key = c.key AND r.token = c.token AND r.state = {pending} AND r.expires_at > @now
 	RETURNING r.token, r.watched, c.payload
 )
 SELECT token, {batch_notify} FROM upd GROUP BY token`
-	// batchWindow is window's CASE on the updated row r.
-	batchWindow = "CASE WHEN r.retention_us IS NULL THEN @expires_at::timestamptz ELSE @now::timestamptz + r.retention_us * interval '1 microsecond' END"
 )
 
 // batchNotify is the last column of batchCompleteSQL's answer: it wakes

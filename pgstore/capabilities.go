@@ -108,7 +108,9 @@ const (
 // and the capabilities the store may use on it: every one on PostgreSQL
 // itself, none on Citus, YugabyteDB and CockroachDB, whose tables may
 // live on other nodes than the session (Citus: a notification or an
-// advisory lock taken on a worker node is not seen on the coordinator),
+// advisory lock taken on a worker node is not seen on the coordinator; a
+// notification sent by a statement on the store's distributed table
+// is sent on the worker and never reaches the store's LISTEN, measured),
 // or which lack the feature (YugabyteDB: no xmax or ctid, no
 // LISTEN/NOTIFY; CockroachDB: none of the four). It reads the server's
 // answer and tries nothing. An error is the query's: the store is not

@@ -109,11 +109,21 @@
 // [ErrTransactionConflict], nothing of it lands, and the dispatcher frees
 // the key for the activity's retry.
 //
+// In the portable mode every statement runs on Citus: a retention window's
+// end is computed with IMMUTABLE functions only (Citus refuses an UPDATE
+// of a distributed table whose CASE calls a STABLE one), and a
+// transactional commit is approved for the commit guard in a statement of
+// its own, on the coordinator, before the fenced completion, which runs on
+// the worker that holds the record.
+//
 // [DetectCapabilities] reads which engine the pool dials and returns the
 // set for it. The portable mode passes the whole conformance suite
-// (storetest) against PostgreSQL with every capability off; it has not
-// been run against Citus, YugabyteDB or CockroachDB. docs/SCALING.md says
-// per engine what holds by design and what is untested.
+// (storetest: Run, RunTransactor, RunClockSkew) against PostgreSQL with
+// every capability off, and against a Citus 13 cluster (a coordinator and
+// two workers, the table distributed by tenant by [Store.EnsureSchema]:
+// make test-citus); it has not been run against YugabyteDB or
+// CockroachDB. docs/SCALING.md says per engine what was run, what holds by
+// design and what is untested.
 //
 // # Errors
 //

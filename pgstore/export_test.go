@@ -98,6 +98,7 @@ func (s *Store) Statements() map[string]string {
 		"resolveFree": st.resolveFree, "forget": st.forget, "sweep": st.sweep, "resolveGone": st.resolveGone,
 		"cancelClaim": st.cancelClaim, "endLease": st.endLease, "countBacklog": st.countBacklog,
 		"claimUpsert": st.claimUpsert, "announce": st.announce,
+		"approve": st.approve, "approveGuarded": st.approveGuarded,
 	}
 }
 

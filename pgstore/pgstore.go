@@ -152,6 +152,13 @@ const schemaLockKey int64 = 0x6964656d706f7467 // "idempotg"
 // catalogs runs its transaction again instead). Objects that
 // already exist are detected first, so a role without CREATE privilege can
 // run it against a prepared database.
+//
+// On Citus (the citus extension installed in the database) it distributes
+// the table it makes by tenant ([DistributionColumn]), in the same
+// transaction, and leaves a table already distributed so alone. A table it
+// finds undistributed and holding records, or distributed otherwise, it
+// refuses with an error matching [ErrNotDistributed] that names the
+// statement to run.
 func (s *Store) EnsureSchema(ctx context.Context) error {
 	const op = "ensure schema"
 	if err := ctx.Err(); err != nil {
@@ -169,9 +176,19 @@ func (s *Store) EnsureSchema(ctx context.Context) error {
 		})
 	})
 	if err != nil {
-		return s.interpret(ctx, op, err)
+		return s.interpretSchema(ctx, op, err)
 	}
 	return nil
+}
+
+// interpretSchema is interpret for EnsureSchema, which may refuse a table
+// it will not distribute on Citus (ErrNotDistributed): that is said as it
+// is, not as the server unavailable.
+func (s *Store) interpretSchema(ctx context.Context, op string, err error) error {
+	if errors.Is(err, ErrNotDistributed) && ctx.Err() == nil {
+		return fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	return s.interpret(ctx, op, err)
 }
 
 // schemaDDL creates in tx what EnsureSchema creates that is missing: the
@@ -205,6 +222,9 @@ func (s *Store) schemaDDL(ctx context.Context, tx pgx.Tx, guard bool) error {
 		if err := s.guardDDL(ctx, tx); err != nil {
 			return err
 		}
+	}
+	if err := s.distribute(ctx, tx); err != nil {
+		return err
 	}
 	// A table made by an earlier version lacks the newer columns.
 	for _, c := range addedColumns {
@@ -606,6 +626,11 @@ func (s *Store) fenced(ctx context.Context, op, tenant, key string, token int64,
 	var n int64
 	err := s.retry(ctx, func(ctx context.Context) error {
 		sql, params := stmt(fence{tenant: tenant, key: key, token: token, now: s.now(ctx)})
+		if s.sql.counted {
+			tag, err := s.pool.Exec(ctx, sql, params.values()...)
+			n = tag.RowsAffected()
+			return err
+		}
 		return s.pool.QueryRow(ctx, sql, params.values()...).Scan(&n)
 	})
 	if err != nil {

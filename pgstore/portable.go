@@ -97,7 +97,7 @@ func (s *Store) ensureSchemaUnlocked(ctx context.Context) error {
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.schemaDDL(ctx, tx, false) })
 	})
 	if err != nil {
-		return s.interpret(ctx, op, err)
+		return s.interpretSchema(ctx, op, err)
 	}
 	err = s.retrySchemaRace(ctx, func(ctx context.Context) error {
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.guardDDL(ctx, tx) })

@@ -314,3 +314,57 @@ func TestConformancePortableSerializable(t *testing.T) {
 		return s
 	})
 }
+
+// The commit guard in the portable mode, on PostgreSQL itself: the
+// approval of a transactional commit is a statement of its own, sent before
+// the fenced completion (see TestCitusTransactionGuard for the same cases
+// on Citus).
+func TestPortableTransactionGuard(t *testing.T) {
+	t.Parallel()
+	guardCases(t, func(t *testing.T, dropGuard bool) txSetup {
+		pool, schema := pgenv.Postgres(t)
+		table := testenv.UniqueName("r")
+		s := newStore(t, pool, schema, pgstore.Options{Table: table, Capabilities: portable()})
+		if dropGuard {
+			_, err := pool.Exec(context.Background(), "DROP TABLE "+pgx.Identifier{schema, table + "_txguard"}.Sanitize())
+			require.NoError(t, err)
+		}
+		return txSetup{s: s, l: newLedger(t, pool, schema)}
+	})
+}
+
+// The portable mode computes the end of a record's own retention window
+// with IMMUTABLE functions (as Citus requires), the default mode by adding
+// an interval to a timestamptz: the same instant, to the microsecond,
+// whatever the session's time zone and across a daylight-saving change.
+func TestPortableRetentionWindowIsTheDefaults(t *testing.T) {
+	t.Parallel()
+	_, schema := pgenv.Postgres(t)
+	cfg, err := pgxpool.ParseConfig(pgenv.PostgresURL())
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["timezone"] = "America/New_York"
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	// An hour before clocks went forward in New York (2026-03-08 07:00 UTC).
+	clock := storetest.NewClock(time.Date(2026, 3, 8, 6, 0, 0, 123456000, time.UTC))
+	ctx := context.Background()
+	for _, caps := range []*pgstore.Capabilities{nil, portable()} {
+		s := newStore(t, pool, schema, pgstore.Options{Clock: clock, Capabilities: caps})
+		for i, retention := range []time.Duration{time.Hour, 90*24*time.Hour + 17*time.Microsecond} {
+			key := "k" + strconv.Itoa(i)
+			res, err := s.Claim(ctx, store.ClaimParams{Tenant: "t", Key: key, Holder: "h", Lease: time.Minute, Retention: retention})
+			require.NoError(t, err)
+			_, err = s.Renew(ctx, store.RenewParams{Tenant: "t", Key: key, Token: res.Record.Token, Lease: time.Minute})
+			require.NoError(t, err)
+			rec, err := s.Lookup(ctx, store.LookupParams{Tenant: "t", Key: key})
+			require.NoError(t, err)
+			assert.Equal(t, retention, rec.ExpiresAt.Sub(rec.UpdatedAt), "renewed, %s", s.Options().Capabilities)
+			require.NoError(t, s.Complete(ctx, store.CompleteParams{Tenant: "t", Key: key, Token: res.Record.Token}))
+			rec, err = s.Lookup(ctx, store.LookupParams{Tenant: "t", Key: key})
+			require.NoError(t, err)
+			assert.Equal(t, retention, rec.ExpiresAt.Sub(rec.UpdatedAt), "completed, %s", s.Options().Capabilities)
+		}
+	}
+}

@@ -118,11 +118,22 @@ type statements struct {
 	claim, claimInsert, claimRead, lookup       string
 	renew, complete, release, markIndeterminate string
 	completeTx, completeTxGuarded               string
+	// approve and approveGuarded are the portable mode's approval of a
+	// transactional commit, sent before completeTx (which then only
+	// fences the completion); empty with every capability. See
+	// approveSQL.
+	approve, approveGuarded                     string
 	resolveComplete, resolveFree, forget, sweep string
 	resolveGone                                 string
 	cancelClaim, endLease                       string
 	countBacklog                                string
 	batchClaim, batchRead, batchComplete        string
+
+	// counted says that complete, release and markIndeterminate are plain
+	// statements, whose command tag tells how many rows they changed (see
+	// buildStatements: without Notify); otherwise each returns its count
+	// as a row.
+	counted bool
 
 	// claimUpsert and announce are the full claim's statements without
 	// Capabilities.Xmax (or Notify): the replacing upsert, and the
@@ -134,7 +145,7 @@ type statements struct {
 // update. Its parameters are completeTxArgs'.
 func completeTxSQL(more string) string {
 	return `WITH upd AS (
-	UPDATE {t} SET state = {completed}, outcome = @outcome, updated_at = @now, expires_at = ` + window("@now", "@expires_at") + `
+	UPDATE {t} SET state = {completed}, outcome = @outcome, updated_at = @now, expires_at = {window}
 	WHERE tenant = @tenant AND key = @key AND token = @token AND state = {pending} AND expires_at > @now
 	RETURNING watched
 )` + more + `
@@ -144,6 +155,35 @@ SELECT CASE
 	WHEN count(*) = 1 THEN 1{notify_watched}
 		+ 0 * length(set_config('` + commitSetting + `', @mark::text, true))
 	ELSE ('` + fenceMarker + ` (' || count(*) || ' rows)')::bigint END FROM upd`
+}
+
+// completeTxFencedSQL is the portable mode's completeTx: the fenced
+// completion alone, its parameters completeArgs'. The transaction's mark
+// is checked, and the commit approved, by approveSQL, sent before it.
+const completeTxFencedSQL = `WITH upd AS (
+	UPDATE {t} SET state = {completed}, outcome = @outcome, updated_at = @now, expires_at = {window}
+	WHERE tenant = @tenant AND key = @key AND token = @token AND state = {pending} AND expires_at > @now
+	RETURNING watched
+)
+SELECT CASE WHEN count(*) = 1 THEN 1{notify_watched}
+	ELSE ('` + fenceMarker + ` (' || count(*) || ' rows)')::bigint END FROM upd`
+
+// approveSQL is the portable mode's approval of a transactional commit,
+// with more CTEs before its SELECT (the guard's row deleted). It checks
+// the transaction's mark and approves the COMMIT for the commit guard,
+// as completeTxSQL does in the statement that completes the record, but
+// in a statement of its own that reads no distributed table: on Citus a
+// statement on the record's table runs on the worker that holds its
+// shard, where the transaction-local settings of the session (the mark
+// BEGIN set, the approval the guard's trigger reads at COMMIT, both on
+// the coordinator) are not. The failing cast depends on a setting, so the
+// planner cannot fold it into an error raised on every call. Its
+// parameter is the mark.
+func approveSQL(more string) string {
+	return more + `SELECT CASE
+	WHEN current_setting('` + markSetting + `', true) IS DISTINCT FROM @mark::text
+		THEN ('` + txEndedMarker + ` (' || coalesce(current_setting('` + markSetting + `', true), 'no mark') || ')')::bigint
+	ELSE 1 + 0 * length(set_config('` + commitSetting + `', @mark::text, true)) END`
 }
 
 // claimUpsertSQL is the INSERT … ON CONFLICT of a claim that may replace a
@@ -292,12 +332,12 @@ RETURNING {cols}`, keyAt{}.params()),
 		// @expires_at), so a live holder's record never expires under it.
 		// Parameters: renewArgs.
 		renew: q(`UPDATE {t} SET lease_until = @lease_until, updated_at = @now,
-	expires_at = greatest(`+window("@now", "@expires_at")+`, @lease_until::timestamptz)
+	expires_at = greatest({window}, @lease_until::timestamptz)
 WHERE tenant = @tenant AND key = @key AND token = @token AND state = {pending} AND expires_at > @now
 RETURNING lease_until`, renewArgs{}.params()),
 		// Parameters: completeArgs.
 		complete: q(`WITH upd AS (
-	UPDATE {t} SET state = {completed}, outcome = @outcome, updated_at = @now, expires_at = `+window("@now", "@expires_at")+`
+	UPDATE {t} SET state = {completed}, outcome = @outcome, updated_at = @now, expires_at = {window}
 	WHERE tenant = @tenant AND key = @key AND token = @token AND state = {pending} AND expires_at > @now
 	RETURNING watched
 )
@@ -340,7 +380,7 @@ SELECT count(*){notify_watched} FROM upd`, markArgs{notice: n}.params()),
 		// token: the check and the change are one statement. Parameters:
 		// resolveCompleteArgs and resolveFreeArgs.
 		resolveComplete: q(`WITH upd AS (
-	UPDATE {t} SET state = {completed}, outcome = @outcome, updated_at = @now, expires_at = `+window("@now", "@expires_at")+`,
+	UPDATE {t} SET state = {completed}, outcome = @outcome, updated_at = @now, expires_at = {window},
 		resolution_action = @action, resolved_by = @by, resolution_reason = @reason, resolution_reference = @reference, resolved_at = @now
 	WHERE tenant = @tenant AND key = @key AND expires_at > @now AND (@token::bigint = 0 OR token = @token::bigint)
 		AND (state = {indeterminate} OR (@stale::boolean AND state = {pending} AND lease_until <= @now))
@@ -417,6 +457,28 @@ GROUP BY origin_activity_type
 HAVING count(*) FILTER (WHERE state = {indeterminate} OR lease_until <= @now) > 0
 ORDER BY origin_activity_type COLLATE "C"`, backlogArgs{}.params()),
 	}
+	if !caps.Notify {
+		// Without notifications, all the fenced statements return is how
+		// many rows they changed, which their command tag says: as plain
+		// statements (no CTE, no aggregate) Citus plans them on its fast
+		// path, where a modifying CTE takes its full planner (a completion
+		// took twice the coordinator's time, measured). Store.fenced reads
+		// their tag.
+		st.complete = q(`UPDATE {t} SET state = {completed}, outcome = @outcome, updated_at = @now, expires_at = {window}
+WHERE tenant = @tenant AND key = @key AND token = @token AND state = {pending} AND expires_at > @now`, completeArgs{notice: n}.params())
+		st.release = q(`DELETE FROM {t}
+WHERE tenant = @tenant AND key = @key AND token = @token AND state = {pending} AND expires_at > @now`, settleArgs{notice: n}.params())
+		st.markIndeterminate = q(`UPDATE {t} SET state = {indeterminate}, reason = @reason, updated_at = @now, expires_at = @expires_at
+WHERE tenant = @tenant AND key = @key AND token = @token AND state = {pending} AND expires_at > @now`, markArgs{notice: n}.params())
+		st.counted = true
+	}
+	if caps.Portable() {
+		// The transactional commit in two statements: see approveSQL.
+		st.completeTx = q(completeTxFencedSQL, completeArgs{notice: n}.params())
+		st.completeTxGuarded = ""
+		st.approve = q(approveSQL(""), approveArgs{}.params())
+		st.approveGuarded = q(approveSQL("WITH unguard AS (\n\tDELETE FROM {g} WHERE mark = @mark::text\n)\n"), approveArgs{}.params())
+	}
 	if claimSQL != "" {
 		return st
 	}
@@ -448,6 +510,10 @@ RETURNING {cols}`, claimArgs{notice: notice{silent: true}}.params())
 //     without Xmax, true for every row it wrote (so one that inserted is
 //     announced too: a notification nobody waits for).
 //   - {sweep}: Sweep's statement: by ctid, or by primary key.
+//   - {window} and {batch_window}: the end of a retention window
+//     restarted at @now (see windowSQL); in the portable mode (any
+//     capability off) computed with IMMUTABLE functions only, as Citus
+//     requires of an UPDATE on a distributed table.
 func capabilityTerms(caps Capabilities) *strings.Replacer {
 	terms := []string{
 		"{notify_watched}", " + 0 * count(CASE WHEN watched THEN pg_notify(@channel, @payload) END)",
@@ -455,6 +521,9 @@ func capabilityTerms(caps Capabilities) *strings.Replacer {
 		"{notify_replaced}", " + 0 * count(CASE WHEN replaced THEN pg_notify(@channel, @payload) END)",
 		"{notify_forget}", "count(pg_notify(@channel, left(encode(sha256(convert_to(octet_length(@tenant::text)::text || ':' || @tenant::text || del.key, 'UTF8')), 'hex'), 32)))",
 		"{replaced}", "r.xmax::text <> '0'",
+		// {window} and {batch_window}: see windowSQL.
+		"{window}", windowSQL("", false),
+		"{batch_window}", windowSQL("r.", false),
 		// sweep deletes a bounded batch of expired rows by physical
 		// address. SKIP LOCKED leaves rows a claim is replacing right now
 		// to that claim; the outer condition is re-checked against any row
@@ -482,6 +551,10 @@ WHERE ctid = ANY (ARRAY(SELECT ctid FROM {t} WHERE expires_at <= @now LIMIT @lim
 	if !caps.Xmax {
 		set("{replaced}", "true")
 	}
+	if caps.Portable() {
+		set("{window}", windowSQL("", true))
+		set("{batch_window}", windowSQL("r.", true))
+	}
 	if !caps.Ctid {
 		// Without ctid: by primary key, a batch read without locks (row
 		// locks in a subquery are what distributed engines restrict
@@ -494,11 +567,26 @@ WHERE (tenant, key) IN (SELECT tenant, key FROM {t} WHERE expires_at <= @now LIM
 	return strings.NewReplacer(terms...)
 }
 
-// window is the SQL of the end of a retention window restarted at now
-// (a named parameter): the row's own retention when it keeps one
-// (retention_us, exact to the microsecond: an interval times an integer
-// below 2^53), else the store's, def (now + TTL, a named parameter).
-func window(now, def string) string {
-	return "CASE WHEN retention_us IS NULL THEN " + def + "::timestamptz ELSE " +
-		now + "::timestamptz + retention_us * interval '1 microsecond' END"
+// windowSQL is the SQL of the end of a retention window restarted at
+// @now: the row's own retention when it keeps one (retention_us, exact to
+// the microsecond: an interval times an integer below 2^53), else the
+// store's, @expires_at (@now + TTL). row qualifies the row's column ("r."
+// in a statement that names the table so, or "").
+//
+// PostgreSQL adds an interval to a timestamptz with a STABLE function (it
+// reads the session's time zone for days and months), which Citus refuses
+// in an UPDATE of a distributed table, beside a column and inside a CASE
+// ("non-IMMUTABLE functions are not allowed in CASE or COALESCE
+// statements", 0A000): it could not evaluate it on the coordinator. With
+// portable, the same instant is computed with IMMUTABLE functions only:
+// @now read as a UTC timestamp, the microseconds added to it (timestamp +
+// interval is IMMUTABLE), and the sum read back as UTC. An interval of
+// microseconds alone has no days or months, so both give the same instant,
+// to the microsecond.
+func windowSQL(row string, portable bool) string {
+	end := "@now::timestamptz + " + row + "retention_us * interval '1 microsecond'"
+	if portable {
+		end = "timezone('UTC', timezone('UTC', @now::timestamptz) + " + row + "retention_us * interval '1 microsecond')"
+	}
+	return "CASE WHEN " + row + "retention_us IS NULL THEN @expires_at::timestamptz ELSE " + end + " END"
 }

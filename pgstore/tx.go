@@ -154,7 +154,7 @@ func (t *transaction) Commit(ctx context.Context, outcome []byte) error {
 	now := s.now(ctx)
 	var n int64
 	complete := s.sql.completeTx
-	if t.guarded {
+	if t.guarded && s.sql.completeTxGuarded != "" {
 		complete = s.sql.completeTxGuarded
 	}
 	a := completeTxArgs{
@@ -166,7 +166,21 @@ func (t *transaction) Commit(ctx context.Context, outcome []byte) error {
 		},
 		mark: t.mark,
 	}
-	err := t.tx.QueryRow(ctx, complete, a.params().values()...).Scan(&n)
+	var err error
+	if s.sql.approve == "" {
+		err = t.tx.QueryRow(ctx, complete, a.params().values()...).Scan(&n)
+	} else {
+		// The portable mode: the approval in a statement of its own,
+		// then the fenced completion (see approveSQL).
+		approve := s.sql.approve
+		if t.guarded {
+			approve = s.sql.approveGuarded
+		}
+		err = t.tx.QueryRow(ctx, approve, approveArgs{mark: t.mark}.params().values()...).Scan(&n)
+		if err == nil {
+			err = t.tx.QueryRow(ctx, complete, a.completeArgs.params().values()...).Scan(&n)
+		}
+	}
 	if err != nil {
 		_ = t.rollback()
 		switch {
