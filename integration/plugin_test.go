@@ -282,8 +282,8 @@ func TestReplayHistoriesThroughThePlugin(t *testing.T) {
 // options, the worker built with the SDK's worker.New): built with
 // worker.NexusOperation from the plugin, it runs through the dispatcher the
 // plugin installed on the worker, so a start whose answer was lost is
-// answered from the record: one booking, under the calling workflow's
-// tenant. (Before, the plugin path had no dispatcher to build a declared
+// answered from the record: one booking, under the handler's tenant (its
+// namespace, Options.NexusTenant being nil), not the caller's. (Before, the plugin path had no dispatcher to build a declared
 // handler on: interceptor.NexusOperation needs worker.New's w.Interceptor().)
 func TestPluginNexusOperationBooksOnce(t *testing.T) {
 	t.Parallel()
@@ -325,7 +325,7 @@ func TestPluginNexusOperationBooksOnce(t *testing.T) {
 		for _, ev := range events.all() {
 			if ev.Kind == interceptor.EventClaimed {
 				claimed++
-				assert.Equal(t, "acme", ev.Tenant)
+				assert.Equal(t, srv.GetDefaultNamespace(), ev.Tenant, "the handler's tenant, not the caller's acme")
 			}
 		}
 		assert.Equal(t, 1, claimed, "the handler ran through the plugin's dispatcher")
