@@ -82,6 +82,7 @@ func (o *previousReleaseOutbound) GetVersion(ctx workflow.Context, changeID stri
 func buildOptions(deployment *sdkworker.WorkerDeploymentVersion) sdkworker.Options {
 	o := workerOptions
 	if deployment != nil {
+		o.Identity = deployment.BuildID
 		o.DeploymentOptions = sdkworker.DeploymentOptions{
 			UseVersioning:             true,
 			Version:                   *deployment,
@@ -340,7 +341,24 @@ func TestRollbackPinnedKeepsWaitsOnTheirBuild(t *testing.T) {
 	assert.Equal(t, 1, ledger.Effects("LH400"))
 	_, onSchedule, _, _ := probeEvents(ctx, t, c, run)
 	assert.Equal(t, 1, onSchedule)
-	for _, ev := range historyEvents(ctx, t, c, run) {
-		assert.NotEqual(t, enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT, ev, "no workflow task waited for a worker that never took it")
+	// Every task of it, the probe's activity among them, ran on the new
+	// build (each build's workers carry its build ID as their identity).
+	it := c.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	started := 0
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		var identity string
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+			identity = ev.GetWorkflowTaskStartedEventAttributes().GetIdentity()
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			identity = ev.GetActivityTaskStartedEventAttributes().GetIdentity()
+		default:
+			continue
+		}
+		started++
+		assert.Equal(t, newV.BuildID, identity, "event %d (%s) taken by the new build", ev.GetEventId(), ev.GetEventType())
 	}
+	t.Logf("%d workflow and activity tasks of the waiting workflow, all on %s", started, newV.BuildID)
 }
