@@ -3,6 +3,7 @@ package faultrun_test
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -17,6 +18,10 @@ import (
 // (scripts/test-citus.sh sets it; make test-citus). Without it
 // TestFaultRunCitus skips.
 const CitusURLEnv = "IDEMPOTENCY_TEST_CITUS_URL"
+
+// CitusDirEnv keeps each round's ledgers and worker logs under the
+// directory it names (a directory per round).
+const CitusDirEnv = "FAULTRUN_CITUS_DIR"
 
 // CitusWorkflowsEnv sets how many workflows each round of
 // TestFaultRunCitus starts (default 24): raise it for docs/SCALING.md's
@@ -51,6 +56,13 @@ func TestFaultRunCitus(t *testing.T) {
 	srv := temporaltest.NewServer(temporaltest.WithT(t))
 	var sums []*faultrun.Summary
 	for _, st := range []string{faultrun.StoreCitusWorker, faultrun.StoreCitusCoordinator} {
+		var dir string
+		if keep := os.Getenv(CitusDirEnv); keep != "" {
+			dir = filepath.Join(keep, st)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
 		sum, err := faultrun.Run(t.Context(), faultrun.Config{
 			Frontend:      srv.GetFrontendHostPort(),
 			Namespace:     srv.GetDefaultNamespace(),
@@ -68,6 +80,7 @@ func TestFaultRunCitus(t *testing.T) {
 			StoreDown:     2 * time.Second,
 			Bound:         180 * time.Second,
 			Seed:          1,
+			Dir:           dir,
 			Logf:          t.Logf,
 		})
 		if errors.Is(err, faultrun.ErrMissingTool) {
