@@ -57,7 +57,8 @@ go test -count=1 -timeout "$timeout" -run "${CITUS_RUN:-^TestCitus}" ./pgstore/ 
 # nodes. An immediate stop loses the commits synchronous_commit=off
 # acknowledged (CITUS_FSYNC's default, for the suite's speed), outside the
 # promise: the round needs it on, on every node.
-for port in $(cat "$dir/ports"); do
+read -ra node_ports <"$dir/ports"
+for port in "${node_ports[@]}"; do
 	"${PG_BIN:-/usr/lib/postgresql/15/bin}/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d "${CITUS_DB:-citus}" \
 		-c "ALTER SYSTEM SET synchronous_commit = on" -c "SELECT pg_reload_conf()" >/dev/null
 done
