@@ -44,6 +44,16 @@ const (
 	// synchronous standby (synchronous_standby_names='*',
 	// synchronous_commit=on): a failover loses nothing acknowledged.
 	StorePostgresSyncFailover = "postgres-sync-failover"
+	// StoreCitusWorker is PostgreSQL on a running Citus cluster
+	// (Config.CitusURL), the store in the portable mode DetectCapabilities
+	// answers there, on a table of the round's own distributed by tenant:
+	// the round's store restarts stop the worker node that holds the
+	// round's tenant (pg_ctl stop -m immediate) and start it again after
+	// StoreDown.
+	StoreCitusWorker = "citus"
+	// StoreCitusCoordinator is StoreCitusWorker with the coordinator
+	// stopped and started instead.
+	StoreCitusCoordinator = "citus-coordinator"
 )
 
 // Config is one round.
@@ -53,8 +63,14 @@ type Config struct {
 	// Namespace defaults to "default".
 	Namespace string
 	// Store is StorePostgres, StoreRedis, StoreRedisVolatile,
-	// StorePostgresFailover or StorePostgresSyncFailover.
+	// StorePostgresFailover, StorePostgresSyncFailover, StoreCitusWorker or
+	// StoreCitusCoordinator.
 	Store string
+	// CitusURL is the coordinator of a running Citus cluster (a
+	// PostgreSQL URL) for StoreCitusWorker and StoreCitusCoordinator; its
+	// nodes run on this machine (the round stops and starts them with
+	// pg_ctl). scripts/citus-cluster.sh starts one.
+	CitusURL string
 	// FailoverDelay is how long the replication link of a failover round
 	// (StorePostgresFailover, StorePostgresSyncFailover) holds what the
 	// primary sends. Defaults to 200 milliseconds ([DefaultFailoverDelay]).
@@ -165,9 +181,16 @@ func (c *Config) defaults() error {
 		if c.Restarts > 1 {
 			return errors.New("faultrun: a failover round fails over once (Restarts 1)")
 		}
+	case StoreCitusWorker, StoreCitusCoordinator:
+		if c.Network || c.Transactional || len(c.PreviousWorkerCommand) > 0 {
+			return errors.New("faultrun: a Citus round runs without Network, Transactional and a previous release's workers")
+		}
+		if c.CitusURL == "" {
+			return errors.New("faultrun: a Citus round needs Config.CitusURL, the coordinator of a running cluster (scripts/citus-cluster.sh starts one)")
+		}
 	default:
-		return fmt.Errorf("faultrun: store %q: want %s, %s, %s, %s or %s", c.Store, StorePostgres, StoreRedis, StoreRedisVolatile,
-			StorePostgresFailover, StorePostgresSyncFailover)
+		return fmt.Errorf("faultrun: store %q: want %s, %s, %s, %s, %s, %s or %s", c.Store, StorePostgres, StoreRedis, StoreRedisVolatile,
+			StorePostgresFailover, StorePostgresSyncFailover, StoreCitusWorker, StoreCitusCoordinator)
 	}
 	if c.Transactional && (c.Store != StorePostgres || c.Probe) {
 		return errors.New("faultrun: a transactional round runs on postgres, without a probe")
@@ -308,7 +331,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 
-	inst, kind, err := startInstance(ctx, cfg.Store)
+	inst, kind, err := startInstance(ctx, &cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -316,6 +339,11 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if pair, ok := inst.(*postgresPair); ok {
 		pair.slow(cfg.FailoverDelay)
 		cfg.Logf("%s: the standby streams through a link holding what the primary sends %v", cfg.Store, cfg.FailoverDelay)
+	}
+	var pgTable string
+	if cl, ok := inst.(*citusCluster); ok {
+		pgTable = cl.table
+		cfg.Logf("%s: table %s; a restart stops %s", cfg.Store, cl.table, cl.describe())
 	}
 	label := cfg.Store
 	if cfg.Probe {
@@ -369,6 +397,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 		if cfg.WaitAfterProbeRerun {
 			argv = append(argv, "-wait-after-probe-rerun")
+		}
+		if pgTable != "" {
+			argv = append(argv, "-pg-table", pgTable)
 		}
 		return argv
 	}
@@ -568,8 +599,14 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	return sum, nil
 }
 
-func startInstance(ctx context.Context, kind string) (instance, string, error) {
-	switch kind {
+func startInstance(ctx context.Context, cfg *Config) (instance, string, error) {
+	switch kind := cfg.Store; kind {
+	case StoreCitusWorker, StoreCitusCoordinator:
+		c, err := newCitusCluster(ctx, cfg.CitusURL, kind == StoreCitusCoordinator)
+		if err != nil {
+			return nil, "", err
+		}
+		return c, "citus", nil
 	case StorePostgres:
 		p, err := newPrivatePostgres()
 		if err != nil {
@@ -660,7 +697,7 @@ func runWorkflow(ctx context.Context, c client.Client, queue string, bound time.
 	// longer, so a server that does not is caught too.
 	ctx, cancel := context.WithTimeout(ctx, bound+30*time.Second)
 	defer cancel()
-	ctx = interceptor.WithTenant(ctx, "faultrun")
+	ctx = interceptor.WithTenant(ctx, loadTenant)
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       workflowID(in, queue),
 		TaskQueue:                queue,

@@ -31,7 +31,7 @@ func WorkerMain(args []string) error {
 	frontend := fs.String("frontend", "", "Temporal frontend host:port (required)")
 	namespace := fs.String("namespace", "default", "Temporal namespace")
 	queue := fs.String("queue", "", "task queue (required)")
-	kind := fs.String("store", "", "postgres or redis (required)")
+	kind := fs.String("store", "", "postgres, citus (PostgreSQL in the mode DetectCapabilities answers) or redis (required)")
 	addr := fs.String("store-addr", "", "PostgreSQL URL or Redis host:port (required)")
 	ledgerDir := fs.String("ledger", "", "directory of the ledger files (required)")
 	probe := fs.Bool("probe", false, "declare Charge with a probe that asks the ledger")
@@ -42,6 +42,7 @@ func WorkerMain(args []string) error {
 	storeTimeout := fs.Duration("store-timeout", 0, "the dispatcher's StoreTimeout (0: the library's default)")
 	parent := fs.Int("parent", 0, "PID of the run; the worker exits when its parent is no longer it")
 	maxLife := fs.Duration("max-life", 30*time.Minute, "the worker exits after this long whatever happens")
+	table := fs.String("pg-table", "", "the PostgreSQL store's table (default: pgstore's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -58,7 +59,7 @@ func WorkerMain(args []string) error {
 	}
 	defer func() { _ = ledger.Close() }()
 
-	st, closeStore, err := openStore(*kind, *addr)
+	st, closeStore, err := openStore(*kind, *addr, *table)
 	if err != nil {
 		return err
 	}
@@ -137,9 +138,9 @@ func watchdog(parent int, maxLife time.Duration) {
 	}()
 }
 
-func openStore(kind, addr string) (store.Store, func(), error) {
+func openStore(kind, addr, table string) (store.Store, func(), error) {
 	switch kind {
-	case "postgres":
+	case "postgres", "citus":
 		cfg, err := pgxpool.ParseConfig(addr)
 		if err != nil {
 			return nil, nil, fmt.Errorf("faultrun worker: -store-addr: %w", err)
@@ -151,7 +152,17 @@ func openStore(kind, addr string) (store.Store, func(), error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		s, err := pgstore.New(pool, pgstore.Options{PollInterval: 20 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond})
+		opts := pgstore.Options{Table: table, PollInterval: 20 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond}
+		if kind == "citus" {
+			// The portable mode Citus needs, as a deployment there runs.
+			_, caps, err := pgstore.DetectCapabilities(context.Background(), pool)
+			if err != nil {
+				pool.Close()
+				return nil, nil, err
+			}
+			opts.Capabilities = &caps
+		}
+		s, err := pgstore.New(pool, opts)
 		if err != nil {
 			pool.Close()
 			return nil, nil, err
@@ -170,6 +181,6 @@ func openStore(kind, addr string) (store.Store, func(), error) {
 		}
 		return s, func() { _ = s.Close(); _ = rc.Close() }, nil
 	default:
-		return nil, nil, fmt.Errorf("faultrun worker: -store %q: want postgres or redis", kind)
+		return nil, nil, fmt.Errorf("faultrun worker: -store %q: want postgres, citus or redis", kind)
 	}
 }

@@ -42,8 +42,18 @@
 // what the primary sends for -failover-delay; the asynchronous round's
 // duplicates are what the failover lost, reported and not a failure.
 //
+// -stores citus,citus-coordinator runs the Citus rounds on the running
+// cluster -citus-url names (its nodes on this machine, synchronous_commit
+// on): pgstore in its portable mode on a table of the round's own,
+// distributed by tenant; each store restart stops the worker node holding
+// the round's tenant (citus) or the coordinator (citus-coordinator) with
+// pg_ctl stop -m immediate and starts it again after -store-down:
+//
+//	dir=$(mktemp -d) && url=$(scripts/citus-cluster.sh start $dir)   # then synchronous_commit on, as scripts/test-citus.sh does
+//	cd integration && GOTOOLCHAIN=go1.27.3 go run ./cmd/faultrun -stores citus,citus-coordinator -citus-url "$url" -workflows 200 -workers 3 -kill-every 3s -restarts 1 -store-down 2s -await
+//
 // It exits 1 when a round under the promise (postgres, redis,
-// postgres-sync-failover) breaks it —
+// postgres-sync-failover, citus, citus-coordinator) breaks it —
 // a key with two effects, an answer not in the ledger, a hung workflow, an
 // untyped error — or when the control round (redis-volatile) finds no
 // duplicate; 2 when a round could not be run.
@@ -77,7 +87,8 @@ func main() {
 
 func drive(args []string) int {
 	fs := flag.NewFlagSet("faultrun", flag.ContinueOnError)
-	stores := fs.String("stores", "postgres,redis,redis-volatile", "rounds to run, comma-separated: postgres, redis, redis-volatile (the control), postgres-failover, postgres-sync-failover (a primary failover, -failover-delay on the replication link)")
+	stores := fs.String("stores", "postgres,redis,redis-volatile", "rounds to run, comma-separated: postgres, redis, redis-volatile (the control), postgres-failover, postgres-sync-failover (a primary failover, -failover-delay on the replication link), citus, citus-coordinator (a Citus worker node, or the coordinator, stopped at each restart; -citus-url)")
+	citusURL := fs.String("citus-url", os.Getenv("IDEMPOTENCY_TEST_CITUS_URL"), "the coordinator of a running Citus cluster on this machine, for the citus and citus-coordinator rounds (scripts/citus-cluster.sh starts one)")
 	failoverDelay := fs.Duration("failover-delay", faultrun.DefaultFailoverDelay, "what the replication link of a failover round holds what the primary sends for")
 	workflows := fs.Int("workflows", 200, "workflows per round")
 	workers := fs.Int("workers", 3, "worker processes (at least 3)")
@@ -177,6 +188,7 @@ func drive(args []string) int {
 			MaxKills:      *maxKills,
 			Restarts:      *restarts,
 			FailoverDelay: *failoverDelay,
+			CitusURL:      *citusURL,
 			StoreDown:     *storeDown,
 			Bound:         *bound,
 			Lease:         *lease,
