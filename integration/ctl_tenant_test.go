@@ -49,7 +49,7 @@ func TestCtlTenantIsolation(t *testing.T) {
 	assert.Equal(t, 1, r.code, "globex's record has no workflow of acme's to decide: %s", r.stdout)
 	acmeStillWaits("decide as globex")
 
-	r = ctl(t, temporalEnv(), append(global, "resolve", "-tenant", "globex", "-key", o.Key, "-free", "-by", "globex-ops")...)
+	r = ctl(t, temporalEnv(), append(global, "resolve", "-tenant", "globex", "-key", o.Key, "-free", "-yes", "-by", "globex-ops")...)
 	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
 	acmeStillWaits("resolve as globex")
 

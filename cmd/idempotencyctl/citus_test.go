@@ -100,7 +100,7 @@ WHERE logicalrelid = to_regclass($1)`, pgx.Identifier{schema, pgstore.DefaultTab
 	assert.Equal(t, map[string]any{"seat": "12A"}, got)
 	assert.Equal(t, "ops", res.Record.Resolution.By)
 
-	r = invokeReal(t, with("resolve", "-tenant", "globex", "-key", testKey, "-free")...)
+	r = invokeReal(t, with("resolve", "-tenant", "globex", "-key", testKey, "-free", "-yes")...)
 	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 	r = invokeReal(t, with("list", "-all-tenants")...)
 	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)

@@ -93,13 +93,13 @@ var commands = []command{
 	{
 		name:     "resolve",
 		summary:  "decide an indeterminate or stale record in the store: record its outcome, or free its key",
-		synopsis: "-tenant T -key K (-outcome JSON | -free) [-by WHO] [-reason R] [-reference REF] [-dry-run]",
+		synopsis: "-tenant T -key K (-outcome JSON | -free -yes) [-by WHO] [-reason R] [-reference REF] [-dry-run]",
 		detail: "Applies a person's decision to an indeterminate record.\n" +
 			"  -outcome JSON  the effect happened: record JSON as the activity's result;\n" +
 			"                 duplicates of the key receive it (\"12A\" for a string,\n" +
 			"                 {\"seat\":\"12A\"} for a struct, null for no result).\n" +
-			"  -free          the effect did not happen: free the key; the next attempt\n" +
-			"                 may run it.\n" +
+			"  -free -yes     the effect did not happen: free the key; the next attempt\n" +
+			"                 may run it (-yes confirms: if it did happen, it happens twice).\n" +
 			"A stale pending record (its holder let its lease run out: it is gone)\n" +
 			"is settled the same way, in one step bound to the record shown: the store\n" +
 			"records the decision only if that claim is still pending with its lease\n" +

@@ -259,7 +259,7 @@
 //
 // The charge never reached the bank: free the key, so a retry may charge:
 //
-//	idempotencyctl resolve -tenant acme -key v1:9f86… -free
+//	idempotencyctl resolve -tenant acme -key v1:9f86… -free -yes
 //
 // Or, when the workflow waits on the key (AwaitDecision), hand it the
 // decision; it records the outcome and the call returns it:

@@ -182,7 +182,7 @@ func TestHelp(t *testing.T) {
 		{"help command", []string{"help"}, []string{"Commands:", "sweep"}},
 		{"schema", []string{"schema", "-h"}, []string{"idempotencyctl [store flags] schema"}},
 		{"show", []string{"show", "-h"}, []string{"show -tenant T -key K [-json]", "-json"}},
-		{"resolve", []string{"-store", "redis", "resolve", "-help"}, []string{"(-outcome JSON | -free)", "-dry-run", `{"seat":"12A"}`, "-by", "-reason", "-reference", "stale"}},
+		{"resolve", []string{"-store", "redis", "resolve", "-help"}, []string{"(-outcome JSON | -free -yes)", "-dry-run", `{"seat":"12A"}`, "-by", "-reason", "-reference", "stale"}},
 		{"list", []string{"list", "-h"}, []string{"(-tenant T | -all-tenants)", "-stale", "-older-than", "-oldest", "-cursor", "-all-tenants", "(default 100)"}},
 		{"decide", []string{"decide", "-h"}, []string{"(-outcome JSON | -free -yes | -retry | -fail) -by WHO", "$TEMPORAL_ADDRESS", "$TEMPORAL_NAMESPACE", "$TEMPORAL_API_KEY",
 			"$TEMPORAL_TLS)", "$TEMPORAL_TLS_CLIENT_CERT_PATH", "$TEMPORAL_TLS_CLIENT_KEY_PATH", "$TEMPORAL_TLS_SERVER_CA_CERT_PATH", "$TEMPORAL_TLS_SERVER_NAME",
@@ -622,7 +622,7 @@ var storeCases = []struct {
 	}},
 	{"resolve -free frees the key", func(t *testing.T, f fixture, tenant string) {
 		seedIndeterminate(t, f.st, tenant, testKey, "charge timed out")
-		r := f.run(t, "resolve", "-tenant", tenant, "-key", testKey, "-free")
+		r := f.run(t, "resolve", "-tenant", tenant, "-key", testKey, "-free", "-yes")
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 		assert.Contains(t, r.stdout, "is indeterminate (reason: charge timed out)\n")
 		assert.Contains(t, r.stdout, "resolved: freed the key; the next attempt may run the effect\n")
@@ -646,7 +646,7 @@ var storeCases = []struct {
 	}},
 	{"resolve a completed record", func(t *testing.T, f fixture, tenant string) {
 		seedCompleted(t, f.st, tenant, testKey, encode(t, "12A"))
-		r := f.run(t, "resolve", "-tenant", tenant, "-key", testKey, "-free")
+		r := f.run(t, "resolve", "-tenant", tenant, "-key", testKey, "-free", "-yes")
 		assert.Equal(t, exitFailed, r.code)
 		assert.Equal(t, "record: tenant "+tenant+" key "+testKey+" is completed\n", r.stdout)
 		requireOneErrorLine(t, r, "resolve: the record is completed, not indeterminate: nothing to resolve")
@@ -691,9 +691,33 @@ var storeCases = []struct {
 		err = f.st.Complete(context.Background(), store.CompleteParams{Tenant: tenant, Key: testKey, Token: token, Outcome: encode(t, "late")})
 		assert.ErrorIs(t, err, store.ErrNotHolder, "the holder, should it come back, is fenced off")
 	}},
+	{"resolve -free without -yes frees nothing", func(t *testing.T, f fixture, tenant string) {
+		// As decide -free: a record resolve settles (indeterminate, or
+		// stale: its holder gone) may hold an effect that landed, and
+		// freeing it runs the effect again — two charges. The record
+		// stays as it was.
+		for _, seed := range []func() store.State{
+			func() store.State {
+				seedIndeterminate(t, f.st, tenant, testKey, "charge timed out")
+				return store.StateIndeterminate
+			},
+			func() store.State { seedStale(t, f, tenant); return store.StatePending },
+		} {
+			want := seed()
+			r := f.run(t, "resolve", "-tenant", tenant, "-key", testKey, "-free", "-by", "ops")
+			assert.Equal(t, exitFailed, r.code)
+			requireOneErrorLine(t, r, "without -yes")
+			assert.Contains(t, r.stderr, "two charges")
+			state, err := lookupState(t, f.st, tenant, testKey)
+			require.NoError(t, err)
+			assert.Equal(t, want, state, "the record was changed")
+			_, err = f.st.Forget(context.Background(), store.ForgetParams{Tenant: tenant})
+			require.NoError(t, err)
+		}
+	}},
 	{"resolve -free settles a stale pending record", func(t *testing.T, f fixture, tenant string) {
 		seedStale(t, f, tenant)
-		r := f.run(t, "resolve", "-tenant", tenant, "-key", testKey, "-free")
+		r := f.run(t, "resolve", "-tenant", tenant, "-key", testKey, "-free", "-yes")
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 		assert.Contains(t, r.stdout, "resolved: settled the stale claim and freed the key; the next attempt may run the effect\n")
 		_, err := lookupState(t, f.st, tenant, testKey)
@@ -712,7 +736,7 @@ var storeCases = []struct {
 		assert.Equal(t, "dead-worker", rec.Holder)
 	}},
 	{"resolve a missing key", func(t *testing.T, f fixture, tenant string) {
-		r := f.run(t, "resolve", "-tenant", tenant, "-key", testKey, "-free")
+		r := f.run(t, "resolve", "-tenant", tenant, "-key", testKey, "-free", "-yes")
 		assert.Equal(t, exitFailed, r.code)
 		assert.Empty(t, r.stdout)
 		requireOneErrorLine(t, r, "no record")
@@ -1106,7 +1130,7 @@ func TestRedisThroughFlags(t *testing.T) {
 	assert.Contains(t, r.stdout, testKey)
 	assert.Contains(t, r.stdout, "charge timed out")
 
-	r = invokeReal(t, with("resolve", "-tenant", tenant, "-key", testKey, "-free")...)
+	r = invokeReal(t, with("resolve", "-tenant", tenant, "-key", testKey, "-free", "-yes")...)
 	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 	res, err := st.Claim(context.Background(), store.ClaimParams{Tenant: tenant, Key: testKey, Holder: "retry", Lease: time.Minute})
 	require.NoError(t, err)

@@ -317,7 +317,7 @@ func operatorCommandsFindEveryRecord(t *testing.T, dep deployment) {
 
 	// resolve: the held record within its lease is refused; the stale one
 	// is shown for settling.
-	r = dep.run(t, nil, "resolve", "-tenant", tenant, "-key", heldKey, "-free", "-force")
+	r = dep.run(t, nil, "resolve", "-tenant", tenant, "-key", heldKey, "-free", "-yes", "-force")
 	assert.Equal(t, exitFailed, r.code)
 	requireOneErrorLine(t, r, "the record is pending and its holder worker holds a lease until")
 	assert.Contains(t, ok("resolve", "-tenant", tenant, "-key", staleKey, "-free", "-dry-run", "-force").stdout,
@@ -334,7 +334,7 @@ func operatorCommandsFindEveryRecord(t *testing.T, dep deployment) {
 	for _, k := range []string{heldKey + " (pending)", staleKey + " (pending)", markKey + " (indeterminate)"} {
 		assert.Contains(t, r.stderr, k)
 	}
-	ok("resolve", "-tenant", tenant, "-key", staleKey, "-free", "-by", "ops", "-force")
+	ok("resolve", "-tenant", tenant, "-key", staleKey, "-free", "-yes", "-by", "ops", "-force")
 	ok("resolve", "-tenant", tenant, "-key", markKey, "-outcome", `"12A"`, "-by", "ops", "-force")
 	r = dep.run(t, nil, "forget", "-tenant", tenant, "-yes")
 	assert.Equal(t, exitFailed, r.code)

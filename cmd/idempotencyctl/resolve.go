@@ -25,6 +25,9 @@ type resolveRequest struct {
 	// resolves even when one does.
 	temporal temporalConfig
 	force    bool
+	// yes confirms -free: the record resolve settles is indeterminate or
+	// stale, so its effect may have landed.
+	yes bool
 }
 
 func resolveFlags(fs *flag.FlagSet, env func(string) string) func() (action, error) {
@@ -36,6 +39,7 @@ func resolveFlags(fs *flag.FlagSet, env func(string) string) func() (action, err
 	reference := fs.String("reference", "", "where the evidence is: a ticket, the downstream's confirmation (kept in the record's resolution)")
 	dryRun := fs.Bool("dry-run", false, "show the record and the decision, change nothing")
 	force := fs.Bool("force", false, "resolve even when the record's workflow waits on the key (it keeps waiting until 'decide -retry')")
+	yes := fs.Bool("yes", false, "confirm -free: if the effect did happen, the activity runs it a second time")
 	tf := defineTemporalFlags(fs, env)
 	return func() (action, error) {
 		if err := checkScope(*tenant, *key); err != nil {
@@ -58,7 +62,7 @@ func resolveFlags(fs *flag.FlagSet, env func(string) string) func() (action, err
 		req := resolveRequest{
 			p: store.ResolveParams{Tenant: *tenant, Key: *key, Decision: store.ActionFree,
 				By: strings.TrimSpace(*by), Reason: *reason, Reference: *reference},
-			by: strings.TrimSpace(*by), reason: *reason, dryRun: *dryRun, force: *force,
+			by: strings.TrimSpace(*by), reason: *reason, dryRun: *dryRun, force: *force, yes: *yes,
 		}
 		tc, err := tf.resolve()
 		if err != nil {
@@ -84,6 +88,16 @@ func (r resolveRequest) describe() (will, did, then string) {
 		return "record the outcome " + string(r.shown), "recorded the outcome " + string(r.shown), "duplicates of the key will receive it"
 	}
 	return "free the key", "freed the key", "the next attempt may run the effect"
+}
+
+// confirmFree refuses -free without -yes, as decide -free does: every record
+// resolve settles (indeterminate, or stale: its holder gone) may hold an
+// effect that landed, and freeing it runs the effect again.
+func (r resolveRequest) confirmFree() error {
+	if r.p.Decision == store.ActionFree && !r.yes {
+		return errors.New(freeCost(r.p.Key))
+	}
+	return nil
 }
 
 // signature names who decided and why, for the last line.
@@ -119,6 +133,9 @@ func resolve(ctx context.Context, b *backend, out io.Writer, req resolveRequest)
 	if req.dryRun {
 		fmt.Fprintf(out, "dry run: would %s; nothing changed\n", will)
 		return nil
+	}
+	if err := req.confirmFree(); err != nil {
+		return err
 	}
 	// Fenced: the decision applies to the record shown, not to one claimed
 	// and marked again meanwhile.
@@ -160,6 +177,9 @@ func settleStale(ctx context.Context, b *backend, out io.Writer, req resolveRequ
 	will, did, then := req.describe()
 	if req.dryRun {
 		return dryRunStale(ctx, b, out, p, rec, will)
+	}
+	if err := req.confirmFree(); err != nil {
+		return err
 	}
 	p.Token, p.Stale = rec.Token, true
 	err := b.Resolve(ctx, p)
