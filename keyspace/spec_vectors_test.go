@@ -288,7 +288,6 @@ var keyCases = []struct {
 	{"no-key-arguments", "acme", specRun, "Notify", specNumbersFloat64, `{"to":"ada@example.com"}`, nil, 0},
 	{"key-all-arguments", "acme", specRun, "Send", specNumbersFloat64, `{"arguments":["ada@example.com",3,{"urgent":true}]}`, []string{"arguments"}, 0},
 	{"key-all-arguments-none", "acme", specRun, "Send", specNumbersFloat64, `{"arguments":[]}`, []string{"arguments"}, 0},
-	{"standalone-run", "acme", "standalone/default/order-7", "Book", specNumbersFloat64, `{"flight":"BA117"}`, []string{"flight"}, 0},
 	{"missing-argument", "acme", specRun, "Book", specNumbersFloat64, `{"seat":"12A"}`, []string{"flight"}, 0},
 	{"empty-tenant", "", specRun, "Book", specNumbersFloat64, `{"flight":"BA117"}`, []string{"flight"}, 0},
 	{"keyed-generation-1", "acme", specRun, "Book", specNumbersFloat64, `{"flight":"BA117","request_id":"r-1"}`, []string{"flight"}, 1},
