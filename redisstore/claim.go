@@ -2,12 +2,239 @@ package redisstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tesserix/idempotency/internal/backoff"
+	"github.com/tesserix/idempotency/store"
 )
+
+// Claim's paths. A claim computes its values once (newClaim: the clock,
+// the token, the expiries, the keys, the packed record) and takes one of
+// three paths. All three write the same packed record (record.go), and
+// answer alike: acquired, or the live record that holds the key.
+//
+//	path       what it is               taken when                   what it sends
+//	---------  -----------------------  ---------------------------  ------------------------------
+//	MULTI      claimFast: one           no takeover (Supersede 0),   MULTI
+//	           transaction, no script   and IndexOnlyWhatWaits off   SET rec value NX GET PX ttl
+//	                                    (or its marker's write not   ZADD age NX now key
+//	                                    acknowledged by replicas)    [PEXPIRE age ms NX, PEXPIRE
+//	                                                                 age ms GT: once a minute per
+//	                                                                 tenant and process (ageDue)]
+//	                                                                 EXEC
+//	SET-only   claimSet: one command,   no takeover, and             SET rec value NX GET PX ttl
+//	           no age index entry       IndexOnlyWhatWaits on        (after SET P:unindexed, once
+//	                                                                 a minute: markUnindexed)
+//	script     claimByScript:           a takeover (Supersede set);  EVALSHA claimScript over rec
+//	           claimScript reads the    or MULTI / SET-only found a  and age, its arguments named
+//	           record and decides in    record expired but still in  by claimArgs (args.go)
+//	           Redis                    Redis, or a record hash of
+//	                                    the previous layout
+//	                                    (WRONGTYPE)
+//
+// A MULTI that wrote the record but found the key already in the age index
+// (an entry a Sweep has not yet dropped) rescores it (ZADD XX GT). With
+// Options.ReplicaAcks each path runs on the master that owns the record,
+// followed by WAIT on the same connection (claimFastReplicated, claimSet,
+// runClaim), and an acquired claim too few replicas acknowledged is taken
+// back and answered ErrNotReplicated. A claim whose answer was lost to a
+// timeout is taken back too. Taking back (undoClaim) deletes a claim of a
+// free key and ends a takeover's lease, never freeing the key.
+
+// Claim implements [store.Store.Claim]. Its common path runs no script:
+// one MULTI holds SET NX GET PX, which writes the packed record when the
+// key is free and otherwise answers the record that holds it, and ZADD NX
+// of the key to the tenant's age index (claimFast); with
+// Options.IndexOnlyWhatWaits, SET NX GET PX alone (claimSet). A takeover (Supersede
+// set), and a record the MULTI cannot answer from (expired but still in
+// Redis, a takeover's, or a record hash of the previous layout), go to
+// claimScript.
+func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, error) {
+	if err := p.Validate(); err != nil {
+		return store.Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Result{}, translate(ctx, "claim", err)
+	}
+	var c claim
+	if err := s.newClaim(ctx, p, &c); err != nil {
+		return store.Result{}, err
+	}
+	if p.Supersede == 0 {
+		// A takeover finds the key held: it goes straight to the script.
+		prev, err := s.claimFast(ctx, c.keys, p.Key, c.tok, c.value, c.now, c.ttl, c.ageTTL, c.pub, c.channel)
+		if res, done, err := s.judgeFast(ctx, &c, prev, err); done {
+			return res, err
+		}
+	}
+	return s.claimByScript(ctx, &c)
+}
+
+// claim is one Claim's values, computed once for either of its paths.
+type claim struct {
+	p               store.ClaimParams
+	now, lease, exp stamp
+	ttl, ageTTL     string // milliseconds
+	token           int64
+	tok             string // token, as Redis keeps it
+	keys            []string
+	origin          string // p.Origin as JSON; "" for none
+	value           string // the packed record claimFast writes
+	pub, channel    string // how a change is announced
+}
+
+// newClaim fills c, the caller's (a claim kept off the heap), for p.
+func (s *Store) newClaim(ctx context.Context, p store.ClaimParams, c *claim) error {
+	*c = claim{p: p, now: s.now(ctx), token: store.NewToken()}
+	c.lease = c.now.add(p.Lease)
+	window := store.RetentionOr(keptRetention(p.Retention), s.ttl)
+	c.exp, c.ttl = s.expiryWithin(c.now, c.lease, window)
+	c.ageTTL = s.indexTTLWithin(c.ttl, window)
+	c.tok = strconv.FormatInt(c.token, 10)
+	c.keys = s.recordAndAgeKeys(p.Tenant, p.Key)
+	if p.Origin != (store.Origin{}) {
+		b, err := json.Marshal(p.Origin)
+		if err != nil {
+			return fmt.Errorf("redisstore: claim: encoding the origin: %w", err)
+		}
+		c.origin = string(b)
+	}
+	c.value = packClaim(c.tok, c.lease, c.exp, c.now, p.Retention.Microseconds(), p.Holder, p.Check, c.origin)
+	c.pub, c.channel = s.publisher(ctx, p.Tenant)
+	return nil
+}
+
+// acquired is the answer of a claim that now holds the key.
+func (c *claim) acquired() store.Result {
+	return store.Result{Status: store.StatusAcquired, Record: store.Record{
+		Tenant:     c.p.Tenant,
+		Key:        c.p.Key,
+		State:      store.StatePending,
+		Holder:     c.p.Holder,
+		Token:      c.token,
+		LeaseUntil: c.lease.time(),
+		ExpiresAt:  c.exp.time(),
+		CreatedAt:  c.now.time(),
+		UpdatedAt:  c.now.time(),
+		Origin:     c.p.Origin,
+		Check:      c.p.Check,
+		Retention:  keptRetention(c.p.Retention),
+	}}
+}
+
+// judgeFast turns claimFast's answer into the claim's, or (done false)
+// leaves the claim to the script: a record expired but still in Redis, or
+// a record hash of the previous layout.
+func (s *Store) judgeFast(ctx context.Context, c *claim, prev string, err error) (store.Result, bool, error) {
+	switch {
+	case err == nil && prev == "":
+		return c.acquired(), true, nil
+	case err == nil:
+		r, perr := parsePacked("claim", c.p.Tenant, c.p.Key, prev)
+		if perr != nil {
+			return store.Result{}, true, perr
+		}
+		if !c.now.time().Before(r.ExpiresAt) {
+			return store.Result{}, false, nil // expired but still in Redis
+		}
+		if r.State == store.StatePending && r.Token == c.token {
+			return c.acquired(), true, nil // this claim, sent again after a lost answer
+		}
+		return resultOf(r, c.now), true, nil
+	case isWrongType(err):
+		return store.Result{}, false, nil // the previous layout: the script reads it
+	}
+	if timedOut(ctx, err) {
+		// The MULTI may have run: take back a claim nobody will use.
+		s.undoClaim(ctx, s.client, c.keys, c.p.Key, c.tok, c.pub, c.channel)
+	}
+	return store.Result{}, true, translate(ctx, "claim", err)
+}
+
+// claimByScript claims through claimScript: a takeover, or a record the
+// fast path cannot answer from.
+func (s *Store) claimByScript(ctx context.Context, c *claim) (store.Result, error) {
+	v, err := s.runClaim(ctx, c.keys, claimArgs{
+		announce:   announce{pubcmd: c.pub, channel: c.channel},
+		now:        c.now.arg(),
+		holder:     c.p.Holder,
+		token:      c.tok,
+		leaseUntil: c.lease.arg(),
+		exp:        c.exp.arg(),
+		supersede:  strconv.FormatInt(c.p.Supersede, 10),
+		ttlMs:      c.ttl,
+		member:     c.p.Key,
+		ageTTLMs:   c.ageTTL,
+		origin:     c.origin,
+		check:      c.p.Check,
+		ret:        retentionArg(c.p.Retention),
+	})
+	if err != nil {
+		if timedOut(ctx, err) {
+			// The script may have run: take back a claim nobody will use.
+			// The undo removes only what the claim created: a claim of a
+			// free key leaves none behind; a takeover is left standing
+			// with its lease ended, never freeing the key.
+			s.undoClaim(ctx, s.client, c.keys, c.p.Key, c.tok, c.pub, c.channel)
+		}
+		return store.Result{}, translate(ctx, "claim", err)
+	}
+	reply, ok := v.([]any)
+	if !ok || len(reply) == 0 {
+		return store.Result{}, fmt.Errorf("redisstore: claim: unexpected reply %T", v)
+	}
+	if status, _ := reply[0].(string); status == claimAcquired {
+		return c.acquired(), nil
+	}
+	held, _ := reply[len(reply)-1].(string)
+	r, err := parsePacked("claim", c.p.Tenant, c.p.Key, held)
+	if err != nil {
+		return store.Result{}, err
+	}
+	return resultOf(r, c.now), nil
+}
+
+// parsePacked builds the Record of tenant's key from the packed record v
+// that op read.
+func parsePacked(op, tenant, key, v string) (store.Record, error) {
+	m, err := unpack(v)
+	if err != nil {
+		return store.Record{}, fmt.Errorf("redisstore: %s: tenant %q key %q: %w", op, tenant, key, err)
+	}
+	r, err := parseRecord(tenant, key, m)
+	if err != nil {
+		return store.Record{}, fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	return r, nil
+}
+
+// isWrongType reports Redis's answer to a string command on a record hash
+// of the previous layout.
+func isWrongType(err error) bool {
+	return redis.HasErrorPrefix(err, "WRONGTYPE")
+}
+
+// undoClaim takes back, on c, the claim made under token if it was made
+// (undoClaimScript): a claim of a free key is deleted, a takeover's lease
+// is ended. The token is the one this Claim generated, so the undo can only
+// touch the claim it made. It is best effort: when it fails too, the claim
+// stays as it landed until its lease runs out, which frees nothing either.
+// The store package's documentation says why a takeover's lease is ended
+// rather than the superseded record restored.
+func (s *Store) undoClaim(ctx context.Context, c redis.Scripter, keys []string, member, token, pub, channel string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backoff.CleanupTimeout)
+	defer cancel()
+	a := releaseArgs{
+		fence:  fence{announce: announce{pubcmd: pub, channel: channel}, now: s.now(ctx).arg(), token: token},
+		member: member,
+	}
+	_ = undoClaimScript.Run(ctx, c, keys, a.params().argv()...).Err()
+}
 
 // claimFast is the claim's common path: one MULTI of
 //
@@ -203,37 +430,4 @@ func (s *Store) forgetAgeDue(age string, extended bool) {
 	if extended {
 		s.ageExtended.Delete(age)
 	}
-}
-
-// nodeError is an error of the replica-acknowledged path, which talks to
-// one node and follows no redirection: after a failover or a resharding
-// (MOVED, ASK, a dead node) it lets the next claim find the slot's new
-// owner.
-func (s *Store) nodeError(ctx context.Context, err error) error {
-	if c, ok := s.client.(*redis.ClusterClient); ok {
-		c.ReloadState(ctx)
-	}
-	if movedOrAsk(err) {
-		return fmt.Errorf("%w: %w", errSlotMoved, err)
-	}
-	return err
-}
-
-// readFields reads the record at key, in either layout, as its fields by
-// name; nil when there is none.
-func (s *Store) readFields(ctx context.Context, c redis.Cmdable, key string) (map[string]string, error) {
-	v, err := c.Get(ctx, key).Result()
-	switch {
-	case err == redis.Nil:
-		return nil, nil
-	case isWrongType(err):
-		m, err := c.HGetAll(ctx, key).Result()
-		if err != nil || len(m) == 0 {
-			return nil, err
-		}
-		return m, nil
-	case err != nil:
-		return nil, err
-	}
-	return unpack(v)
 }

@@ -106,18 +106,6 @@ func movedOrAsk(err error) bool {
 	return redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")
 }
 
-// nodeFor returns the client of the one node that owns key.
-func (s *Store) nodeFor(ctx context.Context, key string) (redis.Cmdable, error) {
-	switch c := s.client.(type) {
-	case *redis.ClusterClient:
-		return c.MasterForKey(ctx, key)
-	case *redis.Ring:
-		return c.GetShardClientForKey(key)
-	default:
-		return s.client, nil
-	}
-}
-
 // replicaUnavailable reports the replies of a Cluster or a replicated
 // Redis in flux that mean "not now": too few replicas acknowledged a claim,
 // a master configured with min-replicas-to-write refuses a write
@@ -127,19 +115,4 @@ func (s *Store) nodeFor(ctx context.Context, key string) (redis.Cmdable, error) 
 func replicaUnavailable(err error) bool {
 	return errors.Is(err, ErrNotReplicated) || errors.Is(err, errSlotMoved) ||
 		movedOrAsk(err) || redis.HasErrorPrefix(err, "NOREPLICAS")
-}
-
-// refreshTopology asks a Cluster client to reload its slot map after an
-// error that may mean a master died. go-redis reloads it on MOVED, but a
-// dead master answers nothing, and the client would keep sending that
-// slot's commands to it until ClusterStateReloadInterval (a minute by
-// default) passes, long after its replica was promoted. The reload is lazy
-// and coalesced by go-redis, so a burst of errors costs one.
-func (s *Store) refreshTopology(ctx context.Context, err error) {
-	if err == nil || ctx.Err() != nil || !unavailable(err) {
-		return
-	}
-	if c, ok := s.client.(*redis.ClusterClient); ok {
-		c.ReloadState(ctx)
-	}
 }

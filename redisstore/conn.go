@@ -1,0 +1,101 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Plumbing: the client and the nodes behind it. A script's run, the
+// masters a SCAN must visit, the one node a replica-acknowledged write
+// talks to, and a record's read in either layout.
+
+// nodeError is an error of the replica-acknowledged path, which talks to
+// one node and follows no redirection: after a failover or a resharding
+// (MOVED, ASK, a dead node) it lets the next claim find the slot's new
+// owner.
+func (s *Store) nodeError(ctx context.Context, err error) error {
+	if c, ok := s.client.(*redis.ClusterClient); ok {
+		c.ReloadState(ctx)
+	}
+	if movedOrAsk(err) {
+		return fmt.Errorf("%w: %w", errSlotMoved, err)
+	}
+	return err
+}
+
+// readFields reads the record at key, in either layout, as its fields by
+// name; nil when there is none.
+func (s *Store) readFields(ctx context.Context, c redis.Cmdable, key string) (map[string]string, error) {
+	v, err := c.Get(ctx, key).Result()
+	switch {
+	case err == redis.Nil:
+		return nil, nil
+	case isWrongType(err):
+		m, err := c.HGetAll(ctx, key).Result()
+		if err != nil || len(m) == 0 {
+			return nil, err
+		}
+		return m, nil
+	case err != nil:
+		return nil, err
+	}
+	return unpack(v)
+}
+
+// nodeFor returns the client of the one node that owns key.
+func (s *Store) nodeFor(ctx context.Context, key string) (redis.Cmdable, error) {
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		return c.MasterForKey(ctx, key)
+	case *redis.Ring:
+		return c.GetShardClientForKey(key)
+	default:
+		return s.client, nil
+	}
+}
+
+// refreshTopology asks a Cluster client to reload its slot map after an
+// error that may mean a master died. go-redis reloads it on MOVED, but a
+// dead master answers nothing, and the client would keep sending that
+// slot's commands to it until ClusterStateReloadInterval (a minute by
+// default) passes, long after its replica was promoted. The reload is lazy
+// and coalesced by go-redis, so a burst of errors costs one.
+func (s *Store) refreshTopology(ctx context.Context, err error) {
+	if err == nil || ctx.Err() != nil || !unavailable(err) {
+		return
+	}
+	if c, ok := s.client.(*redis.ClusterClient); ok {
+		c.ReloadState(ctx)
+	}
+}
+
+// masters returns the nodes whose keyspaces together hold every key: each
+// master of a Cluster, each shard of a Ring, or the client itself.
+func (s *Store) masters(ctx context.Context) ([]redis.Cmdable, error) {
+	var (
+		mu    sync.Mutex
+		nodes []redis.Cmdable
+	)
+	collect := func(_ context.Context, c *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		nodes = append(nodes, c)
+		return nil
+	}
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		if err := c.ForEachMaster(ctx, collect); err != nil {
+			return nil, err
+		}
+	case *redis.Ring:
+		if err := c.ForEachShard(ctx, collect); err != nil {
+			return nil, err
+		}
+	default:
+		nodes = append(nodes, s.client)
+	}
+	return nodes, nil
+}
