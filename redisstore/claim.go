@@ -96,7 +96,7 @@ func (s *Store) newClaim(ctx context.Context, p store.ClaimParams, c *claim) err
 	c.exp, c.ttl = s.expiryWithin(c.now, c.lease, window)
 	c.ageTTL = s.indexTTLWithin(c.ttl, window)
 	c.tok = strconv.FormatInt(c.token, 10)
-	c.keys = s.recordAndAgeKeys(p.Tenant, p.Key)
+	c.keys = s.keys.recordAndAgeKeys(p.Tenant, p.Key)
 	if p.Origin != (store.Origin{}) {
 		b, err := json.Marshal(p.Origin)
 		if err != nil {

@@ -88,7 +88,7 @@ func (s *Store) ListAcrossTenants(ctx context.Context, p store.ListParams) (stor
 	limit := p.EffectiveLimit() + 1
 	var all []store.Record
 	err = s.eachAge(ctx, func(age string) (bool, error) {
-		tenant, ok := s.tenantOfAge(age)
+		tenant, ok := s.keys.tenantOfAge(age)
 		if !ok {
 			return true, nil
 		}
@@ -138,7 +138,7 @@ func pageOf(p store.ListParams, recs []store.Record, across bool) store.Page {
 // read an entry twice.
 func (s *Store) listTenant(ctx context.Context, p store.ListParams, tenant string, after store.ListPosition,
 	across bool, now stamp, want, budget int) ([]store.Record, *store.ListPosition, error) {
-	age := s.ageKey(tenant)
+	age := s.keys.ageKey(tenant)
 	newest := p.Order == store.NewestFirst
 	bound := math.Inf(1)
 	if !newest {
@@ -170,7 +170,7 @@ func (s *Store) listTenant(ctx context.Context, p store.ListParams, tenant strin
 		}
 		rks := make([]string, len(entries))
 		for i, e := range entries {
-			rks[i] = s.recordKey(tenant, e.Member.(string))
+			rks[i] = s.keys.recordKey(tenant, e.Member.(string))
 		}
 		fields, err := s.readAll(ctx, rks)
 		if err != nil {

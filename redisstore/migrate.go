@@ -88,7 +88,7 @@ func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, er
 				if err := ctx.Err(); err != nil {
 					return res, translate(ctx, op, err)
 				}
-				keys, next, err := nodes[node].ScanType(ctx, cursor, s.prefix+":{*}*", 256, migratePhases[phase]).Result()
+				keys, next, err := nodes[node].ScanType(ctx, cursor, s.keys.prefix+":{*}*", 256, migratePhases[phase]).Result()
 				if err != nil {
 					return res, translate(ctx, op, err)
 				}
@@ -117,7 +117,7 @@ func (s *Store) migrateBatch(ctx context.Context, phase int, keys []string) (int
 	n := 0
 	for _, k := range keys {
 		if phase == 1 {
-			if !s.isTenantKey(k, indexSuffix) {
+			if !s.keys.isTenantKey(k, indexSuffix) {
 				continue
 			}
 			if err := s.foldIndex(ctx, k); err != nil {
@@ -125,7 +125,7 @@ func (s *Store) migrateBatch(ctx context.Context, phase int, keys []string) (int
 			}
 			continue
 		}
-		base, member, ok := s.splitRecordKey(k)
+		base, member, ok := s.keys.splitRecordKey(k)
 		if !ok {
 			continue
 		}
@@ -138,21 +138,6 @@ func (s *Store) migrateBatch(ctx context.Context, phase int, keys []string) (int
 		}
 	}
 	return n, nil
-}
-
-// splitRecordKey splits a record key into its tenant's base ("P:{E}")
-// and the record's key.
-func (s *Store) splitRecordKey(k string) (base, member string, ok bool) {
-	rest, ok := strings.CutPrefix(k, s.prefix+":{")
-	if !ok {
-		return "", "", false
-	}
-	i := strings.IndexByte(rest, '}')
-	if i < 0 {
-		return "", "", false
-	}
-	member, ok = strings.CutPrefix(rest[i+1:], recordInfix)
-	return k[:len(k)-len(rest)+i+1], member, ok
 }
 
 // foldIndex folds the tenant index set idx into its age index.

@@ -64,7 +64,7 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 		goneExp:      goneExp.arg(),
 		goneTTLMs:    goneTTL,
 	}
-	v, err := s.run(ctx, resolveScript, []string{s.recordKey(p.Tenant, p.Key), s.ageKey(p.Tenant)}, a.params().argv()...)
+	v, err := s.run(ctx, resolveScript, []string{s.keys.recordKey(p.Tenant, p.Key), s.keys.ageKey(p.Tenant)}, a.params().argv()...)
 	if err != nil {
 		return translate(ctx, "resolve", err)
 	}

@@ -21,7 +21,7 @@ import (
 // own the client: closing the client is the caller's business.
 type Store struct {
 	client  redis.UniversalClient
-	prefix  string
+	keys    layout // the names of the prefix's keys
 	channel string
 	ttl     time.Duration
 	clock   store.Clock
@@ -90,7 +90,7 @@ func newStore(client redis.UniversalClient, opts Options, local store.Clock) (*S
 	life, cancel := context.WithCancel(context.Background())
 	return &Store{
 		client:  client,
-		prefix:  opts.Prefix,
+		keys:    layout{prefix: opts.Prefix},
 		channel: opts.Prefix + ":events",
 		ttl:     opts.TTL,
 		clock:   opts.Clock,
@@ -214,7 +214,7 @@ func (s *Store) fenced(ctx context.Context, op, tenant, key string, token int64,
 	}
 	pub, channel := s.publisher(ctx, tenant)
 	f := fence{announce: announce{pubcmd: pub, channel: channel}, now: now.arg(), token: strconv.FormatInt(token, 10)}
-	v, err := s.run(ctx, script, s.recordAndAgeKeys(tenant, key), args(f).argv()...)
+	v, err := s.run(ctx, script, s.keys.recordAndAgeKeys(tenant, key), args(f).argv()...)
 	if err != nil {
 		return translate(ctx, op, err)
 	}
@@ -299,7 +299,7 @@ func (s *Store) read(ctx context.Context, op, tenant, key string, now stamp) (st
 	if err := ctx.Err(); err != nil {
 		return store.Record{}, false, translate(ctx, op, err)
 	}
-	m, err := s.readFields(ctx, s.client, s.recordKey(tenant, key))
+	m, err := s.readFields(ctx, s.client, s.keys.recordKey(tenant, key))
 	if err != nil {
 		return store.Record{}, false, translate(ctx, op, err)
 	}

@@ -22,7 +22,7 @@ func (s *Store) Forget(ctx context.Context, p store.ForgetParams) (int, error) {
 		return 0, err
 	}
 	const batch = 256
-	age, idx := s.ageKey(p.Tenant), s.indexKey(p.Tenant)
+	age, idx := s.keys.ageKey(p.Tenant), s.keys.indexKey(p.Tenant)
 	pub, channel := s.publisher(ctx, p.Tenant)
 	total := 0
 	for {
@@ -99,9 +99,9 @@ func (s *Store) forgetUnindexed(ctx context.Context, tenant string) (int, error)
 	if err != nil {
 		return 0, translate(ctx, "forget", err)
 	}
-	base := s.tenantBase(tenant)
+	base := s.keys.tenantBase(tenant)
 	pattern := globEscaper.Replace(base+recordInfix) + "*"
-	age := s.ageKey(tenant)
+	age := s.keys.ageKey(tenant)
 	pub, channel := s.publisher(ctx, tenant)
 	total := 0
 	for _, node := range nodes {
@@ -112,7 +112,7 @@ func (s *Store) forgetUnindexed(ctx context.Context, tenant string) (int, error)
 				return total, translate(ctx, "forget", err)
 			}
 			if len(found) > 0 {
-				keys := []string{age, s.indexKey(tenant)}
+				keys := []string{age, s.keys.indexKey(tenant)}
 				a := membersArgs{head: announce{pubcmd: pub, channel: channel}.params()}
 				for _, k := range found {
 					keys = append(keys, k)
@@ -147,12 +147,12 @@ func (s *Store) eachAge(ctx context.Context, f func(age string) (bool, error)) e
 	for _, node := range nodes {
 		var cursor uint64
 		for {
-			ages, next, err := node.Scan(ctx, cursor, s.agePattern(), 256).Result()
+			ages, next, err := node.Scan(ctx, cursor, s.keys.agePattern(), 256).Result()
 			if err != nil {
 				return err
 			}
 			for _, age := range ages {
-				if !s.isTenantKey(age, ageSuffix) {
+				if !s.keys.isTenantKey(age, ageSuffix) {
 					continue
 				}
 				more, err := f(age)

@@ -30,7 +30,7 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 	if err := p.Validate(); err != nil {
 		return store.Result{}, err
 	}
-	rk := s.recordKey(p.Tenant, p.Key)
+	rk := s.keys.recordKey(p.Tenant, p.Key)
 	wake := s.watch(rk)
 	defer s.unwatch(rk, wake)
 	defer s.subscribe(ctx, p.Tenant)()
@@ -85,7 +85,7 @@ func (s *Store) readWaiting(ctx context.Context, tenant, key string, now stamp) 
 	if err := ctx.Err(); err != nil {
 		return store.Record{}, false, translate(ctx, "wait", err)
 	}
-	v, err := s.run(ctx, waitReadScript, []string{s.recordKey(tenant, key)})
+	v, err := s.run(ctx, waitReadScript, []string{s.keys.recordKey(tenant, key)})
 	if err == redis.Nil {
 		return store.Record{}, false, nil
 	}
@@ -177,7 +177,7 @@ const shardedIdle = 30 * time.Second
 // question answers classic pub/sub and is asked again next time.
 func (s *Store) publisher(ctx context.Context, tenant string) (string, string) {
 	if s.sharded(ctx) {
-		return "SPUBLISH", s.tenantChannel(tenant)
+		return "SPUBLISH", s.keys.tenantChannel(tenant)
 	}
 	return "PUBLISH", s.channel
 }

@@ -45,7 +45,7 @@ func (s *Store) markUnindexed(ctx context.Context, now stamp) error {
 	if int64(now) < s.markedUntil.Load() {
 		return nil
 	}
-	key := s.unindexedKey()
+	key := s.keys.unindexedKey()
 	const value = "records of this prefix are in no age index: list by walking the record keys"
 	if s.replicaAcks == 0 {
 		if err := s.client.Set(ctx, key, value, 0).Err(); err != nil {
@@ -79,7 +79,7 @@ func (s *Store) markUnindexed(ctx context.Context, now stamp) error {
 // walking reports whether the listings, counts and sweeps of the prefix
 // must walk the record keys: whether P:unindexed exists.
 func (s *Store) walking(ctx context.Context) (bool, error) {
-	n, err := s.client.Exists(ctx, s.unindexedKey()).Result()
+	n, err := s.client.Exists(ctx, s.keys.unindexedKey()).Result()
 	if err != nil {
 		s.refreshTopology(ctx, err)
 		return false, err
@@ -165,7 +165,7 @@ func (s *Store) listWalk(ctx context.Context, p store.ListParams, across bool, n
 		}
 		top = kept[:min(len(kept), want)]
 	}
-	err := s.eachRecordKey(ctx, s.recordPattern(p.Tenant, across), func(keys []string) error {
+	err := s.eachRecordKey(ctx, s.keys.recordPattern(p.Tenant, across), func(keys []string) error {
 		fields, err := s.readAll(ctx, keys)
 		if err != nil {
 			return err
@@ -174,7 +174,7 @@ func (s *Store) listWalk(ctx context.Context, p store.ListParams, across bool, n
 			if m == nil {
 				continue // released, freed or expired since the SCAN
 			}
-			tenant, key, ok := s.parseRecordKey(keys[i])
+			tenant, key, ok := s.keys.parseRecordKey(keys[i])
 			if !ok || (!across && tenant != p.Tenant) {
 				continue
 			}
@@ -204,7 +204,7 @@ func (s *Store) listWalk(ctx context.Context, p store.ListParams, across bool, n
 
 // countWalk is CountBacklog read from the record keys.
 func (s *Store) countWalk(ctx context.Context, now stamp, counts map[string]*store.BacklogCount) error {
-	return s.eachRecordKey(ctx, s.recordPattern("", true), func(keys []string) error {
+	return s.eachRecordKey(ctx, s.keys.recordPattern("", true), func(keys []string) error {
 		fields, err := s.readAll(ctx, keys)
 		if err != nil {
 			return err
@@ -222,7 +222,7 @@ var errSwept = errors.New("swept the limit")
 // and sweepScript, per tenant, deletes those still expired when it runs.
 func (s *Store) sweepWalk(ctx context.Context, now stamp, limit int) (int, error) {
 	deleted := 0
-	err := s.eachRecordKey(ctx, s.recordPattern("", true), func(keys []string) error {
+	err := s.eachRecordKey(ctx, s.keys.recordPattern("", true), func(keys []string) error {
 		fields, err := s.readAll(ctx, keys)
 		if err != nil {
 			return err
@@ -236,7 +236,7 @@ func (s *Store) sweepWalk(ctx context.Context, now stamp, limit int) (int, error
 			if e, err := strconv.ParseInt(m["exp"], 10, 64); err != nil || stamp(e) > now {
 				continue
 			}
-			tenant, key, ok := s.parseRecordKey(keys[i])
+			tenant, key, ok := s.keys.parseRecordKey(keys[i])
 			if !ok {
 				continue
 			}
@@ -246,7 +246,7 @@ func (s *Store) sweepWalk(ctx context.Context, now stamp, limit int) (int, error
 			expired[tenant] = append(expired[tenant], key)
 		}
 		for _, tenant := range tenants {
-			n, err := s.sweepMembers(ctx, s.ageKey(tenant), expired[tenant], now, limit-deleted)
+			n, err := s.sweepMembers(ctx, s.keys.ageKey(tenant), expired[tenant], now, limit-deleted)
 			deleted += n
 			if err != nil {
 				return err
