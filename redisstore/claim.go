@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -25,7 +26,7 @@ import (
 //	                                    (or its marker's write not   ZADD age NX now key
 //	                                    acknowledged by replicas)    [PEXPIRE age ms NX, PEXPIRE
 //	                                                                 age ms GT: once a minute per
-//	                                                                 tenant and process (ageDue)]
+//	                                                                 tenant and process]
 //	                                                                 EXEC
 //	SET-only   claimSet: one command,   no takeover, and             SET rec value NX GET PX ttl
 //	           no age index entry       IndexOnlyWhatWaits on        (after SET P:unindexed, once
@@ -93,8 +94,8 @@ func (s *Store) newClaim(ctx context.Context, p store.ClaimParams, c *claim) err
 	*c = claim{p: p, now: s.now(ctx), token: store.NewToken()}
 	c.lease = c.now.add(p.Lease)
 	window := store.RetentionOr(keptRetention(p.Retention), s.ttl)
-	c.exp, c.ttl = s.expiryWithin(c.now, c.lease, window)
-	c.ageTTL = s.indexTTLWithin(c.ttl, window)
+	c.exp, c.ttl = expiryWithin(c.now, c.lease, window)
+	c.ageTTL = indexTTLWithin(c.ttl, window)
 	c.tok = strconv.FormatInt(c.token, 10)
 	c.keys = s.keys.recordAndAgeKeys(p.Tenant, p.Key)
 	if p.Origin != (store.Origin{}) {
@@ -105,7 +106,7 @@ func (s *Store) newClaim(ctx context.Context, p store.ClaimParams, c *claim) err
 		c.origin = string(b)
 	}
 	c.value = packClaim(c.tok, c.lease, c.exp, c.now, p.Retention.Microseconds(), p.Holder, p.Check, c.origin)
-	c.pub, c.channel = s.publisher(ctx, p.Tenant)
+	c.pub, c.channel = s.notes.publisher(ctx, p.Tenant)
 	return nil
 }
 
@@ -242,7 +243,7 @@ func (s *Store) undoClaim(ctx context.Context, c redis.Scripter, keys []string, 
 //	                                and answer the value it holds otherwise
 //	ZADD age NX now member          list it (a duplicate's entry is kept)
 //
-// and, once a minute per tenant and process (ageDue), PEXPIRE NX and
+// and, once a minute per tenant and process (ageExtensions), PEXPIRE NX and
 // PEXPIRE GT, which keep the age index alive at least ageTTL without ever
 // shortening it. It returns "" when it wrote the record, the packed value
 // that stopped it otherwise, and Redis's WRONGTYPE error when the key holds
@@ -270,7 +271,7 @@ func (s *Store) claimFast(ctx context.Context, keys []string, member, token, val
 			return "", err
 		}
 	}
-	extend, extendMs := s.ageDue(keys[1], now, ageTTL)
+	extend, extendMs := s.ageExtended.due(keys[1], now, ageTTL)
 	// queue adds the MULTI's commands to pipe; within a MULTI a command's
 	// own reply is only "QUEUED", and EXEC's holds theirs.
 	queue := func(pipe redis.Pipeliner) (set, zadd *redis.Cmd) {
@@ -290,15 +291,15 @@ func (s *Store) claimFast(ctx context.Context, keys []string, member, token, val
 		})
 		prev, err := set.Text()
 		if err != nil && err != redis.Nil {
-			s.refreshTopology(ctx, err)
-			s.forgetAgeDue(keys[1], extend)
+			refreshTopology(ctx, s.client, err)
+			s.ageExtended.forget(keys[1], extend)
 			return "", err
 		}
 		if err == nil {
 			return prev, nil
 		}
 		if n, err := zadd.Int64(); err == nil && n == 0 {
-			s.rescore(ctx, s.client, keys[1], member, now)
+			rescore(ctx, s.client, keys[1], member, now)
 		}
 		return "", nil
 	}
@@ -309,7 +310,7 @@ func (s *Store) claimFast(ctx context.Context, keys []string, member, token, val
 // master that owns the record, then WAIT on the same connection.
 func (s *Store) claimFastReplicated(ctx context.Context, keys []string, member, token string, now stamp,
 	extend bool, queue func(redis.Pipeliner) (set, zadd *redis.Cmd), pub, channel string) (string, error) {
-	node, err := s.nodeFor(ctx, keys[0])
+	node, err := nodeFor(ctx, s.client, keys[0])
 	if err != nil {
 		return "", err
 	}
@@ -323,8 +324,8 @@ func (s *Store) claimFastReplicated(ctx context.Context, keys []string, member, 
 	_, _ = pipe.Exec(ctx)
 	v, err := exec.Result()
 	if err != nil {
-		s.forgetAgeDue(keys[1], extend)
-		return "", s.nodeError(ctx, err)
+		s.ageExtended.forget(keys[1], extend)
+		return "", nodeError(ctx, s.client, err)
 	}
 	reply, _ := v.([]any)
 	if len(reply) < 2 {
@@ -340,7 +341,7 @@ func (s *Store) claimFastReplicated(ctx context.Context, keys []string, member, 
 		return "", fmt.Errorf("unexpected SET reply %T", r)
 	}
 	if n, ok := reply[1].(int64); ok && n == 0 {
-		s.rescore(ctx, node, keys[1], member, now)
+		rescore(ctx, node, keys[1], member, now)
 	}
 	return "", s.replicated(ctx, node, wait, keys, member, token, pub, channel)
 }
@@ -381,10 +382,10 @@ func (s *Store) claimSet(ctx context.Context, keys []string, member, token, valu
 		case redis.Nil:
 			return "", nil
 		}
-		s.refreshTopology(ctx, err)
+		refreshTopology(ctx, s.client, err)
 		return "", err
 	}
-	node, err := s.nodeFor(ctx, keys[0])
+	node, err := nodeFor(ctx, s.client, keys[0])
 	if err != nil {
 		return "", err
 	}
@@ -398,36 +399,42 @@ func (s *Store) claimSet(ctx context.Context, keys []string, member, token, valu
 	case err == nil:
 		return prev, nil
 	case err != redis.Nil:
-		return "", s.nodeError(ctx, err)
+		return "", nodeError(ctx, s.client, err)
 	}
 	return "", s.replicated(ctx, node, wait, keys, member, token, pub, channel)
 }
 
 // rescore moves member's entry in the age index to now, unless a later
 // claim already moved it further.
-func (s *Store) rescore(ctx context.Context, c redis.Cmdable, age, member string, now stamp) {
+func rescore(ctx context.Context, c redis.Cmdable, age, member string, now stamp) {
 	_ = c.ZAddArgs(ctx, age, redis.ZAddArgs{XX: true, GT: true, Members: []redis.Z{{Score: float64(now), Member: member}}}).Err()
 }
 
-// ageDue reports whether a claim at now must extend the age index age to
+// ageExtensions holds, by age index key, until when (store-clock unix
+// microseconds) a Store last made sure the index lives (claimFast).
+type ageExtensions struct {
+	m sync.Map
+}
+
+// due reports whether a claim at now must extend the age index age to
 // ageTTL milliseconds: when this Store has not extended it far enough
 // already. It then records the extension as made, and returns the time to
 // live to set: ageTTL and a minute of slack, so that the claims of the
 // next minute skip it.
-func (s *Store) ageDue(age string, now stamp, ageTTL string) (bool, string) {
+func (a *ageExtensions) due(age string, now stamp, ageTTL string) (bool, string) {
 	ms, _ := strconv.ParseInt(ageTTL, 10, 64) // Formatted by indexTTLWithin.
 	want := int64(now) + ms*1000
-	if v, ok := s.ageExtended.Load(age); ok && v.(int64) >= want {
+	if v, ok := a.m.Load(age); ok && v.(int64) >= want {
 		return false, ""
 	}
-	s.ageExtended.Store(age, want+60_000_000)
+	a.m.Store(age, want+60_000_000)
 	return true, strconv.FormatInt(ms+60_000, 10)
 }
 
-// forgetAgeDue undoes ageDue's record of an extension that may not have
+// forget undoes due's record of an extension that may not have
 // been made.
-func (s *Store) forgetAgeDue(age string, extended bool) {
+func (a *ageExtensions) forget(age string, extended bool) {
 	if extended {
-		s.ageExtended.Delete(age)
+		a.m.Delete(age)
 	}
 }

@@ -16,8 +16,8 @@ import (
 // one node and follows no redirection: after a failover or a resharding
 // (MOVED, ASK, a dead node) it lets the next claim find the slot's new
 // owner.
-func (s *Store) nodeError(ctx context.Context, err error) error {
-	if c, ok := s.client.(*redis.ClusterClient); ok {
+func nodeError(ctx context.Context, client redis.UniversalClient, err error) error {
+	if c, ok := client.(*redis.ClusterClient); ok {
 		c.ReloadState(ctx)
 	}
 	if movedOrAsk(err) {
@@ -28,7 +28,7 @@ func (s *Store) nodeError(ctx context.Context, err error) error {
 
 // readFields reads the record at key, in either layout, as its fields by
 // name; nil when there is none.
-func (s *Store) readFields(ctx context.Context, c redis.Cmdable, key string) (map[string]string, error) {
+func readFields(ctx context.Context, c redis.Cmdable, key string) (map[string]string, error) {
 	v, err := c.Get(ctx, key).Result()
 	switch {
 	case err == redis.Nil:
@@ -46,14 +46,14 @@ func (s *Store) readFields(ctx context.Context, c redis.Cmdable, key string) (ma
 }
 
 // nodeFor returns the client of the one node that owns key.
-func (s *Store) nodeFor(ctx context.Context, key string) (redis.Cmdable, error) {
-	switch c := s.client.(type) {
+func nodeFor(ctx context.Context, client redis.UniversalClient, key string) (redis.Cmdable, error) {
+	switch c := client.(type) {
 	case *redis.ClusterClient:
 		return c.MasterForKey(ctx, key)
 	case *redis.Ring:
 		return c.GetShardClientForKey(key)
 	default:
-		return s.client, nil
+		return client, nil
 	}
 }
 
@@ -63,18 +63,18 @@ func (s *Store) nodeFor(ctx context.Context, key string) (redis.Cmdable, error) 
 // slot's commands to it until ClusterStateReloadInterval (a minute by
 // default) passes, long after its replica was promoted. The reload is lazy
 // and coalesced by go-redis, so a burst of errors costs one.
-func (s *Store) refreshTopology(ctx context.Context, err error) {
+func refreshTopology(ctx context.Context, client redis.UniversalClient, err error) {
 	if err == nil || ctx.Err() != nil || !unavailable(err) {
 		return
 	}
-	if c, ok := s.client.(*redis.ClusterClient); ok {
+	if c, ok := client.(*redis.ClusterClient); ok {
 		c.ReloadState(ctx)
 	}
 }
 
 // masters returns the nodes whose keyspaces together hold every key: each
 // master of a Cluster, each shard of a Ring, or the client itself.
-func (s *Store) masters(ctx context.Context) ([]redis.Cmdable, error) {
+func masters(ctx context.Context, client redis.UniversalClient) ([]redis.Cmdable, error) {
 	var (
 		mu    sync.Mutex
 		nodes []redis.Cmdable
@@ -85,7 +85,7 @@ func (s *Store) masters(ctx context.Context) ([]redis.Cmdable, error) {
 		nodes = append(nodes, c)
 		return nil
 	}
-	switch c := s.client.(type) {
+	switch c := client.(type) {
 	case *redis.ClusterClient:
 		if err := c.ForEachMaster(ctx, collect); err != nil {
 			return nil, err
@@ -95,7 +95,15 @@ func (s *Store) masters(ctx context.Context) ([]redis.Cmdable, error) {
 			return nil, err
 		}
 	default:
-		nodes = append(nodes, s.client)
+		nodes = append(nodes, client)
 	}
 	return nodes, nil
+}
+
+// run runs script on c and, after an error that may mean a master died,
+// has a Cluster client reload its slot map (refreshTopology).
+func run(ctx context.Context, c redis.UniversalClient, script *redis.Script, keys []string, args ...any) (any, error) {
+	v, err := script.Run(ctx, c, keys, args...).Result()
+	refreshTopology(ctx, c, err)
+	return v, err
 }

@@ -20,7 +20,7 @@ func IndexKey(s *Store, tenant string) string { return s.keys.indexKey(tenant) }
 func TenantChannel(s *Store, tenant string) string { return s.keys.tenantChannel(tenant) }
 
 // Channel exposes the notification channel to the tests.
-func Channel(s *Store) string { return s.channel }
+func Channel(s *Store) string { return s.notes.channel }
 
 // NewWithLocalClock is New with the store's server clock reading local as
 // the worker's own clock, so a test can skew it.

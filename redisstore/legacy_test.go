@@ -206,7 +206,7 @@ func LegacyClaim(t testing.TB, s *Store, tenant, key, holder string, lease time.
 	v, err := legacyClaimScript.Run(ctx, s.client,
 		[]string{s.keys.recordKey(tenant, key), s.keys.indexKey(tenant), s.keys.ageKey(tenant)},
 		now.arg(), holder, strconv.FormatInt(token, 10), leaseUntil.arg(), exp.arg(), "0", ttl, key,
-		s.channel, s.indexTTL(ttl), "", "", "").Result()
+		s.notes.channel, s.indexTTL(ttl), "", "", "").Result()
 	require.NoError(t, err)
 	reply, _ := v.([]any)
 	require.Equal(t, []any{"acquired"}, reply, "legacy claim of %q", key)
@@ -221,7 +221,7 @@ func LegacyComplete(t testing.TB, s *Store, tenant, key string, token int64, out
 	exp, ttl := s.expiry(now, now)
 	n, err := legacyCompleteScript.Run(ctx, s.client,
 		[]string{s.keys.recordKey(tenant, key), s.keys.indexKey(tenant), s.keys.ageKey(tenant)},
-		now.arg(), strconv.FormatInt(token, 10), exp.arg(), ttl, outcome, s.channel).Int()
+		now.arg(), strconv.FormatInt(token, 10), exp.arg(), ttl, outcome, s.notes.channel).Int()
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "legacy complete of %q", key)
 }
@@ -234,7 +234,7 @@ func LegacyMark(t testing.TB, s *Store, tenant, key string, token int64, reason 
 	exp, ttl := s.expiry(now, stamp(store.NeverExpires.UnixMicro()))
 	n, err := legacyMarkScript.Run(ctx, s.client,
 		[]string{s.keys.recordKey(tenant, key), s.keys.indexKey(tenant), s.keys.ageKey(tenant)},
-		now.arg(), strconv.FormatInt(token, 10), exp.arg(), ttl, reason, s.channel).Int()
+		now.arg(), strconv.FormatInt(token, 10), exp.arg(), ttl, reason, s.notes.channel).Int()
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "legacy mark of %q", key)
 }

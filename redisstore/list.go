@@ -172,7 +172,7 @@ func (s *Store) listTenant(ctx context.Context, p store.ListParams, tenant strin
 		for i, e := range entries {
 			rks[i] = s.keys.recordKey(tenant, e.Member.(string))
 		}
-		fields, err := s.readAll(ctx, rks)
+		fields, err := readAll(ctx, s.client, rks)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -237,12 +237,12 @@ func scoreArg(f float64) string {
 // readAll reads the records at keys, in either layout, in one pipeline
 // (and a second for record hashes of the previous layout): their fields by
 // name, nil for a key that holds none. A malformed record is an error.
-func (s *Store) readAll(ctx context.Context, keys []string) ([]map[string]string, error) {
+func readAll(ctx context.Context, client redis.Cmdable, keys []string) ([]map[string]string, error) {
 	out := make([]map[string]string, len(keys))
 	if len(keys) == 0 {
 		return out, nil
 	}
-	pipe := s.client.Pipeline()
+	pipe := client.Pipeline()
 	gets := make([]*redis.StringCmd, len(keys))
 	for i, k := range keys {
 		gets[i] = pipe.Get(ctx, k)
@@ -268,7 +268,7 @@ func (s *Store) readAll(ctx context.Context, keys []string) ([]map[string]string
 	if len(hashes) == 0 {
 		return out, nil
 	}
-	pipe = s.client.Pipeline()
+	pipe = client.Pipeline()
 	hgets := make([]*redis.MapStringStringCmd, len(hashes))
 	for j, i := range hashes {
 		hgets[j] = pipe.HGetAll(ctx, keys[i])
@@ -324,7 +324,7 @@ func (s *Store) countIndex(ctx context.Context, age string, now stamp, counts ma
 		for i := 0; i < len(flat); i += 2 { // member, score, ...
 			keys = append(keys, recordKeyOfAge(age, flat[i]))
 		}
-		fields, err := s.readAll(ctx, keys)
+		fields, err := readAll(ctx, s.client, keys)
 		if err != nil {
 			return err
 		}

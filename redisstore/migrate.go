@@ -129,7 +129,7 @@ func (s *Store) migrateBatch(ctx context.Context, phase int, keys []string) (int
 		if !ok {
 			continue
 		}
-		v, err := s.run(ctx, migrateScript, []string{k, base + ageSuffix}, migrateArgs{member: member}.params().argv()...)
+		v, err := run(ctx, s.client, migrateScript, []string{k, base + ageSuffix}, migrateArgs{member: member}.params().argv()...)
 		if err != nil {
 			return n, err
 		}
@@ -156,7 +156,7 @@ func (s *Store) foldIndex(ctx context.Context, idx string) error {
 				keys = append(keys, recordKeyOfAge(age, m))
 				args = append(args, m)
 			}
-			if _, err := s.run(ctx, foldIndexScript, keys, args...); err != nil {
+			if _, err := run(ctx, s.client, foldIndexScript, keys, args...); err != nil {
 				return err
 			}
 		}
@@ -170,7 +170,7 @@ func (s *Store) foldIndex(ctx context.Context, idx string) error {
 // migrateNodes returns the masters in a stable order (by address), so that
 // a cursor names the same node from one call to the next.
 func (s *Store) migrateNodes(ctx context.Context) ([]redis.Cmdable, error) {
-	nodes, err := s.masters(ctx)
+	nodes, err := masters(ctx, s.client)
 	if err != nil {
 		return nil, err
 	}

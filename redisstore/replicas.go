@@ -50,9 +50,9 @@ func (o Options) validateReplicas() (Options, error) {
 func (s *Store) runClaim(ctx context.Context, keys []string, a claimArgs) (any, error) {
 	args := a.params().argv()
 	if s.replicaAcks == 0 {
-		return s.run(ctx, claimScript, keys, args...)
+		return run(ctx, s.client, claimScript, keys, args...)
 	}
-	node, err := s.nodeFor(ctx, keys[0])
+	node, err := nodeFor(ctx, s.client, keys[0])
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func (s *Store) runClaim(ctx context.Context, keys []string, a claimArgs) (any, 
 	}
 	v, err := eval.Result()
 	if err != nil {
-		return nil, s.nodeError(ctx, err)
+		return nil, nodeError(ctx, s.client, err)
 	}
 	if reply, ok := v.([]any); !ok || len(reply) == 0 || reply[0] != claimAcquired {
 		return v, nil

@@ -25,7 +25,7 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 	// The store's window for a record that stands (the script applies the
 	// record's own), the params' for a record made for RecordIfGone.
 	exp, ttl := s.expiry(now, now)
-	goneExp, goneTTL := s.expiryWithin(now, now, store.RetentionOr(keptRetention(p.Retention), s.ttl))
+	goneExp, goneTTL := expiryWithin(now, now, store.RetentionOr(keptRetention(p.Retention), s.ttl))
 	if p.Decision == store.ActionFree || !p.RecordIfGone {
 		goneExp, goneTTL = exp, ttl
 	}
@@ -44,7 +44,7 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 	if err != nil {
 		return fmt.Errorf("redisstore: resolve: encoding the resolution: %w", err)
 	}
-	pub, channel := s.publisher(ctx, p.Tenant)
+	pub, channel := s.notes.publisher(ctx, p.Tenant)
 	a := resolveArgs{
 		announce:     announce{pubcmd: pub, channel: channel},
 		now:          now.arg(),
@@ -64,7 +64,7 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 		goneExp:      goneExp.arg(),
 		goneTTLMs:    goneTTL,
 	}
-	v, err := s.run(ctx, resolveScript, []string{s.keys.recordKey(p.Tenant, p.Key), s.keys.ageKey(p.Tenant)}, a.params().argv()...)
+	v, err := run(ctx, s.client, resolveScript, []string{s.keys.recordKey(p.Tenant, p.Key), s.keys.ageKey(p.Tenant)}, a.params().argv()...)
 	if err != nil {
 		return translate(ctx, "resolve", err)
 	}

@@ -20,14 +20,13 @@ import (
 // Create one with [New] and stop it with [Store.Close]. The Store does not
 // own the client: closing the client is the caller's business.
 type Store struct {
-	client  redis.UniversalClient
-	keys    layout // the names of the prefix's keys
-	channel string
-	ttl     time.Duration
-	clock   store.Clock
-	server  *store.ServerClock // follows Redis's clock, unless Options.Clock was given
-	poll    time.Duration
-	noPoll  bool // tests only: wake on notifications alone
+	client redis.UniversalClient
+	keys   layout // the names of the prefix's keys
+	ttl    time.Duration
+	clock  store.Clock
+	server *store.ServerClock // follows Redis's clock, unless Options.Clock was given
+	poll   time.Duration
+	noPoll bool // tests only: wake on notifications alone
 	// listBudget bounds the age index entries one List call walks.
 	listBudget int
 
@@ -35,27 +34,13 @@ type Store struct {
 	replicaAckTimeout time.Duration // Options.ReplicaAckTimeout
 	sparse            bool          // Options.IndexOnlyWhatWaits
 
-	// life ends when the Store is closed; the subscriber runs under it.
-	life   context.Context
-	cancel context.CancelFunc
+	notes notifier // how a change is announced and heard (wait.go)
 
-	mu      sync.Mutex
-	waiters map[string]map[chan struct{}]struct{}
-	closed  bool
+	mu     sync.Mutex
+	closed bool
 
-	// startMu serialises starting and stopping subscriptions; subs holds
-	// them by channel: the one channel of classic pub/sub, or one per
-	// tenant with sharded pub/sub (see wait.go).
-	startMu sync.Mutex
-	subs    map[string]*subscription
-
-	// shardMode is how changes are announced: modeUnknown until the first
-	// call that needs it asks the server (publisher).
-	shardMode atomic.Int32
-
-	// ageExtended holds, by age index key, until when (store-clock unix
-	// microseconds) this Store last made sure the index lives (claimFast).
-	ageExtended sync.Map
+	// ageExtended is until when this Store last made each age index live.
+	ageExtended ageExtensions
 
 	// markedUntil is until when (store-clock unix microseconds) this
 	// Store trusts its last write of P:unindexed (markUnindexed).
@@ -88,18 +73,23 @@ func newStore(client redis.UniversalClient, opts Options, local store.Clock) (*S
 		return nil, err
 	}
 	life, cancel := context.WithCancel(context.Background())
+	keys := layout{prefix: opts.Prefix}
 	return &Store{
-		client:  client,
-		keys:    layout{prefix: opts.Prefix},
-		channel: opts.Prefix + ":events",
-		ttl:     opts.TTL,
-		clock:   opts.Clock,
-		server:  server,
-		poll:    opts.PollInterval,
-		life:    life,
-		cancel:  cancel,
-		waiters: make(map[string]map[chan struct{}]struct{}),
-		subs:    make(map[string]*subscription),
+		client: client,
+		keys:   keys,
+		ttl:    opts.TTL,
+		clock:  opts.Clock,
+		server: server,
+		poll:   opts.PollInterval,
+		notes: notifier{
+			client:  client,
+			keys:    keys,
+			channel: opts.Prefix + ":events",
+			life:    life,
+			cancel:  cancel,
+			waiters: make(map[string]map[chan struct{}]struct{}),
+			subs:    make(map[string]*subscription),
+		},
 
 		replicaAcks:       opts.ReplicaAcks,
 		replicaAckTimeout: opts.ReplicaAckTimeout,
@@ -121,16 +111,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	s.cancel()
-
-	s.startMu.Lock()
-	subs := s.subs
-	s.subs = make(map[string]*subscription)
-	s.startMu.Unlock()
-	for _, sub := range subs {
-		sub.stop()
-	}
-	s.broadcast()
+	s.notes.close()
 	return nil
 }
 
@@ -152,11 +133,11 @@ func (t stamp) time() time.Time           { return time.UnixMicro(int64(t)).UTC(
 // never before the lease ends) and the physical TTL, in milliseconds, Redis
 // gets for it.
 func (s *Store) expiry(now, leaseUntil stamp) (exp stamp, ttlMillis string) {
-	return s.expiryWithin(now, leaseUntil, s.ttl)
+	return expiryWithin(now, leaseUntil, s.ttl)
 }
 
 // expiryWithin is expiry under the retention window window.
-func (s *Store) expiryWithin(now, leaseUntil stamp, window time.Duration) (exp stamp, ttlMillis string) {
+func expiryWithin(now, leaseUntil stamp, window time.Duration) (exp stamp, ttlMillis string) {
 	exp = max(now.add(window), leaseUntil)
 	ms := (int64(exp-now)+999)/1000 + physicalMargin.Milliseconds()
 	return exp, strconv.FormatInt(ms, 10)
@@ -170,21 +151,15 @@ func (s *Store) expiryWithin(now, leaseUntil stamp, window time.Duration) (exp s
 // so it finds the index alive past the record's new expiry and need not
 // touch the index.
 func (s *Store) indexTTL(ttlMillis string) string {
-	return s.indexTTLWithin(ttlMillis, s.ttl)
+	return indexTTLWithin(ttlMillis, s.ttl)
 }
 
 // indexTTLWithin is indexTTL for a record whose retention window is
 // retention.
-func (s *Store) indexTTLWithin(ttlMillis string, retention time.Duration) string {
+func indexTTLWithin(ttlMillis string, retention time.Duration) string {
 	ms, _ := strconv.ParseInt(ttlMillis, 10, 64) // Formatted by expiry.
 	window := (retention.Microseconds()+999)/1000 + physicalMargin.Milliseconds()
 	return strconv.FormatInt(ms+window, 10)
-}
-
-func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
-	v, err := script.Run(ctx, s.client, keys, args...).Result()
-	s.refreshTopology(ctx, err)
-	return v, err
 }
 
 // keptRetention is retention as the store keeps it: to the microsecond.
@@ -212,9 +187,9 @@ func (s *Store) fenced(ctx context.Context, op, tenant, key string, token int64,
 	if err := ctx.Err(); err != nil {
 		return translate(ctx, op, err)
 	}
-	pub, channel := s.publisher(ctx, tenant)
+	pub, channel := s.notes.publisher(ctx, tenant)
 	f := fence{announce: announce{pubcmd: pub, channel: channel}, now: now.arg(), token: strconv.FormatInt(token, 10)}
-	v, err := s.run(ctx, script, s.keys.recordAndAgeKeys(tenant, key), args(f).argv()...)
+	v, err := run(ctx, s.client, script, s.keys.recordAndAgeKeys(tenant, key), args(f).argv()...)
 	if err != nil {
 		return translate(ctx, op, err)
 	}
@@ -299,7 +274,7 @@ func (s *Store) read(ctx context.Context, op, tenant, key string, now stamp) (st
 	if err := ctx.Err(); err != nil {
 		return store.Record{}, false, translate(ctx, op, err)
 	}
-	m, err := s.readFields(ctx, s.client, s.keys.recordKey(tenant, key))
+	m, err := readFields(ctx, s.client, s.keys.recordKey(tenant, key))
 	if err != nil {
 		return store.Record{}, false, translate(ctx, op, err)
 	}

@@ -23,7 +23,7 @@ func (s *Store) Forget(ctx context.Context, p store.ForgetParams) (int, error) {
 	}
 	const batch = 256
 	age, idx := s.keys.ageKey(p.Tenant), s.keys.indexKey(p.Tenant)
-	pub, channel := s.publisher(ctx, p.Tenant)
+	pub, channel := s.notes.publisher(ctx, p.Tenant)
 	total := 0
 	for {
 		if err := ctx.Err(); err != nil {
@@ -48,7 +48,7 @@ func (s *Store) Forget(ctx context.Context, p store.ForgetParams) (int, error) {
 			keys = append(keys, recordKeyOfAge(age, m))
 		}
 		a := membersArgs{head: announce{pubcmd: pub, channel: channel}.params(), members: members}
-		v, err := s.run(ctx, forgetScript, keys, a.argv()...)
+		v, err := run(ctx, s.client, forgetScript, keys, a.argv()...)
 		if err != nil {
 			return total, translate(ctx, "forget", err)
 		}
@@ -95,14 +95,14 @@ func (s *Store) Sweep(ctx context.Context, p store.SweepParams) (int, error) {
 // tenant's record keys on every master, once the indexes are empty, so
 // that Forget leaves nothing of the tenant whatever state its keys are in.
 func (s *Store) forgetUnindexed(ctx context.Context, tenant string) (int, error) {
-	nodes, err := s.masters(ctx)
+	nodes, err := masters(ctx, s.client)
 	if err != nil {
 		return 0, translate(ctx, "forget", err)
 	}
 	base := s.keys.tenantBase(tenant)
 	pattern := globEscaper.Replace(base+recordInfix) + "*"
 	age := s.keys.ageKey(tenant)
-	pub, channel := s.publisher(ctx, tenant)
+	pub, channel := s.notes.publisher(ctx, tenant)
 	total := 0
 	for _, node := range nodes {
 		var cursor uint64
@@ -118,7 +118,7 @@ func (s *Store) forgetUnindexed(ctx context.Context, tenant string) (int, error)
 					keys = append(keys, k)
 					a.members = append(a.members, strings.TrimPrefix(k, base+recordInfix))
 				}
-				v, err := s.run(ctx, forgetScript, keys, a.argv()...)
+				v, err := run(ctx, s.client, forgetScript, keys, a.argv()...)
 				if err != nil {
 					return total, translate(ctx, "forget", err)
 				}
@@ -140,7 +140,7 @@ var globEscaper = strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`
 // eachAge calls f with every age index of the store, found with SCAN on
 // every master, until f returns false or an error.
 func (s *Store) eachAge(ctx context.Context, f func(age string) (bool, error)) error {
-	nodes, err := s.masters(ctx)
+	nodes, err := masters(ctx, s.client)
 	if err != nil {
 		return err
 	}
@@ -208,7 +208,7 @@ func (s *Store) sweepMembers(ctx context.Context, age string, members []string, 
 		keys = append(keys, recordKeyOfAge(age, m))
 	}
 	a := membersArgs{head: sweepHead{now: now.arg(), limit: strconv.Itoa(limit)}.params(), members: members}
-	v, err := s.run(ctx, sweepScript, keys, a.argv()...)
+	v, err := run(ctx, s.client, sweepScript, keys, a.argv()...)
 	if err != nil {
 		return 0, err
 	}

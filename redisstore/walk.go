@@ -49,11 +49,11 @@ func (s *Store) markUnindexed(ctx context.Context, now stamp) error {
 	const value = "records of this prefix are in no age index: list by walking the record keys"
 	if s.replicaAcks == 0 {
 		if err := s.client.Set(ctx, key, value, 0).Err(); err != nil {
-			s.refreshTopology(ctx, err)
+			refreshTopology(ctx, s.client, err)
 			return err
 		}
 	} else {
-		node, err := s.nodeFor(ctx, key)
+		node, err := nodeFor(ctx, s.client, key)
 		if err != nil {
 			return err
 		}
@@ -62,7 +62,7 @@ func (s *Store) markUnindexed(ctx context.Context, now stamp) error {
 		wait := pipe.Do(ctx, "wait", s.replicaAcks, s.replicaAckTimeout.Milliseconds())
 		_, _ = pipe.Exec(ctx)
 		if err := set.Err(); err != nil {
-			return s.nodeError(ctx, err)
+			return nodeError(ctx, s.client, err)
 		}
 		acks, werr := wait.Int64()
 		switch {
@@ -81,7 +81,7 @@ func (s *Store) markUnindexed(ctx context.Context, now stamp) error {
 func (s *Store) walking(ctx context.Context) (bool, error) {
 	n, err := s.client.Exists(ctx, s.keys.unindexedKey()).Result()
 	if err != nil {
-		s.refreshTopology(ctx, err)
+		refreshTopology(ctx, s.client, err)
 		return false, err
 	}
 	return n > 0, nil
@@ -91,7 +91,7 @@ func (s *Store) walking(ctx context.Context) (bool, error) {
 // with SCAN on every master. A key may come more than once (SCAN's own
 // rule, while Redis rehashes).
 func (s *Store) eachRecordKey(ctx context.Context, pattern string, f func(keys []string) error) error {
-	nodes, err := s.masters(ctx)
+	nodes, err := masters(ctx, s.client)
 	if err != nil {
 		return err
 	}
@@ -166,7 +166,7 @@ func (s *Store) listWalk(ctx context.Context, p store.ListParams, across bool, n
 		top = kept[:min(len(kept), want)]
 	}
 	err := s.eachRecordKey(ctx, s.keys.recordPattern(p.Tenant, across), func(keys []string) error {
-		fields, err := s.readAll(ctx, keys)
+		fields, err := readAll(ctx, s.client, keys)
 		if err != nil {
 			return err
 		}
@@ -205,7 +205,7 @@ func (s *Store) listWalk(ctx context.Context, p store.ListParams, across bool, n
 // countWalk is CountBacklog read from the record keys.
 func (s *Store) countWalk(ctx context.Context, now stamp, counts map[string]*store.BacklogCount) error {
 	return s.eachRecordKey(ctx, s.keys.recordPattern("", true), func(keys []string) error {
-		fields, err := s.readAll(ctx, keys)
+		fields, err := readAll(ctx, s.client, keys)
 		if err != nil {
 			return err
 		}
@@ -223,7 +223,7 @@ var errSwept = errors.New("swept the limit")
 func (s *Store) sweepWalk(ctx context.Context, now stamp, limit int) (int, error) {
 	deleted := 0
 	err := s.eachRecordKey(ctx, s.keys.recordPattern("", true), func(keys []string) error {
-		fields, err := s.readAll(ctx, keys)
+		fields, err := readAll(ctx, s.client, keys)
 		if err != nil {
 			return err
 		}
