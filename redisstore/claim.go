@@ -68,16 +68,17 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	}
 	if p.Supersede == 0 {
 		// A takeover finds the key held: it goes straight to the script.
-		prev, err := s.claimFast(ctx, c.keys, p.Key, c.tok, c.value, c.now, c.ttl, c.ageTTL, c.pub, c.channel)
-		if res, done, err := s.judgeFast(ctx, &c, prev, err); done {
+		prev, err := c.claimFast(ctx)
+		if res, done, err := c.judgeFast(ctx, prev, err); done {
 			return res, err
 		}
 	}
-	return s.claimByScript(ctx, &c)
+	return c.claimByScript(ctx)
 }
 
 // claim is one Claim's values, computed once for either of its paths.
 type claim struct {
+	s               *Store // the store it claims in
 	p               store.ClaimParams
 	now, lease, exp stamp
 	ttl, ageTTL     string // milliseconds
@@ -91,7 +92,7 @@ type claim struct {
 
 // newClaim fills c, the caller's (a claim kept off the heap), for p.
 func (s *Store) newClaim(ctx context.Context, p store.ClaimParams, c *claim) error {
-	*c = claim{p: p, now: s.now(ctx), token: store.NewToken()}
+	*c = claim{s: s, p: p, now: s.now(ctx), token: store.NewToken()}
 	c.lease = c.now.add(p.Lease)
 	window := store.RetentionOr(keptRetention(p.Retention), s.ttl)
 	c.exp, c.ttl = expiryWithin(c.now, c.lease, window)
@@ -131,7 +132,7 @@ func (c *claim) acquired() store.Result {
 // judgeFast turns claimFast's answer into the claim's, or (done false)
 // leaves the claim to the script: a record expired but still in Redis, or
 // a record hash of the previous layout.
-func (s *Store) judgeFast(ctx context.Context, c *claim, prev string, err error) (store.Result, bool, error) {
+func (c *claim) judgeFast(ctx context.Context, prev string, err error) (store.Result, bool, error) {
 	switch {
 	case err == nil && prev == "":
 		return c.acquired(), true, nil
@@ -152,15 +153,15 @@ func (s *Store) judgeFast(ctx context.Context, c *claim, prev string, err error)
 	}
 	if timedOut(ctx, err) {
 		// The MULTI may have run: take back a claim nobody will use.
-		s.undoClaim(ctx, s.client, c.keys, c.p.Key, c.tok, c.pub, c.channel)
+		c.undoClaim(ctx, c.s.client)
 	}
 	return store.Result{}, true, translate(ctx, "claim", err)
 }
 
 // claimByScript claims through claimScript: a takeover, or a record the
 // fast path cannot answer from.
-func (s *Store) claimByScript(ctx context.Context, c *claim) (store.Result, error) {
-	v, err := s.runClaim(ctx, c.keys, claimArgs{
+func (c *claim) claimByScript(ctx context.Context) (store.Result, error) {
+	v, err := c.runClaim(ctx, claimArgs{
 		announce:   announce{pubcmd: c.pub, channel: c.channel},
 		now:        c.now.arg(),
 		holder:     c.p.Holder,
@@ -181,7 +182,7 @@ func (s *Store) claimByScript(ctx context.Context, c *claim) (store.Result, erro
 			// The undo removes only what the claim created: a claim of a
 			// free key leaves none behind; a takeover is left standing
 			// with its lease ended, never freeing the key.
-			s.undoClaim(ctx, s.client, c.keys, c.p.Key, c.tok, c.pub, c.channel)
+			c.undoClaim(ctx, c.s.client)
 		}
 		return store.Result{}, translate(ctx, "claim", err)
 	}
@@ -227,14 +228,14 @@ func isWrongType(err error) bool {
 // stays as it landed until its lease runs out, which frees nothing either.
 // The store package's documentation says why a takeover's lease is ended
 // rather than the superseded record restored.
-func (s *Store) undoClaim(ctx context.Context, c redis.Scripter, keys []string, member, token, pub, channel string) {
+func (c *claim) undoClaim(ctx context.Context, node redis.Scripter) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backoff.CleanupTimeout)
 	defer cancel()
 	a := releaseArgs{
-		fence:  fence{announce: announce{pubcmd: pub, channel: channel}, now: s.now(ctx).arg(), token: token},
-		member: member,
+		fence:  fence{announce: announce{pubcmd: c.pub, channel: c.channel}, now: c.s.now(ctx).arg(), token: c.tok},
+		member: c.p.Key,
 	}
-	_ = undoClaimScript.Run(ctx, c, keys, a.params().argv()...).Err()
+	_ = undoClaimScript.Run(ctx, node, c.keys, a.params().argv()...).Err()
 }
 
 // claimFast is the claim's common path: one MULTI of
@@ -257,15 +258,16 @@ func (s *Store) undoClaim(ctx context.Context, c redis.Scripter, keys []string, 
 // acknowledged (ErrNotReplicated).
 //
 // With Options.IndexOnlyWhatWaits it is claimSet, after markUnindexed.
-func (s *Store) claimFast(ctx context.Context, keys []string, member, token, value string,
-	now stamp, ttl, ageTTL, pub, channel string) (string, error) {
+func (c *claim) claimFast(ctx context.Context) (string, error) {
+	s := c.s
+	keys, member, value, now, ttl, ageTTL := c.keys, c.p.Key, c.value, c.now, c.ttl, c.ageTTL
 	if s.sparse {
 		// The prefix says it holds unindexed records before it does. When
 		// too few replicas acknowledge that, the claim lists itself, as
 		// without the option: no record is ever missing from both.
 		err := s.markUnindexed(ctx, now)
 		if err == nil {
-			return s.claimSet(ctx, keys, member, token, value, ttl, pub, channel)
+			return c.claimSet(ctx)
 		}
 		if !errors.Is(err, ErrNotReplicated) {
 			return "", err
@@ -303,13 +305,15 @@ func (s *Store) claimFast(ctx context.Context, keys []string, member, token, val
 		}
 		return "", nil
 	}
-	return s.claimFastReplicated(ctx, keys, member, token, now, extend, queue, pub, channel)
+	return c.claimFastReplicated(ctx, extend, queue)
 }
 
 // claimFastReplicated is claimFast with ReplicaAcks: the MULTI on the
 // master that owns the record, then WAIT on the same connection.
-func (s *Store) claimFastReplicated(ctx context.Context, keys []string, member, token string, now stamp,
-	extend bool, queue func(redis.Pipeliner) (set, zadd *redis.Cmd), pub, channel string) (string, error) {
+func (c *claim) claimFastReplicated(ctx context.Context, extend bool,
+	queue func(redis.Pipeliner) (set, zadd *redis.Cmd)) (string, error) {
+	s := c.s
+	keys, member, now := c.keys, c.p.Key, c.now
 	node, err := nodeFor(ctx, s.client, keys[0])
 	if err != nil {
 		return "", err
@@ -343,7 +347,7 @@ func (s *Store) claimFastReplicated(ctx context.Context, keys []string, member, 
 	if n, ok := reply[1].(int64); ok && n == 0 {
 		rescore(ctx, node, keys[1], member, now)
 	}
-	return "", s.replicated(ctx, node, wait, keys, member, token, pub, channel)
+	return "", c.replicated(ctx, node, wait)
 }
 
 // replicated judges the WAIT that followed a claim of a free key on node:
@@ -351,13 +355,13 @@ func (s *Store) claimFastReplicated(ctx context.Context, keys []string, member, 
 // known to be on enough replicas, and a failover now would lose it: it
 // takes it back, so that a retry can claim again (it claimed a free key:
 // nothing of a lost holder's is at stake), and returns ErrNotReplicated.
-func (s *Store) replicated(ctx context.Context, node redis.Scripter, wait *redis.Cmd,
-	keys []string, member, token, pub, channel string) error {
+func (c *claim) replicated(ctx context.Context, node redis.Scripter, wait *redis.Cmd) error {
+	s := c.s
 	acks, werr := wait.Int64()
 	if werr == nil && acks >= int64(s.replicaAcks) {
 		return nil
 	}
-	s.undoClaim(ctx, node, keys, member, token, pub, channel)
+	c.undoClaim(ctx, node)
 	if werr != nil {
 		return fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, werr)
 	}
@@ -372,8 +376,9 @@ func (s *Store) replicated(ctx context.Context, node redis.Scripter, wait *redis
 // something an operator looks for: see the option). Its answer is
 // claimFast's. With ReplicaAcks it runs on the master that owns the
 // record, followed by WAIT on the same connection, as claimFastReplicated.
-func (s *Store) claimSet(ctx context.Context, keys []string, member, token, value, ttl,
-	pub, channel string) (string, error) {
+func (c *claim) claimSet(ctx context.Context) (string, error) {
+	s := c.s
+	keys, value, ttl := c.keys, c.value, c.ttl
 	if s.replicaAcks == 0 {
 		prev, err := s.client.Do(ctx, "set", keys[0], value, "nx", "get", "px", ttl).Text()
 		switch err {
@@ -401,7 +406,7 @@ func (s *Store) claimSet(ctx context.Context, keys []string, member, token, valu
 	case err != redis.Nil:
 		return "", nodeError(ctx, s.client, err)
 	}
-	return "", s.replicated(ctx, node, wait, keys, member, token, pub, channel)
+	return "", c.replicated(ctx, node, wait)
 }
 
 // rescore moves member's entry in the age index to now, unless a later

@@ -47,7 +47,8 @@ func (o Options) validateReplicas() (Options, error) {
 // by WAIT on the same connection (WAIT counts the writes of its own
 // connection), and refuses an acquired claim that too few replicas
 // acknowledged: it takes it back and returns ErrNotReplicated.
-func (s *Store) runClaim(ctx context.Context, keys []string, a claimArgs) (any, error) {
+func (c *claim) runClaim(ctx context.Context, a claimArgs) (any, error) {
+	s, keys := c.s, c.keys
 	args := a.params().argv()
 	if s.replicaAcks == 0 {
 		return run(ctx, s.client, claimScript, keys, args...)
@@ -91,7 +92,7 @@ func (s *Store) runClaim(ctx context.Context, keys []string, a claimArgs) (any, 
 	// would free a key whose effect may have landed; its lease is ended
 	// instead (undoClaimScript), which is what a replica that missed the
 	// takeover holds too: a pending claim whose holder is presumed gone.
-	s.undoClaim(ctx, node, keys, a.member, a.token, a.pubcmd, a.channel)
+	c.undoClaim(ctx, node)
 	if werr != nil {
 		return nil, fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, werr)
 	}
