@@ -107,3 +107,55 @@ func run(ctx context.Context, c redis.UniversalClient, script *redis.Script, key
 	refreshTopology(ctx, c, err)
 	return v, err
 }
+
+// readAll reads the records at keys, in either layout, in one pipeline
+// (and a second for record hashes of the previous layout): their fields by
+// name, nil for a key that holds none. A malformed record is an error.
+func readAll(ctx context.Context, client redis.Cmdable, keys []string) ([]map[string]string, error) {
+	out := make([]map[string]string, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	pipe := client.Pipeline()
+	gets := make([]*redis.StringCmd, len(keys))
+	for i, k := range keys {
+		gets[i] = pipe.Get(ctx, k)
+	}
+	_, _ = pipe.Exec(ctx)
+	var hashes []int
+	for i, g := range gets {
+		v, err := g.Result()
+		switch {
+		case err == redis.Nil:
+		case isWrongType(err):
+			hashes = append(hashes, i)
+		case err != nil:
+			return nil, err
+		default:
+			m, err := unpack(v)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", keys[i], err)
+			}
+			out[i] = m
+		}
+	}
+	if len(hashes) == 0 {
+		return out, nil
+	}
+	pipe = client.Pipeline()
+	hgets := make([]*redis.MapStringStringCmd, len(hashes))
+	for j, i := range hashes {
+		hgets[j] = pipe.HGetAll(ctx, keys[i])
+	}
+	_, _ = pipe.Exec(ctx)
+	for j, i := range hashes {
+		m, err := hgets[j].Result()
+		if err != nil && err != redis.Nil && !isWrongType(err) {
+			return nil, err
+		}
+		if len(m) > 0 {
+			out[i] = m
+		}
+	}
+	return out, nil
+}

@@ -72,7 +72,8 @@ return n
 func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, error) {
 	const op = "migrate"
 	var res MigrateResult
-	nodes, err := s.migrateNodes(ctx)
+	m := migrator{client: s.client, keys: s.keys}
+	nodes, err := m.migrateNodes(ctx)
 	if err != nil {
 		return res, translate(ctx, op, err)
 	}
@@ -92,7 +93,7 @@ func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, er
 				if err != nil {
 					return res, translate(ctx, op, err)
 				}
-				n, err := s.migrateBatch(ctx, phase, keys)
+				n, err := m.migrateBatch(ctx, phase, keys)
 				res.Migrated += n
 				if err != nil {
 					return res, translate(ctx, op, err)
@@ -111,25 +112,32 @@ func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, er
 	return res, nil
 }
 
+// migrator converts what the previous layout left under one prefix
+// (Migrate).
+type migrator struct {
+	client redis.UniversalClient
+	keys   layout
+}
+
 // migrateBatch converts the keys one SCAN of phase returned and returns
 // how many records it converted.
-func (s *Store) migrateBatch(ctx context.Context, phase int, keys []string) (int, error) {
+func (m migrator) migrateBatch(ctx context.Context, phase int, keys []string) (int, error) {
 	n := 0
 	for _, k := range keys {
 		if phase == 1 {
-			if !s.keys.isTenantKey(k, indexSuffix) {
+			if !m.keys.isTenantKey(k, indexSuffix) {
 				continue
 			}
-			if err := s.foldIndex(ctx, k); err != nil {
+			if err := m.foldIndex(ctx, k); err != nil {
 				return n, err
 			}
 			continue
 		}
-		base, member, ok := s.keys.splitRecordKey(k)
+		base, member, ok := m.keys.splitRecordKey(k)
 		if !ok {
 			continue
 		}
-		v, err := run(ctx, s.client, migrateScript, []string{k, base + ageSuffix}, migrateArgs{member: member}.params().argv()...)
+		v, err := run(ctx, m.client, migrateScript, []string{k, base + ageSuffix}, migrateArgs{member: member}.params().argv()...)
 		if err != nil {
 			return n, err
 		}
@@ -141,11 +149,11 @@ func (s *Store) migrateBatch(ctx context.Context, phase int, keys []string) (int
 }
 
 // foldIndex folds the tenant index set idx into its age index.
-func (s *Store) foldIndex(ctx context.Context, idx string) error {
+func (m migrator) foldIndex(ctx context.Context, idx string) error {
 	age := strings.TrimSuffix(idx, indexSuffix) + ageSuffix
 	var cursor uint64
 	for {
-		members, next, err := s.client.SScan(ctx, idx, cursor, "", 256).Result()
+		members, next, err := m.client.SScan(ctx, idx, cursor, "", 256).Result()
 		if err != nil {
 			return err
 		}
@@ -156,7 +164,7 @@ func (s *Store) foldIndex(ctx context.Context, idx string) error {
 				keys = append(keys, recordKeyOfAge(age, m))
 				args = append(args, m)
 			}
-			if _, err := run(ctx, s.client, foldIndexScript, keys, args...); err != nil {
+			if _, err := run(ctx, m.client, foldIndexScript, keys, args...); err != nil {
 				return err
 			}
 		}
@@ -169,8 +177,8 @@ func (s *Store) foldIndex(ctx context.Context, idx string) error {
 
 // migrateNodes returns the masters in a stable order (by address), so that
 // a cursor names the same node from one call to the next.
-func (s *Store) migrateNodes(ctx context.Context) ([]redis.Cmdable, error) {
-	nodes, err := masters(ctx, s.client)
+func (m migrator) migrateNodes(ctx context.Context) ([]redis.Cmdable, error) {
+	nodes, err := masters(ctx, m.client)
 	if err != nil {
 		return nil, err
 	}

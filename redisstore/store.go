@@ -21,7 +21,9 @@ import (
 // own the client: closing the client is the caller's business.
 type Store struct {
 	client redis.UniversalClient
-	keys   layout // the names of the prefix's keys
+	keys   layout       // the names of the prefix's keys
+	ages   ageIndexes   // the tenants' age indexes (index.go)
+	walker recordWalker // the walk of the record keys (walk.go)
 	ttl    time.Duration
 	clock  store.Clock
 	server *store.ServerClock // follows Redis's clock, unless Options.Clock was given
@@ -77,6 +79,8 @@ func newStore(client redis.UniversalClient, opts Options, local store.Clock) (*S
 	return &Store{
 		client: client,
 		keys:   keys,
+		ages:   ageIndexes{client: client, keys: keys},
+		walker: recordWalker{client: client, keys: keys},
 		ttl:    opts.TTL,
 		clock:  opts.Clock,
 		server: server,

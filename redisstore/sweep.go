@@ -2,15 +2,14 @@ package redisstore
 
 import (
 	"context"
-	"strconv"
 	"strings"
 
 	"github.com/tesserix/idempotency/store"
 )
 
 // Erasing records: Forget (every record of a tenant) and Sweep (the
-// expired records of every tenant), both through the age indexes, and the
-// walk over the age indexes they and the listings share (eachAge).
+// expired records of every tenant), through the age indexes (index.go)
+// and, for the records no index lists, the record keys themselves.
 
 // Forget implements [store.Store.Forget]: it takes the tenant's keys from
 // its age index (and from the index set of the previous layout, until
@@ -71,8 +70,8 @@ func (s *Store) Sweep(ctx context.Context, p store.SweepParams) (int, error) {
 	limit := p.EffectiveLimit()
 	now := s.now(ctx)
 	deleted := 0
-	err := s.eachAge(ctx, func(age string) (bool, error) {
-		n, err := s.sweepIndex(ctx, age, now, limit-deleted)
+	err := s.ages.eachAge(ctx, func(age string) (bool, error) {
+		n, err := s.ages.sweepIndex(ctx, age, now, limit-deleted)
 		deleted += n
 		return deleted < limit, err
 	})
@@ -86,7 +85,7 @@ func (s *Store) Sweep(ctx context.Context, p store.SweepParams) (int, error) {
 	if err != nil || !walk {
 		return deleted, translate(ctx, "sweep", err)
 	}
-	n, err := s.sweepWalk(ctx, now, limit-deleted)
+	n, err := s.walker.sweepWalk(ctx, now, limit-deleted)
 	return deleted + n, translate(ctx, "sweep", err)
 }
 
@@ -136,82 +135,3 @@ func (s *Store) forgetUnindexed(ctx context.Context, tenant string) (int, error)
 
 // globEscaper escapes what SCAN's MATCH reads as a pattern.
 var globEscaper = strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`)
-
-// eachAge calls f with every age index of the store, found with SCAN on
-// every master, until f returns false or an error.
-func (s *Store) eachAge(ctx context.Context, f func(age string) (bool, error)) error {
-	nodes, err := masters(ctx, s.client)
-	if err != nil {
-		return err
-	}
-	for _, node := range nodes {
-		var cursor uint64
-		for {
-			ages, next, err := node.Scan(ctx, cursor, s.keys.agePattern(), 256).Result()
-			if err != nil {
-				return err
-			}
-			for _, age := range ages {
-				if !s.keys.isTenantKey(age, ageSuffix) {
-					continue
-				}
-				more, err := f(age)
-				if err != nil || !more {
-					return err
-				}
-			}
-			if next == 0 {
-				break
-			}
-			cursor = next
-		}
-	}
-	return nil
-}
-
-func (s *Store) sweepIndex(ctx context.Context, age string, now stamp, limit int) (int, error) {
-	deleted := 0
-	var cursor uint64
-	for {
-		flat, next, err := s.client.ZScan(ctx, age, cursor, "", 256).Result()
-		if err != nil {
-			return deleted, err
-		}
-		if len(flat) > 0 {
-			members := make([]string, 0, len(flat)/2)
-			for i := 0; i < len(flat); i += 2 { // member, score, ...
-				members = append(members, flat[i])
-			}
-			n, err := s.sweepMembers(ctx, age, members, now, limit-deleted)
-			deleted += n
-			if err != nil {
-				return deleted, err
-			}
-			if deleted >= limit {
-				return deleted, nil
-			}
-		}
-		if next == 0 {
-			return deleted, nil
-		}
-		cursor = next
-	}
-}
-
-// sweepMembers runs sweepScript on members of the tenant whose age index
-// is age: it deletes up to limit of their records expired at now, drops
-// the index entries of those gone, and returns how many it deleted.
-func (s *Store) sweepMembers(ctx context.Context, age string, members []string, now stamp, limit int) (int, error) {
-	keys := make([]string, 2, len(members)+2)
-	keys[0], keys[1] = age, indexKeyOfAge(age)
-	for _, m := range members {
-		keys = append(keys, recordKeyOfAge(age, m))
-	}
-	a := membersArgs{head: sweepHead{now: now.arg(), limit: strconv.Itoa(limit)}.params(), members: members}
-	v, err := run(ctx, s.client, sweepScript, keys, a.argv()...)
-	if err != nil {
-		return 0, err
-	}
-	n, _ := v.(int64)
-	return int(n), nil
-}
