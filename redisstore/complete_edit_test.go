@@ -113,7 +113,7 @@ func TestCompleteEditWritesWhatCompleteWrites(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	tok := LegacyClaim(t, s, "t", "old", "holder", time.Minute)
-	key := s.recordKey("t", "old")
+	key := s.keys.recordKey("t", "old")
 	require.Equal(t, "hash", client.Type(ctx, key).Val())
 	require.NoError(t, s.Complete(ctx, store.CompleteParams{Tenant: "t", Key: "old", Token: tok, Outcome: []byte("done")}))
 	rec, err := s.Lookup(ctx, store.LookupParams{Tenant: "t", Key: "old"})

@@ -30,6 +30,12 @@ import (
 // The key is last and the part before it has a fixed shape, so two different
 // keys of one tenant never share a Redis key either.
 
+// layout is the key layout of one prefix: the names of its keys, and the
+// tenant and key a name found by a SCAN stands for.
+type layout struct {
+	prefix string
+}
+
 const (
 	recordInfix     = ":r:"
 	indexSuffix     = ":idx"
@@ -39,33 +45,33 @@ const (
 )
 
 // tenantBase returns "P:{E}" for tenant.
-func (s *Store) tenantBase(tenant string) string {
-	return s.prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte(tenant)) + "}"
+func (l layout) tenantBase(tenant string) string {
+	return l.prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte(tenant)) + "}"
 }
 
 // recordAndAgeKeys returns the record key of tenant's key and the
 // tenant's age index, encoding the tenant once: the keys of a claim and
 // of the fenced scripts.
-func (s *Store) recordAndAgeKeys(tenant, key string) []string {
-	base := s.tenantBase(tenant)
+func (l layout) recordAndAgeKeys(tenant, key string) []string {
+	base := l.tenantBase(tenant)
 	return []string{base + recordInfix + key, base + ageSuffix}
 }
 
-func (s *Store) recordKey(tenant, key string) string {
-	return s.tenantBase(tenant) + recordInfix + key
+func (l layout) recordKey(tenant, key string) string {
+	return l.tenantBase(tenant) + recordInfix + key
 }
 
-func (s *Store) indexKey(tenant string) string {
-	return s.tenantBase(tenant) + indexSuffix
+func (l layout) indexKey(tenant string) string {
+	return l.tenantBase(tenant) + indexSuffix
 }
 
-func (s *Store) ageKey(tenant string) string {
-	return s.tenantBase(tenant) + ageSuffix
+func (l layout) ageKey(tenant string) string {
+	return l.tenantBase(tenant) + ageSuffix
 }
 
 // tenantChannel is the tenant's sharded notification channel.
-func (s *Store) tenantChannel(tenant string) string {
-	return s.tenantBase(tenant) + channelSuffix
+func (l layout) tenantChannel(tenant string) string {
+	return l.tenantBase(tenant) + channelSuffix
 }
 
 // indexKeyOfAge returns the index set (previous layout) of the tenant whose
@@ -76,7 +82,7 @@ func indexKeyOfAge(age string) string {
 
 // agePattern matches every age index of the store; the prefix holds no
 // glob characters (Options validation refuses them).
-func (s *Store) agePattern() string { return s.prefix + ":{*}" + ageSuffix }
+func (l layout) agePattern() string { return l.prefix + ":{*}" + ageSuffix }
 
 // recordKeyOfAge returns the record key of member in the tenant whose age
 // index is age.
@@ -87,8 +93,8 @@ func recordKeyOfAge(age, member string) string {
 // isTenantKey reports whether k, found by a SCAN, really is the tenant key
 // ending in suffix: the glob's '*' also matches a record whose key happens
 // to end in "}:age".
-func (s *Store) isTenantKey(k, suffix string) bool {
-	rest, ok := strings.CutPrefix(k, s.prefix+":{")
+func (l layout) isTenantKey(k, suffix string) bool {
+	rest, ok := strings.CutPrefix(k, l.prefix+":{")
 	if !ok {
 		return false
 	}
@@ -97,8 +103,8 @@ func (s *Store) isTenantKey(k, suffix string) bool {
 }
 
 // tenantOfAge returns the tenant whose age index is age.
-func (s *Store) tenantOfAge(age string) (string, bool) {
-	enc, ok := strings.CutPrefix(age, s.prefix+":{")
+func (l layout) tenantOfAge(age string) (string, bool) {
+	enc, ok := strings.CutPrefix(age, l.prefix+":{")
 	if !ok {
 		return "", false
 	}
@@ -116,21 +122,21 @@ func (s *Store) tenantOfAge(age string) (string, bool) {
 // unindexedKey is the key whose existence says that some records of the
 // prefix are in no age index (see walk.go). It has no hash tag: it is no
 // tenant's, and no script touches it with a tenant's keys.
-func (s *Store) unindexedKey() string { return s.prefix + unindexedSuffix }
+func (l layout) unindexedKey() string { return l.prefix + unindexedSuffix }
 
 // recordPattern matches the record keys of tenant, or of every tenant
 // when across, for SCAN's MATCH.
-func (s *Store) recordPattern(tenant string, across bool) string {
+func (l layout) recordPattern(tenant string, across bool) string {
 	if across {
-		return s.prefix + ":{*}" + recordInfix + "*"
+		return l.prefix + ":{*}" + recordInfix + "*"
 	}
-	return globEscaper.Replace(s.tenantBase(tenant)+recordInfix) + "*"
+	return globEscaper.Replace(l.tenantBase(tenant)+recordInfix) + "*"
 }
 
 // parseRecordKey returns the tenant and the key of the record key k, found
 // by a SCAN; ok is false for a key that is no record key of the store.
-func (s *Store) parseRecordKey(k string) (tenant, key string, ok bool) {
-	rest, ok := strings.CutPrefix(k, s.prefix+":{")
+func (l layout) parseRecordKey(k string) (tenant, key string, ok bool) {
+	rest, ok := strings.CutPrefix(k, l.prefix+":{")
 	if !ok {
 		return "", "", false
 	}
@@ -147,4 +153,19 @@ func (s *Store) parseRecordKey(k string) (tenant, key string, ok bool) {
 		return "", "", false
 	}
 	return string(b), key, true
+}
+
+// splitRecordKey splits a record key into its tenant's base ("P:{E}")
+// and the record's key.
+func (l layout) splitRecordKey(k string) (base, member string, ok bool) {
+	rest, ok := strings.CutPrefix(k, l.prefix+":{")
+	if !ok {
+		return "", "", false
+	}
+	i := strings.IndexByte(rest, '}')
+	if i < 0 {
+		return "", "", false
+	}
+	member, ok = strings.CutPrefix(rest[i+1:], recordInfix)
+	return k[:len(k)-len(rest)+i+1], member, ok
 }

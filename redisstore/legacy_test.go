@@ -204,9 +204,9 @@ func LegacyClaim(t testing.TB, s *Store, tenant, key, holder string, lease time.
 	exp, ttl := s.expiry(now, leaseUntil)
 	token := store.NewToken()
 	v, err := legacyClaimScript.Run(ctx, s.client,
-		[]string{s.recordKey(tenant, key), s.indexKey(tenant), s.ageKey(tenant)},
+		[]string{s.keys.recordKey(tenant, key), s.keys.indexKey(tenant), s.keys.ageKey(tenant)},
 		now.arg(), holder, strconv.FormatInt(token, 10), leaseUntil.arg(), exp.arg(), "0", ttl, key,
-		s.channel, s.indexTTL(ttl), "", "", "").Result()
+		s.notes.channel, s.indexTTL(ttl), "", "", "").Result()
 	require.NoError(t, err)
 	reply, _ := v.([]any)
 	require.Equal(t, []any{"acquired"}, reply, "legacy claim of %q", key)
@@ -220,8 +220,8 @@ func LegacyComplete(t testing.TB, s *Store, tenant, key string, token int64, out
 	now := s.now(ctx)
 	exp, ttl := s.expiry(now, now)
 	n, err := legacyCompleteScript.Run(ctx, s.client,
-		[]string{s.recordKey(tenant, key), s.indexKey(tenant), s.ageKey(tenant)},
-		now.arg(), strconv.FormatInt(token, 10), exp.arg(), ttl, outcome, s.channel).Int()
+		[]string{s.keys.recordKey(tenant, key), s.keys.indexKey(tenant), s.keys.ageKey(tenant)},
+		now.arg(), strconv.FormatInt(token, 10), exp.arg(), ttl, outcome, s.notes.channel).Int()
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "legacy complete of %q", key)
 }
@@ -233,8 +233,8 @@ func LegacyMark(t testing.TB, s *Store, tenant, key string, token int64, reason 
 	now := s.now(ctx)
 	exp, ttl := s.expiry(now, stamp(store.NeverExpires.UnixMicro()))
 	n, err := legacyMarkScript.Run(ctx, s.client,
-		[]string{s.recordKey(tenant, key), s.indexKey(tenant), s.ageKey(tenant)},
-		now.arg(), strconv.FormatInt(token, 10), exp.arg(), ttl, reason, s.channel).Int()
+		[]string{s.keys.recordKey(tenant, key), s.keys.indexKey(tenant), s.keys.ageKey(tenant)},
+		now.arg(), strconv.FormatInt(token, 10), exp.arg(), ttl, reason, s.notes.channel).Int()
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "legacy mark of %q", key)
 }

@@ -8,13 +8,8 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tesserix/idempotency/store"
 )
-
-// listBatch is how many entries of an age index one round trip reads.
-const listBatch = 256
 
 // listBudget bounds how many entries of an age index one List call walks.
 // A call that reaches it returns the records it found, possibly none, with
@@ -43,13 +38,13 @@ func (s *Store) List(ctx context.Context, p store.ListParams) (store.Page, error
 		return store.Page{}, translate(ctx, op, err)
 	}
 	if walk {
-		page, err := s.listWalk(ctx, p, false, now)
+		page, err := s.walker.listWalk(ctx, p, false, now)
 		if err != nil {
 			return store.Page{}, translate(ctx, op, err)
 		}
 		return page, nil
 	}
-	recs, walked, err := s.listTenant(ctx, p, p.Tenant, after, false, now, p.EffectiveLimit()+1, s.listBudget)
+	recs, walked, err := s.ages.listTenant(ctx, p, p.Tenant, after, false, now, p.EffectiveLimit()+1, s.listBudget)
 	if err != nil {
 		return store.Page{}, translate(ctx, op, err)
 	}
@@ -79,7 +74,7 @@ func (s *Store) ListAcrossTenants(ctx context.Context, p store.ListParams) (stor
 		return store.Page{}, translate(ctx, op, err)
 	}
 	if walk {
-		page, err := s.listWalk(ctx, p, true, now)
+		page, err := s.walker.listWalk(ctx, p, true, now)
 		if err != nil {
 			return store.Page{}, translate(ctx, op, err)
 		}
@@ -87,12 +82,12 @@ func (s *Store) ListAcrossTenants(ctx context.Context, p store.ListParams) (stor
 	}
 	limit := p.EffectiveLimit() + 1
 	var all []store.Record
-	err = s.eachAge(ctx, func(age string) (bool, error) {
-		tenant, ok := s.tenantOfAge(age)
+	err = s.ages.eachAge(ctx, func(age string) (bool, error) {
+		tenant, ok := s.keys.tenantOfAge(age)
 		if !ok {
 			return true, nil
 		}
-		recs, _, err := s.listTenant(ctx, p, tenant, after, true, now, limit, math.MaxInt)
+		recs, _, err := s.ages.listTenant(ctx, p, tenant, after, true, now, limit, math.MaxInt)
 		all = append(all, recs...)
 		return true, err
 	})
@@ -128,164 +123,6 @@ func pageOf(p store.ListParams, recs []store.Record, across bool) store.Page {
 	return store.Page{Records: recs, Next: store.PositionOf(recs[limit-1], across).Cursor(p, across)}
 }
 
-// listTenant returns up to want records of tenant that pass p's filters
-// and come after the position after (when p has a cursor), in p's order.
-// When it stops because it walked budget entries first, it also returns the
-// position of the last entry walked.
-// It walks the age index by score from the cursor's time (inclusive, since
-// ties at that time are told apart by key), and remembers how many entries
-// of the last score it has seen, so a run of equal scores never makes it
-// read an entry twice.
-func (s *Store) listTenant(ctx context.Context, p store.ListParams, tenant string, after store.ListPosition,
-	across bool, now stamp, want, budget int) ([]store.Record, *store.ListPosition, error) {
-	age := s.ageKey(tenant)
-	newest := p.Order == store.NewestFirst
-	bound := math.Inf(1)
-	if !newest {
-		bound = math.Inf(-1)
-	}
-	if p.Cursor != "" {
-		bound = float64(after.CreatedAt.UnixMicro())
-	}
-	skip := int64(0) // entries at score bound already read
-	var (
-		out    []store.Record
-		walked int
-		last   store.ListPosition
-	)
-	for {
-		rng := redis.ZRangeArgs{Key: age, ByScore: true, Offset: skip, Count: listBatch}
-		b := scoreArg(bound)
-		if newest {
-			rng.Start, rng.Stop, rng.Rev = b, "-inf", true
-		} else {
-			rng.Start, rng.Stop = b, "+inf"
-		}
-		entries, err := s.client.ZRangeArgsWithScores(ctx, rng).Result()
-		if err != nil {
-			return nil, nil, err
-		}
-		if len(entries) == 0 {
-			return out, nil, nil
-		}
-		rks := make([]string, len(entries))
-		for i, e := range entries {
-			rks[i] = s.recordKey(tenant, e.Member.(string))
-		}
-		fields, err := s.readAll(ctx, rks)
-		if err != nil {
-			return nil, nil, err
-		}
-		for i, e := range entries {
-			if e.Score == bound {
-				skip++
-			} else {
-				bound, skip = e.Score, 1
-			}
-			// An entry's position is its score and member, whatever its
-			// record now says. Entries at or before the cursor (ties at its
-			// instant) are passed over and not counted.
-			pos := store.ListPosition{CreatedAt: stamp(int64(e.Score)).time(), Key: e.Member.(string)}
-			if across {
-				pos.Tenant = tenant
-			}
-			if p.Cursor != "" && !p.Order.Beyond(pos, after) {
-				continue
-			}
-			if walked == budget {
-				// Out of budget: continue after the last entry walked.
-				return out, &last, nil
-			}
-			walked++
-			last = pos
-			m := fields[i]
-			if m == nil {
-				continue // released, freed or expired since the read
-			}
-			rec, err := parseRecord(tenant, e.Member.(string), m)
-			if err != nil {
-				return nil, nil, err
-			}
-			if rec.CreatedAt.UnixMicro() != int64(e.Score) {
-				continue // claimed again since the read: listed at its new place
-			}
-			if !now.time().Before(rec.ExpiresAt) || !p.Keeps(rec, now.time()) {
-				continue
-			}
-			out = append(out, rec)
-			if len(out) == want {
-				return out, nil, nil
-			}
-		}
-		if len(entries) < listBatch {
-			return out, nil, nil
-		}
-	}
-}
-
-// scoreArg spells a score bound for ZRANGE BYSCORE.
-func scoreArg(f float64) string {
-	switch {
-	case math.IsInf(f, 1):
-		return "+inf"
-	case math.IsInf(f, -1):
-		return "-inf"
-	}
-	return strconv.FormatFloat(f, 'f', -1, 64)
-}
-
-// readAll reads the records at keys, in either layout, in one pipeline
-// (and a second for record hashes of the previous layout): their fields by
-// name, nil for a key that holds none. A malformed record is an error.
-func (s *Store) readAll(ctx context.Context, keys []string) ([]map[string]string, error) {
-	out := make([]map[string]string, len(keys))
-	if len(keys) == 0 {
-		return out, nil
-	}
-	pipe := s.client.Pipeline()
-	gets := make([]*redis.StringCmd, len(keys))
-	for i, k := range keys {
-		gets[i] = pipe.Get(ctx, k)
-	}
-	_, _ = pipe.Exec(ctx)
-	var hashes []int
-	for i, g := range gets {
-		v, err := g.Result()
-		switch {
-		case err == redis.Nil:
-		case isWrongType(err):
-			hashes = append(hashes, i)
-		case err != nil:
-			return nil, err
-		default:
-			m, err := unpack(v)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", keys[i], err)
-			}
-			out[i] = m
-		}
-	}
-	if len(hashes) == 0 {
-		return out, nil
-	}
-	pipe = s.client.Pipeline()
-	hgets := make([]*redis.MapStringStringCmd, len(hashes))
-	for j, i := range hashes {
-		hgets[j] = pipe.HGetAll(ctx, keys[i])
-	}
-	_, _ = pipe.Exec(ctx)
-	for j, i := range hashes {
-		m, err := hgets[j].Result()
-		if err != nil && err != redis.Nil && !isWrongType(err) {
-			return nil, err
-		}
-		if len(m) > 0 {
-			out[i] = m
-		}
-	}
-	return out, nil
-}
-
 // CountBacklog implements [store.Store.CountBacklog]. It walks every
 // record of the store (SCAN for the age indexes on every master, ZSCAN in
 // batches, a pipelined GET per batch), as Sweep does, so run it on the
@@ -301,39 +138,16 @@ func (s *Store) CountBacklog(ctx context.Context) ([]store.BacklogCount, error) 
 	switch {
 	case err != nil:
 	case walk:
-		err = s.countWalk(ctx, now, counts)
+		err = s.walker.countWalk(ctx, now, counts)
 	default:
-		err = s.eachAge(ctx, func(age string) (bool, error) {
-			return true, s.countIndex(ctx, age, now, counts)
+		err = s.ages.eachAge(ctx, func(age string) (bool, error) {
+			return true, s.ages.countIndex(ctx, age, now, counts)
 		})
 	}
 	if err != nil {
 		return nil, translate(ctx, op, err)
 	}
 	return store.SortBacklog(counts), nil
-}
-
-func (s *Store) countIndex(ctx context.Context, age string, now stamp, counts map[string]*store.BacklogCount) error {
-	var cursor uint64
-	for {
-		flat, next, err := s.client.ZScan(ctx, age, cursor, "", 256).Result()
-		if err != nil {
-			return err
-		}
-		keys := make([]string, 0, len(flat)/2)
-		for i := 0; i < len(flat); i += 2 { // member, score, ...
-			keys = append(keys, recordKeyOfAge(age, flat[i]))
-		}
-		fields, err := s.readAll(ctx, keys)
-		if err != nil {
-			return err
-		}
-		tallyFields(fields, now, counts)
-		if next == 0 {
-			return nil
-		}
-		cursor = next
-	}
 }
 
 // tallyFields adds to counts the records, read as their fields (nil for

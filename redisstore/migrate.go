@@ -72,7 +72,8 @@ return n
 func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, error) {
 	const op = "migrate"
 	var res MigrateResult
-	nodes, err := s.migrateNodes(ctx)
+	m := migrator{client: s.client, keys: s.keys}
+	nodes, err := m.migrateNodes(ctx)
 	if err != nil {
 		return res, translate(ctx, op, err)
 	}
@@ -88,11 +89,11 @@ func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, er
 				if err := ctx.Err(); err != nil {
 					return res, translate(ctx, op, err)
 				}
-				keys, next, err := nodes[node].ScanType(ctx, cursor, s.prefix+":{*}*", 256, migratePhases[phase]).Result()
+				keys, next, err := nodes[node].ScanType(ctx, cursor, s.keys.prefix+":{*}*", 256, migratePhases[phase]).Result()
 				if err != nil {
 					return res, translate(ctx, op, err)
 				}
-				n, err := s.migrateBatch(ctx, phase, keys)
+				n, err := m.migrateBatch(ctx, phase, keys)
 				res.Migrated += n
 				if err != nil {
 					return res, translate(ctx, op, err)
@@ -111,25 +112,32 @@ func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, er
 	return res, nil
 }
 
+// migrator converts what the previous layout left under one prefix
+// (Migrate).
+type migrator struct {
+	client redis.UniversalClient
+	keys   layout
+}
+
 // migrateBatch converts the keys one SCAN of phase returned and returns
 // how many records it converted.
-func (s *Store) migrateBatch(ctx context.Context, phase int, keys []string) (int, error) {
+func (m migrator) migrateBatch(ctx context.Context, phase int, keys []string) (int, error) {
 	n := 0
 	for _, k := range keys {
 		if phase == 1 {
-			if !s.isTenantKey(k, indexSuffix) {
+			if !m.keys.isTenantKey(k, indexSuffix) {
 				continue
 			}
-			if err := s.foldIndex(ctx, k); err != nil {
+			if err := m.foldIndex(ctx, k); err != nil {
 				return n, err
 			}
 			continue
 		}
-		base, member, ok := s.splitRecordKey(k)
+		base, member, ok := m.keys.splitRecordKey(k)
 		if !ok {
 			continue
 		}
-		v, err := s.run(ctx, migrateScript, []string{k, base + ageSuffix}, migrateArgs{member: member}.params().argv()...)
+		v, err := run(ctx, m.client, migrateScript, []string{k, base + ageSuffix}, migrateArgs{member: member}.params().argv()...)
 		if err != nil {
 			return n, err
 		}
@@ -140,27 +148,12 @@ func (s *Store) migrateBatch(ctx context.Context, phase int, keys []string) (int
 	return n, nil
 }
 
-// splitRecordKey splits a record key into its tenant's base ("P:{E}")
-// and the record's key.
-func (s *Store) splitRecordKey(k string) (base, member string, ok bool) {
-	rest, ok := strings.CutPrefix(k, s.prefix+":{")
-	if !ok {
-		return "", "", false
-	}
-	i := strings.IndexByte(rest, '}')
-	if i < 0 {
-		return "", "", false
-	}
-	member, ok = strings.CutPrefix(rest[i+1:], recordInfix)
-	return k[:len(k)-len(rest)+i+1], member, ok
-}
-
 // foldIndex folds the tenant index set idx into its age index.
-func (s *Store) foldIndex(ctx context.Context, idx string) error {
+func (m migrator) foldIndex(ctx context.Context, idx string) error {
 	age := strings.TrimSuffix(idx, indexSuffix) + ageSuffix
 	var cursor uint64
 	for {
-		members, next, err := s.client.SScan(ctx, idx, cursor, "", 256).Result()
+		members, next, err := m.client.SScan(ctx, idx, cursor, "", 256).Result()
 		if err != nil {
 			return err
 		}
@@ -171,7 +164,7 @@ func (s *Store) foldIndex(ctx context.Context, idx string) error {
 				keys = append(keys, recordKeyOfAge(age, m))
 				args = append(args, m)
 			}
-			if _, err := s.run(ctx, foldIndexScript, keys, args...); err != nil {
+			if _, err := run(ctx, m.client, foldIndexScript, keys, args...); err != nil {
 				return err
 			}
 		}
@@ -184,8 +177,8 @@ func (s *Store) foldIndex(ctx context.Context, idx string) error {
 
 // migrateNodes returns the masters in a stable order (by address), so that
 // a cursor names the same node from one call to the next.
-func (s *Store) migrateNodes(ctx context.Context) ([]redis.Cmdable, error) {
-	nodes, err := s.masters(ctx)
+func (m migrator) migrateNodes(ctx context.Context) ([]redis.Cmdable, error) {
+	nodes, err := masters(ctx, m.client)
 	if err != nil {
 		return nil, err
 	}

@@ -16,14 +16,14 @@ var _ store.Pinger = (*Store)(nil)
 // error names the address (or addresses) the client dials.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.client.Ping(ctx).Err(); err != nil {
-		return store.Unavailable(fmt.Sprintf("redisstore: Redis at %s does not answer", s.addresses()), err)
+		return store.Unavailable(fmt.Sprintf("redisstore: Redis at %s does not answer", addresses(s.client)), err)
 	}
 	return nil
 }
 
 // addresses names where the store's client dials.
-func (s *Store) addresses() string {
-	switch c := s.client.(type) {
+func addresses(client redis.UniversalClient) string {
+	switch c := client.(type) {
 	case *redis.Client:
 		return c.Options().Addr
 	case *redis.ClusterClient:
@@ -35,6 +35,6 @@ func (s *Store) addresses() string {
 		}
 		return strings.Join(addrs, ",")
 	default:
-		return fmt.Sprintf("(a %T)", s.client)
+		return fmt.Sprintf("(a %T)", client)
 	}
 }

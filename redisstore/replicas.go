@@ -47,12 +47,13 @@ func (o Options) validateReplicas() (Options, error) {
 // by WAIT on the same connection (WAIT counts the writes of its own
 // connection), and refuses an acquired claim that too few replicas
 // acknowledged: it takes it back and returns ErrNotReplicated.
-func (s *Store) runClaim(ctx context.Context, keys []string, a claimArgs) (any, error) {
+func (c *claim) runClaim(ctx context.Context, a claimArgs) (any, error) {
+	s, keys := c.s, c.keys
 	args := a.params().argv()
 	if s.replicaAcks == 0 {
-		return s.run(ctx, claimScript, keys, args...)
+		return run(ctx, s.client, claimScript, keys, args...)
 	}
-	node, err := s.nodeFor(ctx, keys[0])
+	node, err := nodeFor(ctx, s.client, keys[0])
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +77,7 @@ func (s *Store) runClaim(ctx context.Context, keys []string, a claimArgs) (any, 
 	}
 	v, err := eval.Result()
 	if err != nil {
-		return nil, s.nodeError(ctx, err)
+		return nil, nodeError(ctx, s.client, err)
 	}
 	if reply, ok := v.([]any); !ok || len(reply) == 0 || reply[0] != claimAcquired {
 		return v, nil
@@ -91,7 +92,7 @@ func (s *Store) runClaim(ctx context.Context, keys []string, a claimArgs) (any, 
 	// would free a key whose effect may have landed; its lease is ended
 	// instead (undoClaimScript), which is what a replica that missed the
 	// takeover holds too: a pending claim whose holder is presumed gone.
-	s.undoClaim(ctx, node, keys, a.member, a.token, a.pubcmd, a.channel)
+	c.undoClaim(ctx, node)
 	if werr != nil {
 		return nil, fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, werr)
 	}
@@ -106,18 +107,6 @@ func movedOrAsk(err error) bool {
 	return redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")
 }
 
-// nodeFor returns the client of the one node that owns key.
-func (s *Store) nodeFor(ctx context.Context, key string) (redis.Cmdable, error) {
-	switch c := s.client.(type) {
-	case *redis.ClusterClient:
-		return c.MasterForKey(ctx, key)
-	case *redis.Ring:
-		return c.GetShardClientForKey(key)
-	default:
-		return s.client, nil
-	}
-}
-
 // replicaUnavailable reports the replies of a Cluster or a replicated
 // Redis in flux that mean "not now": too few replicas acknowledged a claim,
 // a master configured with min-replicas-to-write refuses a write
@@ -127,19 +116,4 @@ func (s *Store) nodeFor(ctx context.Context, key string) (redis.Cmdable, error) 
 func replicaUnavailable(err error) bool {
 	return errors.Is(err, ErrNotReplicated) || errors.Is(err, errSlotMoved) ||
 		movedOrAsk(err) || redis.HasErrorPrefix(err, "NOREPLICAS")
-}
-
-// refreshTopology asks a Cluster client to reload its slot map after an
-// error that may mean a master died. go-redis reloads it on MOVED, but a
-// dead master answers nothing, and the client would keep sending that
-// slot's commands to it until ClusterStateReloadInterval (a minute by
-// default) passes, long after its replica was promoted. The reload is lazy
-// and coalesced by go-redis, so a burst of errors costs one.
-func (s *Store) refreshTopology(ctx context.Context, err error) {
-	if err == nil || ctx.Err() != nil || !unavailable(err) {
-		return
-	}
-	if c, ok := s.client.(*redis.ClusterClient); ok {
-		c.ReloadState(ctx)
-	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,10 +32,10 @@ func (s *Store) Wait(ctx context.Context, p store.WaitParams) (store.Result, err
 	if err := p.Validate(); err != nil {
 		return store.Result{}, err
 	}
-	rk := s.recordKey(p.Tenant, p.Key)
-	wake := s.watch(rk)
-	defer s.unwatch(rk, wake)
-	defer s.subscribe(ctx, p.Tenant)()
+	rk := s.keys.recordKey(p.Tenant, p.Key)
+	wake := s.notes.watch(rk)
+	defer s.notes.unwatch(rk, wake)
+	defer s.notes.subscribe(ctx, p.Tenant)()
 
 	poll := backoff.New(minPoll, s.poll)
 	var timer *time.Timer
@@ -85,7 +87,7 @@ func (s *Store) readWaiting(ctx context.Context, tenant, key string, now stamp) 
 	if err := ctx.Err(); err != nil {
 		return store.Record{}, false, translate(ctx, "wait", err)
 	}
-	v, err := s.run(ctx, waitReadScript, []string{s.recordKey(tenant, key)})
+	v, err := run(ctx, s.client, waitReadScript, []string{s.keys.recordKey(tenant, key)})
 	if err == redis.Nil {
 		return store.Record{}, false, nil
 	}
@@ -106,35 +108,75 @@ func (s *Store) readWaiting(ctx context.Context, tenant, key string, now stamp) 
 	return r, true, nil
 }
 
+// notifier announces and hears the changes a Wait waits for: the command
+// and channel the scripts announce a change with (publisher), the Store's
+// subscriptions, and the Waits registered on each record key.
+type notifier struct {
+	client  redis.UniversalClient
+	keys    layout
+	channel string // the classic pub/sub channel, P:events
+
+	// life ends when the Store is closed; the subscribers run under it.
+	life   context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	waiters map[string]map[chan struct{}]struct{}
+
+	// startMu serialises starting and stopping subscriptions; subs holds
+	// them by channel: the one channel of classic pub/sub, or one per
+	// tenant with sharded pub/sub.
+	startMu sync.Mutex
+	subs    map[string]*subscription
+
+	// shardMode is how changes are announced: modeUnknown until the first
+	// call that needs it asks the server (publisher).
+	shardMode atomic.Int32
+}
+
+// close ends the subscriptions (subscribing is refused from now on) and
+// wakes every Wait, which then polls.
+func (n *notifier) close() {
+	n.cancel()
+	n.startMu.Lock()
+	subs := n.subs
+	n.subs = make(map[string]*subscription)
+	n.startMu.Unlock()
+	for _, sub := range subs {
+		sub.stop()
+	}
+	n.broadcast()
+}
+
 // watch registers a waiter on the record key rk.
-func (s *Store) watch(rk string) chan struct{} {
+func (n *notifier) watch(rk string) chan struct{} {
 	ch := make(chan struct{}, 1)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	set := s.waiters[rk]
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	set := n.waiters[rk]
 	if set == nil {
 		set = make(map[chan struct{}]struct{})
-		s.waiters[rk] = set
+		n.waiters[rk] = set
 	}
 	set[ch] = struct{}{}
 	return ch
 }
 
-func (s *Store) unwatch(rk string, ch chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	set := s.waiters[rk]
+func (n *notifier) unwatch(rk string, ch chan struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	set := n.waiters[rk]
 	delete(set, ch)
 	if len(set) == 0 {
-		delete(s.waiters, rk)
+		delete(n.waiters, rk)
 	}
 }
 
 // notify wakes the waiters on rk without blocking.
-func (s *Store) notify(rk string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for ch := range s.waiters[rk] {
+func (n *notifier) notify(rk string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for ch := range n.waiters[rk] {
 		select {
 		case ch <- struct{}{}:
 		default:
@@ -143,10 +185,10 @@ func (s *Store) notify(rk string) {
 }
 
 // broadcast wakes every waiter, for when notifications may have been lost.
-func (s *Store) broadcast() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, set := range s.waiters {
+func (n *notifier) broadcast() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, set := range n.waiters {
 		for ch := range set {
 			select {
 			case ch <- struct{}{}:
@@ -175,33 +217,33 @@ const shardedIdle = 30 * time.Second
 // the message stays on the node that owns their slot; otherwise PUBLISH
 // on the store's channel (a Cluster broadcasts it to every node). A failed
 // question answers classic pub/sub and is asked again next time.
-func (s *Store) publisher(ctx context.Context, tenant string) (string, string) {
-	if s.sharded(ctx) {
-		return "SPUBLISH", s.tenantChannel(tenant)
+func (n *notifier) publisher(ctx context.Context, tenant string) (string, string) {
+	if n.sharded(ctx) {
+		return "SPUBLISH", n.keys.tenantChannel(tenant)
 	}
-	return "PUBLISH", s.channel
+	return "PUBLISH", n.channel
 }
 
-func (s *Store) sharded(ctx context.Context) bool {
-	switch s.shardMode.Load() {
+func (n *notifier) sharded(ctx context.Context) bool {
+	switch n.shardMode.Load() {
 	case modeClassic:
 		return false
 	case modeSharded:
 		return true
 	}
-	if _, ok := s.client.(*redis.ClusterClient); !ok {
-		s.shardMode.Store(modeClassic)
+	if _, ok := n.client.(*redis.ClusterClient); !ok {
+		n.shardMode.Store(modeClassic)
 		return false
 	}
-	v, err := s.client.Do(ctx, "command", "info", "spublish").Slice()
+	v, err := n.client.Do(ctx, "command", "info", "spublish").Slice()
 	if err != nil {
 		return false
 	}
 	if len(v) == 1 && v[0] != nil {
-		s.shardMode.Store(modeSharded)
+		n.shardMode.Store(modeSharded)
 		return true
 	}
-	s.shardMode.Store(modeClassic)
+	n.shardMode.Store(modeClassic)
 	return false
 }
 
@@ -237,18 +279,18 @@ func (sub *subscription) stop() {
 // function it returns ends the caller's use: the one classic subscription
 // lasts until Close, a tenant's sharded one until shardedIdle after its
 // last Wait.
-func (s *Store) subscribe(ctx context.Context, tenant string) func() {
-	pub, channel := s.publisher(ctx, tenant)
+func (n *notifier) subscribe(ctx context.Context, tenant string) func() {
+	pub, channel := n.publisher(ctx, tenant)
 	sharded := pub == "SPUBLISH"
-	s.startMu.Lock()
-	defer s.startMu.Unlock()
-	if s.life.Err() != nil {
+	n.startMu.Lock()
+	defer n.startMu.Unlock()
+	if n.life.Err() != nil {
 		return func() {}
 	}
-	sub := s.subs[channel]
+	sub := n.subs[channel]
 	if sub == nil {
 		sub = &subscription{}
-		s.subs[channel] = sub
+		n.subs[channel] = sub
 	}
 	sub.refs++
 	if sub.idle != nil {
@@ -256,19 +298,19 @@ func (s *Store) subscribe(ctx context.Context, tenant string) func() {
 		sub.idle = nil
 	}
 	if sub.ps == nil && !time.Now().Before(sub.retry) {
-		s.start(sub, channel, sharded)
+		n.start(sub, channel, sharded)
 	}
-	return func() { s.unsubscribe(sub, channel, sharded) }
+	return func() { n.unsubscribe(sub, channel, sharded) }
 }
 
 // start subscribes sub to channel; startMu is held.
-func (s *Store) start(sub *subscription, channel string, sharded bool) {
-	life, cancel := context.WithCancel(s.life)
+func (n *notifier) start(sub *subscription, channel string, sharded bool) {
+	life, cancel := context.WithCancel(n.life)
 	var ps *redis.PubSub
 	if sharded {
-		ps = s.client.SSubscribe(life, channel)
+		ps = n.client.SSubscribe(life, channel)
 	} else {
-		ps = s.client.Subscribe(life, channel)
+		ps = n.client.Subscribe(life, channel)
 	}
 	ctx, stop := context.WithTimeout(life, 5*time.Second)
 	defer stop()
@@ -280,26 +322,26 @@ func (s *Store) start(sub *subscription, channel string, sharded bool) {
 		return
 	}
 	sub.ps, sub.cancel, sub.done = ps, cancel, make(chan struct{})
-	go s.receive(life, ps, sub.done)
+	go n.receive(life, ps, sub.done)
 }
 
 // unsubscribe ends one Wait's use of sub.
-func (s *Store) unsubscribe(sub *subscription, channel string, sharded bool) {
-	s.startMu.Lock()
-	defer s.startMu.Unlock()
+func (n *notifier) unsubscribe(sub *subscription, channel string, sharded bool) {
+	n.startMu.Lock()
+	defer n.startMu.Unlock()
 	sub.refs--
-	if !sharded || sub.refs > 0 || s.subs[channel] != sub {
+	if !sharded || sub.refs > 0 || n.subs[channel] != sub {
 		return
 	}
 	sub.idle = time.AfterFunc(shardedIdle, func() {
-		s.startMu.Lock()
-		if sub.refs > 0 || s.subs[channel] != sub {
-			s.startMu.Unlock()
+		n.startMu.Lock()
+		if sub.refs > 0 || n.subs[channel] != sub {
+			n.startMu.Unlock()
 			return
 		}
-		delete(s.subs, channel)
+		delete(n.subs, channel)
 		sub.idle = nil
-		s.startMu.Unlock()
+		n.startMu.Unlock()
 		sub.stop()
 	})
 }
@@ -309,7 +351,7 @@ func (s *Store) unsubscribe(sub *subscription, channel string, sharded bool) {
 // re-subscribes by itself after an error; every error and every
 // re-subscription wakes all waiters, since messages published in between
 // were lost.
-func (s *Store) receive(life context.Context, ps *redis.PubSub, done chan struct{}) {
+func (n *notifier) receive(life context.Context, ps *redis.PubSub, done chan struct{}) {
 	defer close(done)
 	pause := backoff.New(minPoll, time.Second)
 	for {
@@ -326,7 +368,7 @@ func (s *Store) receive(life context.Context, ps *redis.PubSub, done chan struct
 					continue
 				}
 			}
-			s.broadcast()
+			n.broadcast()
 			if !pause.Sleep(life) {
 				return
 			}
@@ -335,9 +377,9 @@ func (s *Store) receive(life context.Context, ps *redis.PubSub, done chan struct
 		pause.Reset()
 		switch m := msg.(type) {
 		case *redis.Message:
-			s.notify(m.Payload)
+			n.notify(m.Payload)
 		case *redis.Subscription:
-			s.broadcast()
+			n.broadcast()
 		}
 	}
 }

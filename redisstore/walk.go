@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -27,6 +29,13 @@ import (
 // (SCAN on every master), which finds every record whatever the indexes
 // hold. The key is never removed by the store.
 
+// recordWalker lists, counts and sweeps the records of one prefix by
+// walking the record keys themselves.
+type recordWalker struct {
+	client redis.UniversalClient
+	keys   layout
+}
+
 // walkCount is the COUNT hint of the SCANs that walk the record keys.
 const walkCount = 1000
 
@@ -45,15 +54,15 @@ func (s *Store) markUnindexed(ctx context.Context, now stamp) error {
 	if int64(now) < s.markedUntil.Load() {
 		return nil
 	}
-	key := s.unindexedKey()
+	key := s.keys.unindexedKey()
 	const value = "records of this prefix are in no age index: list by walking the record keys"
 	if s.replicaAcks == 0 {
 		if err := s.client.Set(ctx, key, value, 0).Err(); err != nil {
-			s.refreshTopology(ctx, err)
+			refreshTopology(ctx, s.client, err)
 			return err
 		}
 	} else {
-		node, err := s.nodeFor(ctx, key)
+		node, err := nodeFor(ctx, s.client, key)
 		if err != nil {
 			return err
 		}
@@ -62,7 +71,7 @@ func (s *Store) markUnindexed(ctx context.Context, now stamp) error {
 		wait := pipe.Do(ctx, "wait", s.replicaAcks, s.replicaAckTimeout.Milliseconds())
 		_, _ = pipe.Exec(ctx)
 		if err := set.Err(); err != nil {
-			return s.nodeError(ctx, err)
+			return nodeError(ctx, s.client, err)
 		}
 		acks, werr := wait.Int64()
 		switch {
@@ -79,9 +88,9 @@ func (s *Store) markUnindexed(ctx context.Context, now stamp) error {
 // walking reports whether the listings, counts and sweeps of the prefix
 // must walk the record keys: whether P:unindexed exists.
 func (s *Store) walking(ctx context.Context) (bool, error) {
-	n, err := s.client.Exists(ctx, s.unindexedKey()).Result()
+	n, err := s.client.Exists(ctx, s.keys.unindexedKey()).Result()
 	if err != nil {
-		s.refreshTopology(ctx, err)
+		refreshTopology(ctx, s.client, err)
 		return false, err
 	}
 	return n > 0, nil
@@ -90,8 +99,8 @@ func (s *Store) walking(ctx context.Context) (bool, error) {
 // eachRecordKey calls f with every batch of keys matching pattern, found
 // with SCAN on every master. A key may come more than once (SCAN's own
 // rule, while Redis rehashes).
-func (s *Store) eachRecordKey(ctx context.Context, pattern string, f func(keys []string) error) error {
-	nodes, err := s.masters(ctx)
+func (w recordWalker) eachRecordKey(ctx context.Context, pattern string, f func(keys []string) error) error {
+	nodes, err := masters(ctx, w.client)
 	if err != nil {
 		return err
 	}
@@ -132,7 +141,7 @@ func (s *Store) ListByScan(ctx context.Context, p store.ListParams) (store.Page,
 	if err := ctx.Err(); err != nil {
 		return store.Page{}, translate(ctx, op, err)
 	}
-	page, err := s.listWalk(ctx, p, false, s.now(ctx))
+	page, err := s.walker.listWalk(ctx, p, false, s.now(ctx))
 	if err != nil {
 		return store.Page{}, translate(ctx, op, err)
 	}
@@ -144,7 +153,7 @@ func (s *Store) ListByScan(ctx context.Context, p store.ListParams) (store.Page,
 // ones that pass the filters and come after the cursor, and returns the
 // first page of them in p's order. Unlike the index walk it cannot stop
 // early: the page's records may be anywhere in the keyspace.
-func (s *Store) listWalk(ctx context.Context, p store.ListParams, across bool, now stamp) (store.Page, error) {
+func (w recordWalker) listWalk(ctx context.Context, p store.ListParams, across bool, now stamp) (store.Page, error) {
 	after, _ := p.After(across) // Validated by the caller.
 	want := p.EffectiveLimit() + 1
 	var top []store.Record
@@ -165,8 +174,8 @@ func (s *Store) listWalk(ctx context.Context, p store.ListParams, across bool, n
 		}
 		top = kept[:min(len(kept), want)]
 	}
-	err := s.eachRecordKey(ctx, s.recordPattern(p.Tenant, across), func(keys []string) error {
-		fields, err := s.readAll(ctx, keys)
+	err := w.eachRecordKey(ctx, w.keys.recordPattern(p.Tenant, across), func(keys []string) error {
+		fields, err := readAll(ctx, w.client, keys)
 		if err != nil {
 			return err
 		}
@@ -174,7 +183,7 @@ func (s *Store) listWalk(ctx context.Context, p store.ListParams, across bool, n
 			if m == nil {
 				continue // released, freed or expired since the SCAN
 			}
-			tenant, key, ok := s.parseRecordKey(keys[i])
+			tenant, key, ok := w.keys.parseRecordKey(keys[i])
 			if !ok || (!across && tenant != p.Tenant) {
 				continue
 			}
@@ -203,9 +212,9 @@ func (s *Store) listWalk(ctx context.Context, p store.ListParams, across bool, n
 }
 
 // countWalk is CountBacklog read from the record keys.
-func (s *Store) countWalk(ctx context.Context, now stamp, counts map[string]*store.BacklogCount) error {
-	return s.eachRecordKey(ctx, s.recordPattern("", true), func(keys []string) error {
-		fields, err := s.readAll(ctx, keys)
+func (w recordWalker) countWalk(ctx context.Context, now stamp, counts map[string]*store.BacklogCount) error {
+	return w.eachRecordKey(ctx, w.keys.recordPattern("", true), func(keys []string) error {
+		fields, err := readAll(ctx, w.client, keys)
 		if err != nil {
 			return err
 		}
@@ -220,10 +229,10 @@ var errSwept = errors.New("swept the limit")
 // sweepWalk deletes up to limit records expired at now found by walking
 // the record keys: a pipelined read of each batch picks the expired ones,
 // and sweepScript, per tenant, deletes those still expired when it runs.
-func (s *Store) sweepWalk(ctx context.Context, now stamp, limit int) (int, error) {
+func (w recordWalker) sweepWalk(ctx context.Context, now stamp, limit int) (int, error) {
 	deleted := 0
-	err := s.eachRecordKey(ctx, s.recordPattern("", true), func(keys []string) error {
-		fields, err := s.readAll(ctx, keys)
+	err := w.eachRecordKey(ctx, w.keys.recordPattern("", true), func(keys []string) error {
+		fields, err := readAll(ctx, w.client, keys)
 		if err != nil {
 			return err
 		}
@@ -236,7 +245,7 @@ func (s *Store) sweepWalk(ctx context.Context, now stamp, limit int) (int, error
 			if e, err := strconv.ParseInt(m["exp"], 10, 64); err != nil || stamp(e) > now {
 				continue
 			}
-			tenant, key, ok := s.parseRecordKey(keys[i])
+			tenant, key, ok := w.keys.parseRecordKey(keys[i])
 			if !ok {
 				continue
 			}
@@ -246,7 +255,7 @@ func (s *Store) sweepWalk(ctx context.Context, now stamp, limit int) (int, error
 			expired[tenant] = append(expired[tenant], key)
 		}
 		for _, tenant := range tenants {
-			n, err := s.sweepMembers(ctx, s.ageKey(tenant), expired[tenant], now, limit-deleted)
+			n, err := sweepMembers(ctx, w.client, w.keys.ageKey(tenant), expired[tenant], now, limit-deleted)
 			deleted += n
 			if err != nil {
 				return err

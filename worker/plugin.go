@@ -392,25 +392,6 @@ func (p *Plugin) StartWorker(
 	return nil
 }
 
-// StartPingTimeout bounds the ping of the store when a worker starts.
-const StartPingTimeout = 10 * time.Second
-
-// pingStore refuses to start a worker whose store does not answer (a
-// store.Pinger: the PostgreSQL and Redis stores), with one error naming
-// where it looked, rather than start and fail every declared call.
-func pingStore(ctx context.Context, st store.Store) error {
-	p, ok := st.(store.Pinger)
-	if !ok {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, StartPingTimeout)
-	defer cancel()
-	if err := p.Ping(ctx); err != nil {
-		return fmt.Errorf("idempotency: the worker does not start: its store does not answer: %w", err)
-	}
-	return nil
-}
-
 // registry is what StartWorker registers activities through.
 type registry interface {
 	RegisterActivityWithOptions(any, sdkactivity.RegisterOptions)
@@ -541,40 +522,6 @@ func (p *Plugin) interceptorFor() *interceptor.Interceptor {
 		return pw.ic
 	}
 	return nil
-}
-
-func (p *Plugin) startSweeper(st store.Store) func() {
-	if p.cfg.sweepEvery < 0 {
-		return nil
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	logger := p.cfg.logger
-	go func() {
-		defer close(done)
-		p.mu.Lock()
-		metrics := p.cfg.metrics
-		if metrics == nil {
-			metrics = p.clientMetrics
-		}
-		p.mu.Unlock()
-		backlog := newBacklogGauges(metrics)
-		backlog.report(ctx, st, logger)
-		store.SweepEveryThen(ctx, st, p.cfg.sweepEvery, 0, func(err error) {
-			logger.Warn("idempotency: sweeping expired records", "error", err)
-		}, func(ctx context.Context) { backlog.report(ctx, st, logger) })
-	}()
-	return func() { cancel(); <-done }
-}
-
-func (p *Plugin) stopSweeper(pw *pluginWorker) {
-	p.mu.Lock()
-	stop := pw.stopSweep
-	pw.stopSweep = nil
-	p.mu.Unlock()
-	if stop != nil {
-		stop()
-	}
 }
 
 func isDispatcher(i sdkinterceptor.WorkerInterceptor) bool {

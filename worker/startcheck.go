@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/store"
 )
 
 // workflowCounter asks a namespace to count its workflows: the question the
@@ -179,4 +181,23 @@ func (p *Plugin) bindClientRefs(o client.PluginNewClientOptions) {
 			r.existing.Store(&h)
 		}
 	}
+}
+
+// StartPingTimeout bounds the ping of the store when a worker starts.
+const StartPingTimeout = 10 * time.Second
+
+// pingStore refuses to start a worker whose store does not answer (a
+// store.Pinger: the PostgreSQL and Redis stores), with one error naming
+// where it looked, rather than start and fail every declared call.
+func pingStore(ctx context.Context, st store.Store) error {
+	p, ok := st.(store.Pinger)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, StartPingTimeout)
+	defer cancel()
+	if err := p.Ping(ctx); err != nil {
+		return fmt.Errorf("idempotency: the worker does not start: its store does not answer: %w", err)
+	}
+	return nil
 }
