@@ -95,28 +95,17 @@
 // [ErrorTypeArgumentsMismatch] error, whatever way it meets the record (a
 // completed one, a holder it waited for, an indeterminate one, a lost
 // holder it would take over); [AsArgumentsMismatch] reads the details,
-// which name the arguments and the record, never the values. A record
-// written before the declaration checked anything, or checking other
-// names, is no mismatch.
+// which name the arguments and the record, never the values.
 //
 // # Retention per activity
 //
 // Policy.Retention keeps this activity's records that long after their
-// last write, in place of the store's window (a day by default): Stripe
-// keeps keys a day, a payment may want a month, a cache fill an hour.
-// The interceptor refuses a window shorter than its lease. The promise is
-// at most one effect per key within the window, and the window restarts
-// at every write of the record (the claim, each renewal, the outcome): a
-// duplicate that arrives later than that runs the body again. Temporal
-// retries an activity until its schedule-to-close timeout (or its retry
-// policy's attempts run out), so a window shorter than the schedule-to-close
-// lets a retry whose predecessor recorded its outcome, but whose answer never
-// reached Temporal, find the key free and apply the effect a second time;
-// so does a workflow that calls the activity again later in the run. Keep
-// the window at least the schedule-to-close timeout, and longer than the
-// time between the workflow's own repeated calls. An indeterminate record
-// waits for a person whatever its window, and a pending one never expires
-// within its holder's lease.
+// last write, in place of the store's window (a day by default). The
+// interceptor refuses a window shorter than its lease. A duplicate that
+// arrives after the window runs the body again, so keep the window at least
+// the activity's schedule-to-close timeout (Temporal retries until then),
+// and longer than the time between the workflow's own repeated calls. An
+// indeterminate record waits for a person whatever its window.
 //
 // # A probe before a person
 //

@@ -46,12 +46,9 @@
 // the holder, check (the digest of checked arguments), origin and resolution
 // (JSON), the outcome (binary-safe) and the reason.
 //
-// Releases before 3 kept each record as a hash of the same fields, and a set
-// P:{E}:idx of the tenant's keys. The store still reads them (a command that
-// meets a hash, WRONGTYPE, reads it with HGETALL; the scripts read either),
-// every write stores the packed string, and [Store.Migrate] converts the rest.
-// Code of those releases cannot read a packed record: see
-// docs/COMPATIBILITY.md before upgrading a fleet.
+// The store also reads the earlier layout (a hash per record, and a set
+// P:{E}:idx of the tenant's keys), converts a record when it writes it, and
+// [Store.Migrate] converts the rest (docs/COMPATIBILITY.md).
 //
 // E is the Cluster hash tag, so a tenant's records, index and sharded channel
 // live in one slot and a MULTI or a script may touch them together. Tenants may be any UTF-8, braces,
@@ -87,94 +84,51 @@
 // are compared as strings, since int64 does not fit a Lua number. Outcomes are
 // binary-safe.
 //
-// # Forget and Sweep
+// # Forget, Sweep and listing
 //
-// [Store.Forget] takes the tenant's keys from its age index (and an old
-// index set, until Migrate has run) in batches and deletes each batch, with
-// its index entries, in one script; once they are empty it scans the
-// tenant's record keys for any record no index names (which, with
-// [Options.IndexOnlyWhatWaits], is most of them). A claim adds its
-// key, a release or a free resolution removes it. A claim or renewal keeps the
-// index alive one record lifetime (the retention window, the record's own when
-// it keeps one, plus a minute) past the record it wrote, so that the Complete
-// ending the claim, which restarts the record's window, never needs to touch
-// the index; an idle tenant's index thus outlives its last record by up to one
-// window. [Store.Sweep] finds the age indexes with SCAN (on every master of a
-// Cluster), walks them with ZSCAN, deletes records expired by the store's
-// clock up to the limit, and drops index entries whose record Redis already
-// expired.
+// [Store.Forget] deletes the tenant's keys from its age index in batches, one
+// script each, then scans the tenant's record keys for any record no index
+// names. [Store.Sweep] finds the age indexes with SCAN (on every master of a
+// Cluster), walks them with ZSCAN, and deletes records expired by the store's
+// clock up to the limit. A claim or renewal keeps the index alive one record
+// lifetime past the record it wrote, so a Complete never touches it.
 //
-// # Listing
-//
-// [Store.List] pages through the tenant's age index by score from the
-// cursor on (ZRANGE BYSCORE, ties ordered by key), reads each batch of
-// records in one pipeline, and keeps the live ones that pass the filters.
-// The scripts keep the age index with the records: a claim adds the key
-// (a takeover rescores it), a release, a free resolution, Forget and Sweep
-// remove it, and every write keeps its physical expiry no shorter than the
-// record's. There is no secondary index by state: a listing of the few
-// indeterminate records of a tenant with many completed ones reads past the
-// completed ones (a pipelined HGETALL each), so in Redis it costs the
-// records it walks, not the page; one call walks at most 8192 entries and
-// then returns what it found, possibly nothing, with a cursor to go on
-// from. [Store.ListAcrossTenants] finds the
+// [Store.List] pages through the tenant's age index by score (ZRANGE
+// BYSCORE), reads each batch of records in one pipeline, and keeps the live
+// ones that pass the filters. There is no index by state: a listing of the
+// few indeterminate records of a tenant with many completed ones reads past
+// the completed ones; one call walks at most 8192 entries and returns what it
+// found with a cursor to go on from. [Store.ListAcrossTenants] finds the
 // tenants with SCAN and merges a page of each.
-//
-// Records claimed by a version before the age index are not listed until
-// [Store.Migrate] has run once (it is idempotent), or until they are claimed
-// again; they expire within the retention window anyway.
 //
 // # Indexing only what waits
 //
 // With [Options.IndexOnlyWhatWaits] (off by default) the age index holds
 // only the records that can need an operator, and the claim of a free key
-// is the one command SET NX GET PX (with [Options.ReplicaAcks], then WAIT):
-// no MULTI, no ZADD, no PEXPIRE of the index. A record enters the index
-// when the claim script writes it (a takeover with Supersede, a claim of a
-// record expired but still in Redis), when it is renewed (a holder that
-// renews runs long, and may die holding it), and when it is marked
-// indeterminate. Renew and MarkIndeterminate index it whatever the option
-// (ZADD GT at the record's claim time: an entry its claim made is left as
-// it is), and the record is packed the same either way, so records written
-// with the option on read the same to every release.
+// is the one command SET NX GET PX (with [Options.ReplicaAcks], then WAIT).
+// A record enters the index when the claim script writes it (a takeover, a
+// claim of an expired record), when it is renewed, and when it is marked
+// indeterminate; records are packed the same either way.
 //
-// The listings ([Store.List], [Store.ListAcrossTenants]), [Store.CountBacklog]
-// and [Store.Sweep] would then miss what the index leaves out: completed
-// records, and pending records within their first lease that nobody
-// renewed, a record whose holder died before its first renewal among them,
-// pending with its lease run out. An operator's command that trusted them
-// would not see those records: idempotencyctl forget, which refuses while a
-// record is held, erased a running claim, and its duplicate ran the effect
-// again. So a Store with the option sets the key P:unindexed before its
-// first claim that no index lists (and again at most once a minute; with
-// [Options.ReplicaAcks] the write waits for the replicas as a claim does,
-// and a claim whose mark they do not acknowledge is indexed instead), and
-// every Store on the prefix that finds that key, with the option or
-// without it, walks the record keys (SCAN on every master) for the
-// listings and the count, and for the sweep after the age indexes: they
-// find every record, and each page, count or sweep costs a walk of the
+// So that no listing misses a record the index leaves out, a Store with the
+// option sets P:unindexed before its first unindexed claim (with
+// [Options.ReplicaAcks], acknowledged by the replicas, or the claim is
+// indexed instead), and every Store on the prefix that finds it walks the
+// record keys (SCAN on every master) for the listings, [Store.CountBacklog]
+// and the sweep: they find every record, and each costs a walk of the
 // keyspace. [Store.ListByScan] walks the tenant's keys whatever the prefix
-// holds; idempotencyctl forget looks for held records with it.
-// [Store.Forget] erases every record of the tenant either way: once the
-// index is empty it scans the tenant's record keys. Records a sweep does not
-// reach are expired by Redis itself (PX, the retention window plus a
-// minute).
-//
-// The option is off by default because releases up to 0.2.0 list from the
-// full index and know nothing of P:unindexed: during a rolling deploy,
-// claims made with it on are invisible to the listings of workers, and to
-// the idempotencyctl, of the previous release.
+// holds; idempotencyctl forget looks for held records with it. Releases up
+// to 0.2.0 know nothing of the mark: turn the option on only once every
+// worker and operator tool runs a release that does.
 //
 // # Waiting
 //
 // A [Store.Wait] subscribes first, then registers on the record (it sets
 // the record's w in the same script that reads it), so every script that
 // later changes the record publishes its Redis key, and a change made before
-// is in what the Wait read. A record nobody waits on is
-// never published: a claim and complete with no duplicate waiting costs no
-// PUBLISH (a Forget always publishes). The first Wait starts one subscriber
-// per Store, which fans the messages out to the waiters on that key;
-// [Store.Close] stops it. A waiter re-reads
+// is in what the Wait read. A record nobody waits on is never published.
+// The first Wait starts one subscriber per Store, which fans the messages
+// out to the waiters; [Store.Close] stops it. A waiter re-reads
 // the record on every wake-up, and also polls with a backoff up to
 // [Options.PollInterval], because messages are lost while the subscriber
 // reconnects and a lease runs out by the clock with no write at all.
@@ -199,11 +153,10 @@
 // fails with [ErrNotReplicated], which matches [store.ErrUnavailable], so
 // the body never runs on it. Taking it back removes only what the claim
 // created (the rule of [store.Store.Claim]): a claim of a free key is
-// deleted, a takeover is left pending with its lease ended, so the lost
-// holder's key is never left free. It costs a replica round trip per claim (1.56×
-// the median claim latency on loopback) and makes a master's slots refuse
-// claims while it has no live replica. docs/RELIABILITY.md has the figures
-// of a real Cluster failing over, and what each deployment shape promises.
+// deleted, a takeover is left pending with its lease ended. It costs a
+// replica round trip per claim and makes a master's slots refuse claims while
+// it has no live replica. docs/RELIABILITY.md says what each deployment shape
+// promises, measured on a real Cluster failing over.
 //
 // With a Cluster client the store asks go-redis to reload its slot map after
 // any "unavailable" error, so the calls of a dead master's slots reach the

@@ -59,8 +59,8 @@
 // two callers cannot both take over the same dead holder.
 //
 // An indeterminate record waits for a person: [Store.Resolve] either records
-// the outcome they established ([DecisionComplete]) or frees the key
-// ([DecisionFree]). A decision carries who made it, why and a reference
+// the outcome they established ([ActionComplete]) or frees the key
+// ([ActionFree]). A decision carries who made it, why and a reference
 // (ResolveParams.By, Reason, Reference); a completed record keeps them, with
 // the action and the time, as its [Resolution], and a new claim of the key
 // starts without one. A decision made on one record is fenced by its token
@@ -87,23 +87,11 @@
 // the key held by a holder presumed gone, as it would have found the
 // superseded record.
 //
-// Why ended rather than restored: ending the lease is one fenced write the
-// store can always make from the token alone, whatever the caller learnt;
-// restoring needs the superseded record exactly as it stood when it was
-// replaced (a renewal may have moved its lease after the caller read it),
-// so every takeover would have to carry a copy of the record it replaced,
-// and the restore would race the waiters that had already seen the
-// takeover. What ending gives up is small: the record names the undone
-// claimer rather than the lost holder (same workflow and activity, another
-// attempt), and a lost holder that is in fact alive cannot record under its
-// old token, as after any takeover. What decides the next caller's path —
-// pending, lease run out, so EFFECTFUL ends indeterminate and IDEMPOTENT
-// takes over — is the same either way. The store keeps the holder as the
-// claimer gave it; a caller that reads a fact from it (the dispatcher reads
-// whether a record was only ever held inside transactions, see package
-// interceptor) must claim a takeover under a holder that keeps that fact of
-// the record it replaces, so that an undone takeover tells the next caller
-// what the superseded record would have.
+// Ending the lease is one fenced write the store can always make from the
+// token alone, and the next caller's path is the same as with the superseded
+// record (pending, lease run out). A caller that reads a fact from the holder
+// (the dispatcher reads whether a record was only ever held inside
+// transactions) must claim a takeover under a holder that keeps that fact.
 //
 // # Fencing tokens
 //
