@@ -50,6 +50,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -308,13 +309,23 @@ func (s callState) String() string {
 //
 // A wait never acquires: its answer is a record to judge, or a key to
 // claim again. A store that did not answer sends the same claim again, or
-// ends the call.
+// ends the call. Every move, the ones out of storeDown included, is
+// judge's verdict, made by move.
 var moves = map[callState][]callState{
 	stateClaiming:   {stateAcquired, stateAnswered, stateWaiting, stateTakingOver, stateClaiming, stateStoreDown, stateNotRun},
 	stateTakingOver: {stateAcquired, stateAnswered, stateWaiting, stateTakingOver, stateClaiming, stateStoreDown, stateNotRun},
 	stateWaiting:    {stateAnswered, stateWaiting, stateTakingOver, stateClaiming, stateStoreDown, stateNotRun},
 	stateStoreDown:  {stateClaiming, stateTakingOver, stateNotRun},
 }
+
+// final reports whether s ends the acquisition.
+func (s callState) final() bool {
+	return s == stateAcquired || s == stateAnswered || s == stateNotRun
+}
+
+// trailLen is how many of its last states a call keeps, for the panic of
+// an illegal move to say how it got there.
+const trailLen = 8
 
 // acquisition is what the claim loop knows between its states.
 type acquisition struct {
@@ -323,82 +334,134 @@ type acquisition struct {
 	err    error         // the store's last failure
 	lost   *store.Record // the record of the holder presumed gone, being taken over
 	waited time.Duration // how long the call waited for other holders in all
-	retry  *retrier
+	// resumed is the storeDown state's outcome: whether the retrier
+	// paused and lets the same claim be made again.
+	resumed bool
+	retry   *retrier
+	// trail holds the states the call went through, the last trailLen of
+	// them (moved counts them all).
+	trail [trailLen]callState
+	moved int
 }
 
 // move goes to next, panicking on a move the table does not allow: an
-// illegal move is a bug in judge, never a condition to handle.
+// illegal move is a bug in judge, never a condition to handle. The panic
+// names the states the call went through.
 func (a *acquisition) move(next callState) {
 	for _, s := range moves[a.state] {
 		if s == next {
+			a.trail[a.moved%trailLen] = a.state
+			a.moved++
 			a.state = next
 			return
 		}
 	}
-	panic(fmt.Sprintf("idempotency: illegal move of a call from %s to %s", a.state, next))
+	panic(fmt.Sprintf("idempotency: illegal move of a call from %s to %s (trail: %s)", a.state, next, a.trailString()))
+}
+
+// trailString is the trail of states that led to the current one, oldest
+// first: "claiming → waiting → storeDown".
+func (a *acquisition) trailString() string {
+	var b strings.Builder
+	if a.moved > trailLen {
+		b.WriteString("… → ")
+	}
+	for i := max(0, a.moved-trailLen); i < a.moved; i++ {
+		b.WriteString(a.trail[i%trailLen].String())
+		b.WriteString(" → ")
+	}
+	b.WriteString(a.state.String())
+	return b.String()
 }
 
 // acquire runs the claim loop until the claim is this execution's
 // (stateAcquired, lost set on a takeover) or the call ends without it
-// (stateAnswered, stateNotRun).
+// (stateAnswered, stateNotRun). Each pass makes the one store call (or,
+// in storeDown, the one pause) its state stands for, then applies judge's
+// verdict on what came of it.
 func (x *execution) acquire(ctx context.Context) *acquisition {
 	a := &acquisition{state: stateClaiming, retry: x.storeRetry(ctx)}
-	a.res, a.err = x.claim(ctx, nil)
 	for {
-		a.move(x.judge(ctx, a))
 		switch a.state {
-		case stateAcquired, stateAnswered, stateNotRun:
-			return a
+		case stateClaiming, stateTakingOver:
+			a.res, a.err = x.claim(ctx, a.lost)
 		case stateWaiting:
 			var d time.Duration
 			a.res, d, a.err = x.wait(ctx, a.res.Record.Token)
 			a.waited += d
 		case stateStoreDown:
-			if !a.retry.again(ctx, a.err) {
-				a.move(stateNotRun)
-				return a
-			}
-			// The store could not answer and no body was entered: ask
-			// again, as the same claim, once it may be back.
-			if a.lost != nil {
-				a.move(stateTakingOver)
-			} else {
-				a.move(stateClaiming)
-			}
-			a.res, a.err = x.claim(ctx, a.lost)
-		default: // claiming, takingOver
-			a.res, a.err = x.claim(ctx, a.lost)
+			// The store could not answer and no body was entered: once it
+			// may be back, the same claim is made again.
+			a.resumed = a.retry.again(ctx, a.err)
+		}
+		v := judge(a, ctx.Err(), x.check)
+		if v.answered {
+			a.retry.answered()
+		}
+		a.lost = v.lost
+		if v.err != nil {
+			a.err = v.err
+		}
+		if v.next == stateAcquired {
+			x.token = a.res.Record.Token
+		}
+		a.move(v.next)
+		if a.state.final() {
+			return a
 		}
 	}
 }
 
-// judge turns the store's last answer into the call's next state.
-func (x *execution) judge(ctx context.Context, a *acquisition) callState {
-	if a.err != nil {
-		if ctx.Err() != nil || errors.Is(a.err, store.ErrInvalid) {
-			return stateNotRun
+// verdict is judge's decision: the call's next state and what the claim
+// loop keeps with it. judge writes nothing; acquire applies it.
+type verdict struct {
+	next callState
+	// lost is the record of the holder presumed gone that the call takes
+	// over from now on; nil when it takes over none.
+	lost *store.Record
+	// answered says the store answered: the outage, if any, is over, and
+	// the next failure starts a new one.
+	answered bool
+	// err replaces the acquisition's error: why the call ends not run
+	// when the store's answer is one nobody can act on.
+	err error
+}
+
+// judge turns what the last step of the acquisition came to (the store's
+// answer, or in storeDown whether it may be asked again) into the call's
+// next state. ctxErr is the activity context's error; check the digest of
+// the call's checked arguments. It is a pure function of them.
+func judge(a *acquisition, ctxErr error, check keyspace.Check) verdict {
+	if a.state == stateStoreDown {
+		switch {
+		case !a.resumed:
+			return verdict{next: stateNotRun, lost: a.lost}
+		case a.lost != nil:
+			return verdict{next: stateTakingOver, lost: a.lost}
 		}
-		return stateStoreDown
+		return verdict{next: stateClaiming}
+	}
+	if a.err != nil {
+		if ctxErr != nil || errors.Is(a.err, store.ErrInvalid) {
+			return verdict{next: stateNotRun, lost: a.lost}
+		}
+		return verdict{next: stateStoreDown, lost: a.lost}
 	}
 	res := a.res
-	if !(res.Status == store.StatusHeld && res.LeaseExpired) {
-		// The store answered, and the outage, if any, is over. A holder
-		// gone is not that answer: after a takeover the store took back
-		// (too few replicas acknowledged it, or its answer was lost and
-		// the store undid it), the next claim finds the undone takeover's
-		// own record, and a window started afresh on it would take the key
-		// over again and again until the activity's deadline.
-		a.retry.answered()
-	}
+	// The store answered, and the outage, if any, is over. A holder gone
+	// is not that answer: after a takeover the store took back (too few
+	// replicas acknowledged it, or its answer was lost and the store
+	// undid it), the next claim finds the undone takeover's own record,
+	// and a window started afresh on it would take the key over again and
+	// again until the activity's deadline.
+	answered := !(res.Status == store.StatusHeld && res.LeaseExpired)
 	switch {
 	case res.Status == store.StatusAcquired && a.state != stateWaiting:
-		x.token = res.Record.Token
-		return stateAcquired
+		return verdict{next: stateAcquired, lost: a.lost, answered: answered}
 	case res.Status == store.StatusCompleted, res.Status == store.StatusIndeterminate:
-		return stateAnswered
+		return verdict{next: stateAnswered, lost: a.lost, answered: answered}
 	case res.Status == store.StatusFree:
-		a.lost = nil
-		return stateClaiming
+		return verdict{next: stateClaiming, answered: answered}
 	case res.Status == store.StatusHeld:
 		if !res.LeaseExpired {
 			// A live holder, waited for — even an earlier attempt of this
@@ -406,24 +469,22 @@ func (x *execution) judge(ctx context.Context, a *acquisition) callState {
 			// running (it renews until the body returns) and may yet
 			// record. Whatever was presumed lost before is not what holds
 			// the key now.
-			a.lost = nil
-			return stateWaiting
+			return verdict{next: stateWaiting, answered: answered}
 		}
-		if x.mismatched(res.Record) {
+		if mismatched(check, res.Record) {
 			// Taking it over would mark another call's effect indeterminate
 			// (or probe it, or run the body) as this call's.
-			return stateAnswered
+			return verdict{next: stateAnswered, lost: a.lost}
 		}
 		// The holder is gone: its lease ran out. Take the key over, then
 		// run the body (IDEMPOTENT) or find out the outcome (EFFECTFUL).
 		rec := res.Record
-		a.lost = &rec
-		return stateTakingOver
+		return verdict{next: stateTakingOver, lost: &rec}
 	}
 	// An unknown status, or a wait answered as a claim (the contract
 	// gives StatusAcquired to Claim only).
-	a.err = fmt.Errorf("idempotency: store answered with unknown status %d", res.Status)
-	return stateNotRun
+	return verdict{next: stateNotRun, lost: a.lost, answered: answered,
+		err: fmt.Errorf("idempotency: store answered with unknown status %d", res.Status)}
 }
 
 // unclaimed ends a call the acquisition ended without a claim.
@@ -432,7 +493,7 @@ func (x *execution) unclaimed(ctx context.Context, a *acquisition) (any, error) 
 		return nil, x.storeFailed(ctx, a.err)
 	}
 	rec := a.res.Record
-	if x.mismatched(rec) {
+	if mismatched(x.check, rec) {
 		waited := a.waited
 		if a.res.Status == store.StatusHeld {
 			waited = 0

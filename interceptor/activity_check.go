@@ -25,12 +25,12 @@ func (x *execution) deriveCheck(secret *keyspace.Secret, tenant, run string, arg
 }
 
 // mismatched reports whether rec was made by a call with other values of
-// the checked arguments than this execution's. A record without a digest
+// the checked arguments than the call whose digest is check. A record without a digest
 // (written before checks, or by a declaration that checked nothing) or one
 // made under other checked names cannot be said to differ: it is no
 // mismatch.
-func (x *execution) mismatched(rec store.Record) bool {
-	return x.check != "" && x.check.Differs(keyspace.Check(rec.Check))
+func mismatched(check keyspace.Check, rec store.Record) bool {
+	return check != "" && check.Differs(keyspace.Check(rec.Check))
 }
 
 // found names how an execution that waited (or not) met a record.
