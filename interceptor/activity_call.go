@@ -131,22 +131,29 @@ type execution struct {
 	// (NexusOperation), which is no activity.
 	nexus *nexusCall
 
-	tenant string
-	key    string
-	check  keyspace.Check // the digest of the checked arguments; "" for none
-	holder string         // this attempt's name, without transactionalHolder
-	token  int64
+	identity       // what prepare derived: who the call is, in the store
+	token    int64 // the claim's token, once acquired
 	// leaseFrom is when the last claim or renewal the store acknowledged
 	// was sent: the lease holds at least until leaseFrom + Lease. Written
 	// by the renewer while it runs, read once it has stopped.
 	leaseFrom atomic.Int64 // UnixNano
 }
 
+// identity is who a call is in the store, as prepare derives it once.
+type identity struct {
+	tenant string
+	key    string
+	check  keyspace.Check // the digest of the checked arguments; "" for none
+	holder string         // this attempt's name, without transactionalHolder
+}
+
 // run takes one call through its four steps; see the top of this file.
 func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
-	if err := x.prepare(ctx, in.Args); err != nil {
+	id, err := x.prepare(ctx, in.Args)
+	if err != nil {
 		return nil, err
 	}
+	x.identity = id
 	// From here a timeout of this call carries its key (EFFECTFUL).
 	x.mark(ctx, activity.StageClaiming, true)
 	a := x.acquire(ctx)
@@ -156,51 +163,55 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 	return x.execute(ctx, in, a.lost)
 }
 
-// prepare resolves the tenant, the run, the key, the check and the holder,
-// or returns the error the call ends with.
-func (x *execution) prepare(ctx context.Context, args []any) error {
+// prepare derives the call's identity: its tenant, the run its key is
+// scoped by, its key and check (one derivation of the declaration) and
+// this attempt's holder name; or it returns the error the call ends with.
+// An end reported on the way names what is known of the identity by then.
+func (x *execution) prepare(ctx context.Context, args []any) (identity, error) {
+	var id identity
+	known := func() { x.identity, x.event.Tenant, x.event.Key = id, id.tenant, id.key }
 	tenant, err := x.resolveTenant(ctx)
 	if err != nil {
-		return err
+		return id, err
 	}
-	x.tenant, x.event.Tenant = tenant, tenant
+	id.tenant = tenant
+	known()
 	run, resetRun, err := x.scopeRun(ctx)
 	if err != nil {
-		return err
+		return id, err
 	}
 	// The secret the workflow's keys are derived under, if any: see
 	// KeySecretChangeID.
 	secret, err := x.keySecret(ctx)
 	if err != nil {
-		return err
+		return id, err
 	}
-	key, err := x.decl.KeyUnder(secret, tenant, run, args)
+	key, check, err := x.decl.Identity(secret, tenant, run, args)
 	if err != nil {
-		return x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
+		return id, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
 	}
-	x.key, x.event.Key = string(key), string(key)
+	id.key = string(key)
+	known()
 	if secret != nil {
 		// The generation names these bytes in this tenant's store, or
 		// the call claims nothing derived from them.
 		if err := x.bindSecret(ctx, tenant, secret); err != nil {
-			return err
+			return id, err
 		}
 	}
 	if (x.nexus != nil || (resetRun || x.opts.Scope == ScopeWorkflow) && !standalone(x.info)) && len(x.root.secrets) > 0 {
-		k, s, err := x.keyOfAnEarlierRun(ctx, tenant, run, args, key, secret)
+		k, c, err := x.keyOfAnEarlierRun(ctx, tenant, run, args, key, check, secret)
 		if err != nil {
 			// Nothing ran: the store could not say which derivation
 			// holds the earlier run's record, if any does.
-			return x.storeFailed(ctx, err)
+			return id, x.storeFailed(ctx, err)
 		}
-		key, secret = k, s
+		key, check = k, c
 	}
-	x.key, x.event.Key = string(key), string(key)
-	if err := x.deriveCheck(secret, tenant, run, args); err != nil {
-		return x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
-	}
-	x.holder = holderName(x.info, x.opts.Identity)
-	return nil
+	id.key, id.check = string(key), check
+	id.holder = holderName(x.info, x.opts.Identity)
+	known()
+	return id, nil
 }
 
 // resolveTenant returns the call's tenant, or the error that refuses it.

@@ -13,17 +13,6 @@ import (
 // and its per-activity retention (Policy.Retention); dispatch.go calls it
 // on every path that answers from a record.
 
-// deriveCheck derives the digest of the execution's checked arguments, if
-// its declaration checks any.
-func (x *execution) deriveCheck(secret *keyspace.Secret, tenant, run string, args []any) error {
-	c, err := x.decl.CheckUnder(secret, tenant, run, args)
-	if err != nil {
-		return err
-	}
-	x.check = c
-	return nil
-}
-
 // mismatched reports whether rec was made by a call with other values of
 // the checked arguments than the call whose digest is check. A record without a digest
 // (written before checks, or by a declaration that checked nothing) or one

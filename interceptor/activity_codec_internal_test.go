@@ -84,7 +84,7 @@ func TestAnswerUndoesTheStoresCodec(t *testing.T) {
 	t.Parallel()
 	dc := converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), converter.NewZlibCodec(converter.ZlibCodecOptions{AlwaysEncode: true}))
 	x := &execution{dc: dc, decl: activity.MustDeclare(func(context.Context, string) (string, error) { return "", nil },
-		activity.Policy{Name: "Book", Kind: activity.KindEffectful, Params: []string{"flight"}, KeyArguments: []string{"flight"}}), key: "k"}
+		activity.Policy{Name: "Book", Kind: activity.KindEffectful, Params: []string{"flight"}, KeyArguments: []string{"flight"}}), identity: identity{key: "k"}}
 	recorded, err := dc.ToPayloads("seat 1")
 	require.NoError(t, err)
 	require.Equal(t, "binary/zlib", string(recorded.Payloads[0].Metadata[converter.MetadataEncoding]))
