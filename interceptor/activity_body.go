@@ -69,8 +69,8 @@ func (x *execution) runUnderLease(ctx, base context.Context, in *interceptor.Exe
 	}, func(err error) {
 		lapsed.Store(true)
 		cancelBody(ErrLeaseLapsed)
-		x.count(MetricLeaseLapsed)
-		x.observe(ctx, EventLeaseLapsed, err)
+		x.rep.count(MetricLeaseLapsed)
+		x.rep.observe(ctx, EventLeaseLapsed, err)
 	})
 	var run bodyRun
 	func() {
@@ -105,7 +105,7 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 	// activity's context has ended.
 	sctx, cancel := x.storeContext(ctx)
 	defer cancel()
-	x.settle(sctx, v.settlement)
+	x.settler().settle(sctx, v.settlement)
 	if run.panicked != nil {
 		panic(run.panicked)
 	}
@@ -171,10 +171,10 @@ func (x *execution) supersededBody(ctx context.Context, run bodyRun) (any, error
 	if run.panicked == nil && err != nil && !x.decl.IsDefinite(err) &&
 		x.kind == activity.KindEffectful && !activity.IsNoEffect(err) {
 		// Stopped half-way, an EFFECTFUL body may have had its effect.
-		x.superseded(ctx, run.superseded, false)
+		x.rep.superseded(ctx, run.superseded, false)
 		return nil, x.indeterminate(ctx, activity.ReasonHolderLost, true, fmt.Errorf("%w: %w", ErrSuperseded, err))
 	}
-	x.superseded(ctx, run.superseded, true)
+	x.rep.superseded(ctx, run.superseded, true)
 	switch {
 	case run.panicked != nil:
 		panic(run.panicked)
@@ -292,7 +292,7 @@ func (r *renewer) loop(ctx, rctx context.Context, lost func(error)) {
 			r.mu.Lock()
 			r.lastErr = err
 			r.mu.Unlock()
-			x.storeError(ctx, fmt.Errorf("renewing the lease: %w", err))
+			x.rep.storeError(ctx, fmt.Errorf("renewing the lease: %w", err))
 		}
 	}
 }

@@ -55,7 +55,6 @@ import (
 	"time"
 
 	sdkactivity "go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 
@@ -84,17 +83,17 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		return a.Next.ExecuteActivity(ctx, in)
 	}
 	x := &execution{
-		root:  a.root,
-		opts:  &a.root.opts,
-		next:  a.Next,
-		decl:  decl,
-		kind:  decl.Kind(),
-		info:  info,
-		event: baseEvent(decl, info),
-		dc:    a.root.opts.dataConverter(ctx),
-		out:   a.out,
+		root: a.root,
+		opts: &a.root.opts,
+		next: a.Next,
+		decl: decl,
+		kind: decl.Kind(),
+		info: info,
+		rep:  reporter{opts: &a.root.opts, event: baseEvent(decl, info)},
+		dc:   a.root.opts.dataConverter(ctx),
+		out:  a.out,
 	}
-	x.metrics = sdkactivity.GetMetricsHandler(ctx).WithTags(map[string]string{
+	x.rep.metrics = sdkactivity.GetMetricsHandler(ctx).WithTags(map[string]string{
 		"activity_type":    decl.Name(),
 		"idempotency_kind": decl.Kind().String(),
 	})
@@ -114,14 +113,13 @@ func baseEvent(decl *activity.Declaration, info sdkactivity.Info) Event {
 
 // execution is one activity execution going through the dispatcher.
 type execution struct {
-	root    *Interceptor
-	opts    *Options
-	next    interceptor.ActivityInboundInterceptor
-	decl    *activity.Declaration
-	kind    activity.Kind
-	info    sdkactivity.Info
-	metrics client.MetricsHandler
-	event   Event // the fields every event of this execution shares
+	root *Interceptor
+	opts *Options
+	next interceptor.ActivityInboundInterceptor
+	decl *activity.Declaration
+	kind activity.Kind
+	info sdkactivity.Info
+	rep  reporter // its events and metrics
 	// dc records outcomes; see Options.dataConverter. What goes back to
 	// the SDK is never encoded with it: the SDK encodes results itself.
 	dc converter.DataConverter
@@ -169,7 +167,7 @@ func (x *execution) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 // An end reported on the way names what is known of the identity by then.
 func (x *execution) prepare(ctx context.Context, args []any) (identity, error) {
 	var id identity
-	known := func() { x.identity, x.event.Tenant, x.event.Key = id, id.tenant, id.key }
+	known := func() { x.identity, x.rep.event.Tenant, x.rep.event.Key = id, id.tenant, id.key }
 	tenant, err := x.resolveTenant(ctx)
 	if err != nil {
 		return id, err
@@ -533,8 +531,8 @@ func (x *execution) execute(ctx context.Context, in *interceptor.ExecuteActivity
 		if x.kind == activity.KindEffectful && !(x.decl.IsTransactional() && clean) {
 			return x.holderLost(ctx, lost)
 		}
-		x.observe(ctx, EventTakenOver, nil)
-		x.count(MetricTakeovers)
+		x.rep.observe(ctx, EventTakenOver, nil)
+		x.rep.count(MetricTakeovers)
 	}
 	if x.decl.IsTransactional() {
 		return x.runTransactional(ctx, in)
@@ -597,7 +595,7 @@ func (r *retrier) again(ctx context.Context, err error) bool {
 	if !time.Now().Add(r.pause.Peek()).Before(r.until) {
 		return false
 	}
-	r.x.storeError(ctx, err)
+	r.x.rep.storeError(ctx, err)
 	r.x.heartbeat(ctx)
 	return r.pause.Sleep(ctx)
 }
@@ -626,13 +624,13 @@ func (x *execution) claim(ctx context.Context, lost *store.Record) (store.Result
 			Attempt:      x.info.Attempt,
 		},
 	})
-	x.metrics.Timer(MetricClaimLatency).Record(time.Since(start))
+	x.rep.metrics.Timer(MetricClaimLatency).Record(time.Since(start))
 	if err == nil && res.Status == store.StatusAcquired {
 		x.leaseFrom.Store(start.UnixNano())
-		x.count(MetricClaims)
-		x.event.Duration = time.Since(start)
-		x.observe(ctx, EventClaimed, nil)
-		x.event.Duration = 0
+		x.rep.count(MetricClaims)
+		x.rep.event.Duration = time.Since(start)
+		x.rep.observe(ctx, EventClaimed, nil)
+		x.rep.event.Duration = 0
 	}
 	return res, err
 }
@@ -641,8 +639,8 @@ func (x *execution) claim(ctx context.Context, lost *store.Record) (store.Result
 // its lease ran out, heartbeating as it goes so Temporal knows this
 // execution is alive.
 func (x *execution) wait(ctx context.Context, token int64) (store.Result, time.Duration, error) {
-	x.observe(ctx, EventWaiting, nil)
-	x.count(MetricWaits)
+	x.rep.observe(ctx, EventWaiting, nil)
+	x.rep.count(MetricWaits)
 	x.mark(ctx, activity.StageWaiting, true)
 	start := time.Now()
 	every := x.opts.WaitHeartbeat
@@ -651,8 +649,8 @@ func (x *execution) wait(ctx context.Context, token int64) (store.Result, time.D
 	}
 	defer func() {
 		d := time.Since(start)
-		x.metrics.Timer(MetricWaitLatency).Record(d)
-		x.waited(ctx, d)
+		x.rep.metrics.Timer(MetricWaitLatency).Record(d)
+		x.rep.waited(ctx, d)
 	}()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, every)

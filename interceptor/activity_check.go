@@ -53,14 +53,6 @@ func (x *execution) argumentsMismatch(ctx context.Context, rec store.Record, how
 		ActivityID:       x.info.ActivityID,
 	}
 	err := activity.NewArgumentsMismatchError(m)
-	x.endEvent(ctx, EventArgumentsMismatch, MetricArgumentsMismatch, err)
+	x.rep.endEvent(ctx, EventArgumentsMismatch, MetricArgumentsMismatch, err)
 	return err
-}
-
-// waited reports the end of a wait for another holder, with how long it
-// took.
-func (x *execution) waited(ctx context.Context, d time.Duration) {
-	e := x.event
-	e.Kind, e.Duration = EventWaited, d
-	x.emit(ctx, e)
 }

@@ -132,19 +132,6 @@ func EncodeFailure(dc converter.DataConverter, err error) ([]byte, error) {
 	return proto.Marshal(p)
 }
 
-// recordFailure records err, a definite outcome of the body, as the key's
-// outcome, for every duplicate to receive.
-func (x *execution) recordFailure(ctx context.Context, err error) {
-	payloads, perr := encodeFailure(x.dc, err)
-	if perr != nil {
-		// The failure cannot be recorded: the key is freed, as for a
-		// failure with no effect, rather than left to read as unknown.
-		x.release(ctx, fmt.Errorf("recording a definite failure: %w (the failure: %w)", perr, err))
-		return
-	}
-	x.record(ctx, payloads)
-}
-
 // unreadable is the non-retryable error for a recorded outcome that cannot
 // be turned back into a result.
 func (x *execution) unreadable(err error) error {

@@ -63,13 +63,13 @@ func (x *execution) unknownOutcome(actx context.Context, reason activity.Reason,
 	if superseded != nil {
 		// The key is another caller's now: nothing may be written under
 		// it, whatever the probe said.
-		x.superseded(sctx, superseded, false)
-		x.probed(sctx, EventProbeUnsettled, MetricProbeUnsettled, reason, ErrSuperseded)
+		x.rep.superseded(sctx, superseded, false)
+		x.rep.probed(sctx, EventProbeUnsettled, MetricProbeUnsettled, reason, ErrSuperseded)
 		return nil, x.indeterminate(sctx, activity.ReasonHolderLost, entered,
 			fmt.Errorf("%w while its probe ran: %w", ErrSuperseded, cause))
 	}
 	s, result, err := x.judgeProbe(sctx, ans, perr, reason, entered, cause)
-	x.settle(sctx, s)
+	x.settler().settle(sctx, s)
 	if s.how == settleMark {
 		return nil, x.indeterminate(sctx, reason, entered, s.cause)
 	}
@@ -85,7 +85,7 @@ func (x *execution) judgeProbe(ctx context.Context, ans activity.ProbeAnswer, pe
 	if perr == nil && ans.Landing == activity.Landed {
 		payloads, err := x.encode(ans.Result)
 		if err == nil {
-			x.probed(ctx, EventProbeLanded, MetricProbeLanded, reason, nil)
+			x.rep.probed(ctx, EventProbeLanded, MetricProbeLanded, reason, nil)
 			// Returned as the body would have returned it: the SDK encodes
 			// it with the worker's converter and codecs.
 			return settlement{how: settleRecord, payloads: payloads}, ans.Result, nil
@@ -93,7 +93,7 @@ func (x *execution) judgeProbe(ctx context.Context, ans activity.ProbeAnswer, pe
 		perr = fmt.Errorf("idempotency: the probe's result: %w", err)
 	}
 	if perr == nil && ans.Landing == activity.NotLanded {
-		x.probed(ctx, EventProbeNotLanded, MetricProbeNotLanded, reason, nil)
+		x.rep.probed(ctx, EventProbeNotLanded, MetricProbeNotLanded, reason, nil)
 		return settlement{how: settleRelease, cause: cause}, nil, notLanded(x.decl.Name(), reason, cause)
 	}
 	if perr == nil && ans.Landing != activity.CannotTell {
@@ -102,9 +102,9 @@ func (x *execution) judgeProbe(ctx context.Context, ans activity.ProbeAnswer, pe
 	if errors.Is(perr, errProbeLate) {
 		// Slowness of the probe's own, told apart from a probe that could
 		// not tell or failed.
-		x.probed(ctx, EventProbeLate, MetricProbeLate, reason, perr)
+		x.rep.probed(ctx, EventProbeLate, MetricProbeLate, reason, perr)
 	} else {
-		x.probed(ctx, EventProbeUnsettled, MetricProbeUnsettled, reason, perr)
+		x.rep.probed(ctx, EventProbeUnsettled, MetricProbeUnsettled, reason, perr)
 	}
 	if perr != nil {
 		cause = fmt.Errorf("%w (probe: %w)", cause, perr)
@@ -118,9 +118,9 @@ func (x *execution) judgeProbe(ctx context.Context, ans activity.ProbeAnswer, pe
 // probeContext) and its cancellation — and gives up on it when that context
 // ends, whether or not the probe honours it. A probe that panics has failed.
 func (x *execution) askProbe(ctx context.Context, probe activity.Probe, reason activity.Reason, entered bool) (activity.ProbeAnswer, error) {
-	x.count(MetricProbes)
+	x.rep.count(MetricProbes)
 	start := time.Now()
-	defer func() { x.metrics.Timer(MetricProbeLatency).Record(time.Since(start)) }()
+	defer func() { x.rep.metrics.Timer(MetricProbeLatency).Record(time.Since(start)) }()
 	if err := ctx.Err(); err != nil {
 		return activity.ProbeAnswer{}, fmt.Errorf("%w: %w", errProbeLate, context.Cause(ctx))
 	}
@@ -210,12 +210,4 @@ func notLanded(name string, reason activity.Reason, cause error) error {
 	return benignError(
 		fmt.Sprintf("idempotency: activity %q: %s, and its probe says the effect did not land; the key is free", name, reason),
 		decision.ErrorTypeNotLanded, cause)
-}
-
-// probed reports what a probe settled.
-func (x *execution) probed(ctx context.Context, kind EventKind, metric string, reason activity.Reason, err error) {
-	x.count(metric)
-	e := x.event
-	e.Kind, e.Reason, e.Err = kind, reason, err
-	x.emit(ctx, e)
 }

@@ -114,7 +114,7 @@ func (x *execution) keySecret(ctx context.Context) (*keyspace.Secret, error) {
 	}
 	cause := fmt.Errorf("idempotency: the workflow's keys are derived under the secret of generation %d, which this worker does not hold: "+
 		"give it in interceptor.Options.KeySecrets (or KeySecret) of every worker of the task queue", gen)
-	x.endEvent(ctx, EventMisconfigured, MetricMisconfigured, cause)
+	x.rep.endEvent(ctx, EventMisconfigured, MetricMisconfigured, cause)
 	return nil, temporal.NewApplicationError(fmt.Sprintf("idempotency: activity %q was not run: %v", x.decl.Name(), cause),
 		decision.ErrorTypeUnknownKeySecret)
 }

@@ -75,7 +75,7 @@ func (x *execution) bindSecret(ctx context.Context, tenant string, s *keyspace.S
 			if err != nil {
 				cause = fmt.Errorf("idempotency: keys of tenant %q under the secret of generation %d are not derived: %w", tenant, s.Generation(), err)
 			}
-			x.endEvent(ctx, EventMisconfigured, MetricMisconfigured, cause)
+			x.rep.endEvent(ctx, EventMisconfigured, MetricMisconfigured, cause)
 			return temporal.NewApplicationError(fmt.Sprintf("idempotency: activity %q was not run: %v", x.decl.Name(), cause),
 				decision.ErrorTypeUnknownKeySecret)
 		case errors.Is(err, store.ErrInvalid), !retry.again(ctx, err):

@@ -165,11 +165,11 @@ func (i *Interceptor) runNexus(ctx context.Context, decl *activity.Declaration, 
 		decl:  decl,
 		kind:  decl.Kind(),
 		info:  info,
-		event: baseEvent(decl, info),
+		rep:   reporter{opts: &i.opts, event: baseEvent(decl, info)},
 		dc:    i.opts.dataConverter(ctx),
 		nexus: call,
 	}
-	x.metrics = temporalnexus.GetMetricsHandler(ctx).WithTags(map[string]string{
+	x.rep.metrics = temporalnexus.GetMetricsHandler(ctx).WithTags(map[string]string{
 		"activity_type":    decl.Name(),
 		"idempotency_kind": decl.Kind().String(),
 	})
