@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/interceptor"
 
 	"github.com/tesserix/idempotency/activity"
@@ -95,7 +94,7 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 	if run.superseded != nil {
 		return x.supersededBody(ctx, run)
 	}
-	v := x.judgeBody(run)
+	v := judgeBody(x.decl, x.codec, run)
 	if v.unknown != nil {
 		// Nobody can state the outcome yet: the probe, if declared, is
 		// asked first, with a store budget of its own once it answered.
@@ -103,7 +102,7 @@ func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivity
 	}
 	// The body has returned: what follows must happen even if the
 	// activity's context has ended.
-	sctx, cancel := x.storeContext(ctx)
+	sctx, cancel := storeContext(ctx, x.opts.StoreTimeout)
 	defer cancel()
 	x.settler().settle(sctx, v.settlement)
 	if run.panicked != nil {
@@ -126,13 +125,14 @@ type bodyVerdict struct {
 	reason  activity.Reason // why it is unknown
 }
 
-// judgeBody turns what a body under a claim still held returned into its
-// verdict.
-func (x *execution) judgeBody(run bodyRun) bodyVerdict {
+// judgeBody turns what a body of decl under a claim still held returned
+// into its verdict, encoding a result with c. It writes nothing.
+func judgeBody(decl *activity.Declaration, c codec, run bodyRun) bodyVerdict {
+	kind := decl.Kind()
 	err := run.err
-	effect := x.kind == activity.KindEffectful && !activity.IsNoEffect(err)
+	effect := kind == activity.KindEffectful && !activity.IsNoEffect(err)
 	switch {
-	case err != nil && run.panicked == nil && x.decl.IsDefinite(err):
+	case err != nil && run.panicked == nil && decl.IsDefinite(err):
 		// A definite outcome: recorded, and answered to every duplicate.
 		return bodyVerdict{settlement: settlement{how: settleFailure, cause: err}, err: err}
 	case run.lapsed && err != nil && effect:
@@ -141,7 +141,7 @@ func (x *execution) judgeBody(run bodyRun) bodyVerdict {
 		return bodyVerdict{unknown: fmt.Errorf("%w: %w", ErrLeaseLapsed, err), reason: activity.ReasonHolderLost}
 	case run.panicked != nil:
 		perr := fmt.Errorf("activity panicked: %v", run.panicked)
-		if x.kind == activity.KindEffectful {
+		if kind == activity.KindEffectful {
 			return bodyVerdict{unknown: perr, reason: activity.ReasonBodyFailed}
 		}
 		return bodyVerdict{settlement: settlement{how: settleRelease, cause: perr}}
@@ -151,11 +151,11 @@ func (x *execution) judgeBody(run bodyRun) bodyVerdict {
 		err = activity.UnwrapNoEffect(err)
 		return bodyVerdict{settlement: settlement{how: settleRelease, cause: err}, err: err}
 	}
-	payloads, err := x.encode(run.result)
+	payloads, err := c.encode(run.result)
 	if err != nil {
 		// The body ran but its result cannot cross the wire; Temporal would
 		// fail the attempt the same way.
-		if x.kind == activity.KindEffectful {
+		if kind == activity.KindEffectful {
 			return bodyVerdict{unknown: err, reason: activity.ReasonBodyFailed}
 		}
 		return bodyVerdict{settlement: settlement{how: settleRelease, cause: err}, err: err}
@@ -184,7 +184,7 @@ func (x *execution) supersededBody(ctx context.Context, run bodyRun) (any, error
 		// Known, though it can no longer be recorded under the key.
 		return nil, err
 	}
-	return nil, x.supersededError(err)
+	return nil, supersededError(x.decl.Name(), err)
 }
 
 // renew keeps the claim's lease alive until the returned function is
@@ -297,20 +297,6 @@ func (r *renewer) loop(ctx, rctx context.Context, lost func(error)) {
 	}
 }
 
-func (x *execution) encode(result any) (*commonpb.Payloads, error) {
-	if result == nil {
-		return nil, nil
-	}
-	if p, ok := result.(*commonpb.Payloads); ok {
-		return p, nil
-	}
-	p, err := x.dc.ToPayloads(result)
-	if err != nil {
-		return nil, fmt.Errorf("idempotency: encoding the result of %s: %w", x.decl.Name(), err)
-	}
-	return p, nil
-}
-
 // holderLost handles an EFFECTFUL key taken over from a holder that is gone:
 // its effect may have landed, so, unless the declaration's probe can say
 // what happened, the key is marked indeterminate and this execution stops
@@ -321,8 +307,8 @@ func (x *execution) holderLost(ctx context.Context, lost *store.Record) (any, er
 }
 
 // storeContext bounds the store calls that settle a claim once its body
-// (or its probe) has returned: StoreTimeout from now, whether or not the
-// activity's context has ended.
-func (x *execution) storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), x.opts.StoreTimeout)
+// (or its probe) has returned: timeout (Options.StoreTimeout) from now,
+// whether or not the activity's context has ended.
+func storeContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), timeout)
 }

@@ -55,7 +55,6 @@ import (
 	"time"
 
 	sdkactivity "go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 
 	"github.com/tesserix/idempotency/activity"
@@ -83,15 +82,15 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		return a.Next.ExecuteActivity(ctx, in)
 	}
 	x := &execution{
-		root: a.root,
-		opts: &a.root.opts,
-		next: a.Next,
-		decl: decl,
-		kind: decl.Kind(),
-		info: info,
-		rep:  reporter{opts: &a.root.opts, event: baseEvent(decl, info)},
-		dc:   a.root.opts.dataConverter(ctx),
-		out:  a.out,
+		root:  a.root,
+		opts:  &a.root.opts,
+		next:  a.Next,
+		decl:  decl,
+		kind:  decl.Kind(),
+		info:  info,
+		rep:   reporter{opts: &a.root.opts, event: baseEvent(decl, info)},
+		codec: codec{dc: a.root.opts.dataConverter(ctx), activity: decl.Name()},
+		out:   a.out,
 	}
 	x.rep.metrics = sdkactivity.GetMetricsHandler(ctx).WithTags(map[string]string{
 		"activity_type":    decl.Name(),
@@ -113,16 +112,14 @@ func baseEvent(decl *activity.Declaration, info sdkactivity.Info) Event {
 
 // execution is one activity execution going through the dispatcher.
 type execution struct {
-	root *Interceptor
-	opts *Options
-	next interceptor.ActivityInboundInterceptor
-	decl *activity.Declaration
-	kind activity.Kind
-	info sdkactivity.Info
-	rep  reporter // its events and metrics
-	// dc records outcomes; see Options.dataConverter. What goes back to
-	// the SDK is never encoded with it: the SDK encodes results itself.
-	dc converter.DataConverter
+	root  *Interceptor
+	opts  *Options
+	next  interceptor.ActivityInboundInterceptor
+	decl  *activity.Declaration
+	kind  activity.Kind
+	info  sdkactivity.Info
+	rep   reporter // its events and metrics
+	codec codec    // records outcomes and reads them back
 	// out appends the timeout marker to the execution's heartbeats.
 	out *activityOutbound
 	// nexus is set on the execution of a Nexus operation's handler
@@ -249,7 +246,7 @@ func (x *execution) scopeRun(ctx context.Context) (run string, resetRun bool, er
 		if x.nexus.perRequest && x.nexus.opts.RequestID == "" {
 			return "", false, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, errNexusNoRequestID)
 		}
-		run = x.nexusRun()
+		run = x.nexus.scope(x.info.Namespace)
 	case standalone(x.info):
 		// Scoped by its activity ID, whatever the Scope: see StandaloneRun.
 		run = StandaloneRun(x.info.Namespace, x.info.ActivityID)
@@ -527,7 +524,7 @@ func (x *execution) execute(ctx context.Context, in *interceptor.ExecuteActivity
 		// a clean record left nothing behind: its transaction rolled back,
 		// or committed the record with it. Any other may have left an
 		// unknown effect.
-		clean := isTransactionalHolder(x.claimHolder(lost))
+		clean := isTransactionalHolder(x.claimHolder(x.decl.IsTransactional(), lost))
 		if x.kind == activity.KindEffectful && !(x.decl.IsTransactional() && clean) {
 			return x.holderLost(ctx, lost)
 		}
@@ -611,7 +608,7 @@ func (x *execution) claim(ctx context.Context, lost *store.Record) (store.Result
 	res, err := x.opts.Store.Claim(ctx, store.ClaimParams{
 		Tenant:    x.tenant,
 		Key:       x.key,
-		Holder:    x.claimHolder(lost),
+		Holder:    x.claimHolder(x.decl.IsTransactional(), lost),
 		Lease:     x.opts.Lease,
 		Supersede: supersede,
 		Check:     string(x.check),

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/temporal"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
@@ -153,12 +151,5 @@ func (x *execution) deduplicated(ctx context.Context, rec store.Record, waited t
 	e := x.rep.event
 	e.Kind, e.Duration = EventDeduplicated, waited
 	x.rep.end(ctx, e, MetricDeduplicated)
-	if len(rec.Outcome) == 0 {
-		return nil, nil
-	}
-	var p commonpb.Payloads
-	if err := proto.Unmarshal(rec.Outcome, &p); err != nil {
-		return nil, x.unreadable(err)
-	}
-	return x.answer(&p)
+	return x.codec.outcome(rec.Outcome, x.key)
 }

@@ -57,7 +57,7 @@ type settler struct {
 
 // settler is the settler of the claim x holds.
 func (x *execution) settler() settler {
-	return settler{opts: x.opts, root: x.root, rep: &x.rep, dc: x.dc, tenant: x.tenant, key: x.key, token: x.token}
+	return settler{opts: x.opts, root: x.root, rep: &x.rep, dc: x.codec.dc, tenant: x.tenant, key: x.key, token: x.token}
 }
 
 // settle writes st under the claim: the one place where a claim a call

@@ -86,7 +86,7 @@ func (x *execution) runTransactional(ctx context.Context, in *interceptor.Execut
 		return nil, err
 	}
 	run := x.runUnderLease(ctx, txn.Context(activity.WithKey(ctx, keyspace.Key(x.key))), in)
-	sctx, cancel := x.storeContext(ctx)
+	sctx, cancel := storeContext(ctx, x.opts.StoreTimeout)
 	defer cancel()
 	rollback := func() {
 		if rerr := txn.Rollback(sctx); rerr != nil {
@@ -102,9 +102,9 @@ func (x *execution) runTransactional(ctx context.Context, in *interceptor.Execut
 		if run.panicked != nil {
 			panic(run.panicked)
 		}
-		return nil, x.supersededError(run.err)
+		return nil, supersededError(x.decl.Name(), run.err)
 	}
-	outcome, err := x.transactionalOutcome(run)
+	outcome, err := transactionalOutcome(x.codec, run)
 	if err != nil {
 		// Nothing of the body lands: its transaction rolls back and the
 		// key is freed for the retry.
@@ -122,7 +122,7 @@ func (x *execution) runTransactional(ctx context.Context, in *interceptor.Execut
 		return run.result, nil
 	case errors.Is(err, store.ErrNotHolder):
 		x.rep.superseded(ctx, err, true)
-		return nil, x.supersededError(nil)
+		return nil, supersededError(x.decl.Name(), nil)
 	case errors.Is(err, store.ErrTransactionEnded):
 		// The body committed or rolled back by itself: its writes may have
 		// landed without the record, and nothing can tell. This is the one
@@ -138,9 +138,9 @@ func (x *execution) runTransactional(ctx context.Context, in *interceptor.Execut
 			fmt.Sprintf("idempotency: activity %q ran, but its transaction did not commit; nothing of it landed and it will run again: %v",
 				x.decl.Name(), cause), decision.ErrorTypeNotCommitted, cause)
 	case commitSuperseded:
-		return nil, x.supersededError(nil)
+		return nil, supersededError(x.decl.Name(), nil)
 	default:
-		return nil, x.commitUnsettled(cause)
+		return nil, commitUnsettled(x.decl.Name(), x.identity, cause)
 	}
 }
 
@@ -152,7 +152,7 @@ func (x *execution) beginTransaction(ctx context.Context) (store.Transaction, er
 	if !ok {
 		// Declare refuses this; a declaration can only get here through a
 		// store that changed type, which Options does not allow.
-		sctx, cancel := x.storeContext(ctx)
+		sctx, cancel := storeContext(ctx, x.opts.StoreTimeout)
 		defer cancel()
 		cause := CheckTransactional(x.opts.Store, x.decl)
 		x.settler().release(sctx, cause, false)
@@ -163,7 +163,7 @@ func (x *execution) beginTransaction(ctx context.Context) (store.Transaction, er
 		return txn, nil
 	}
 	// Nothing ran: free the key for the retry.
-	sctx, cancel := x.storeContext(ctx)
+	sctx, cancel := storeContext(ctx, x.opts.StoreTimeout)
 	defer cancel()
 	x.rep.storeError(ctx, fmt.Errorf("beginning the transaction: %w", err))
 	x.settler().release(sctx, err, true)
@@ -176,16 +176,16 @@ func (x *execution) beginTransaction(ctx context.Context) (store.Transaction, er
 }
 
 // transactionalOutcome is the outcome a transactional body's run commits,
-// or the error for which nothing of it may: the body failed or panicked,
-// or its result cannot be encoded.
-func (x *execution) transactionalOutcome(run bodyRun) ([]byte, error) {
+// encoded with c, or the error for which nothing of it may: the body
+// failed or panicked, or its result cannot be encoded.
+func transactionalOutcome(c codec, run bodyRun) ([]byte, error) {
 	switch {
 	case run.panicked != nil:
 		return nil, fmt.Errorf("activity panicked: %v", run.panicked)
 	case run.err != nil:
 		return nil, activity.UnwrapNoEffect(run.err)
 	}
-	payloads, err := x.encode(run.result)
+	payloads, err := c.encode(run.result)
 	if err != nil || payloads == nil {
 		return nil, err
 	}
@@ -255,20 +255,21 @@ func (s settler) commitFailed(ctx, sctx context.Context, cerr error, outcome []b
 // of the store-unavailable type, which a workflow runs again (safe: the
 // record decides), but its details say what happened — the body ran and
 // its commit may have landed — not that nothing ran.
-func (x *execution) commitUnsettled(cause error) error {
+func commitUnsettled(name string, id identity, cause error) error {
 	n := activity.NotRun{
-		Activity: x.decl.Name(), Tenant: x.tenant, Key: x.key, Reason: activity.ReasonStoreUnavailable,
+		Activity: name, Tenant: id.tenant, Key: id.key, Reason: activity.ReasonStoreUnavailable,
 		BodyEntered: true, EffectMayHaveLanded: true, MayRetry: true, Cause: cause.Error(),
 	}
 	return temporal.NewApplicationErrorWithCause(
 		fmt.Sprintf("idempotency: activity %q ran, but the store could not say whether its transaction committed; "+
-			"running it again is safe, the retry finds out from the record: %v", x.decl.Name(), cause), decision.ErrorTypeStoreUnavailable, cause, n)
+			"running it again is safe, the retry finds out from the record: %v", name, cause), decision.ErrorTypeStoreUnavailable, cause, n)
 }
 
-// supersededError is the retryable error of a body whose claim was taken
-// over: its retry waits for the holder that took it and gets its answer.
-func (x *execution) supersededError(cause error) error {
-	return benignError(fmt.Sprintf("idempotency: activity %q stopped: %v", x.decl.Name(), ErrSuperseded),
+// supersededError is the retryable error of a body of activity name whose
+// claim was taken over: its retry waits for the holder that took it and
+// gets its answer.
+func supersededError(name string, cause error) error {
+	return benignError(fmt.Sprintf("idempotency: activity %q stopped: %v", name, ErrSuperseded),
 		decision.ErrorTypeSuperseded, activity.UnwrapNoEffect(cause))
 }
 
