@@ -9,15 +9,16 @@ import (
 	"github.com/tesserix/idempotency/store"
 )
 
-// This file holds the dispatcher's argument checks (Policy.CheckArguments)
-// and its per-activity retention (Policy.Retention); dispatch.go calls it
-// on every path that answers from a record.
+// This file holds the dispatcher's argument checks (Policy.CheckArguments):
+// the check is derived with the key (prepare), judge and unclaimed
+// (activity_acquire.go) compare it with every record that would answer the
+// call, and argumentsMismatch refuses the call.
 
 // mismatched reports whether rec was made by a call with other values of
-// the checked arguments than the call whose digest is check. A record without a digest
-// (written before checks, or by a declaration that checked nothing) or one
-// made under other checked names cannot be said to differ: it is no
-// mismatch.
+// the checked arguments than the call whose digest is check. A record
+// without a digest (written before checks, or by a declaration that
+// checked nothing) or one made under other checked names cannot be said to
+// differ: it is no mismatch.
 func mismatched(check keyspace.Check, rec store.Record) bool {
 	return check != "" && check.Differs(keyspace.Check(rec.Check))
 }
