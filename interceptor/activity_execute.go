@@ -41,52 +41,13 @@ func (x *execution) execute(ctx context.Context, in *interceptor.ExecuteActivity
 	return x.runBody(ctx, in)
 }
 
-// bodyRun is what a body run under its lease returned.
-type bodyRun struct {
-	result   any
-	err      error
-	panicked any // what the body panicked with, if it did
-	// superseded is the store's answer to the renewal that found the claim
-	// taken over while the body ran; nil if it was not.
-	superseded error
-	lapsed     bool // its context ended with ErrLeaseLapsed
-}
-
-// runUnderLease runs the body with a context derived from base, renewing
-// the claim while it runs: a renewal that finds the claim taken over
-// cancels the body with ErrSuperseded, and a store that acknowledges no
-// renewal for most of a lease cancels it with ErrLeaseLapsed. A panic is
-// recovered into the result, for the caller to settle the claim before it
-// panics again.
-func (x *execution) runUnderLease(ctx, base context.Context, in *interceptor.ExecuteActivityInput) bodyRun {
-	bodyCtx, cancelBody := context.WithCancelCause(base)
-	defer cancelBody(nil)
-	var (
-		superseded error // written by the renewer, read once it has stopped
-		lapsed     atomic.Bool
-	)
-	stop := x.renew(ctx, func(err error) {
-		superseded = err
-		cancelBody(ErrSuperseded)
-	}, func(err error) {
-		lapsed.Store(true)
-		cancelBody(ErrLeaseLapsed)
-		x.rep.count(MetricLeaseLapsed)
-		x.rep.observe(ctx, EventLeaseLapsed, err)
-	})
-	var run bodyRun
-	func() {
-		defer func() {
-			if p := recover(); p != nil {
-				run.panicked = p
-			}
-		}()
-		run.result, run.err = x.next.ExecuteActivity(bodyCtx, in)
-	}()
-	stop()
-	run.superseded = superseded
-	run.lapsed = lapsed.Load() && superseded == nil
-	return run
+// holderLost handles an EFFECTFUL key taken over from a holder that is gone:
+// its effect may have landed, so, unless the declaration's probe can say
+// what happened, the key is marked indeterminate and this execution stops
+// without entering the body.
+func (x *execution) holderLost(ctx context.Context, lost *store.Record) (any, error) {
+	cause := fmt.Errorf("holder %q stopped answering without recording an outcome", lost.Holder)
+	return x.unknownOutcome(ctx, activity.ReasonHolderLost, false, cause)
 }
 
 // runBody runs the activity's body under the claim, renewing the lease
@@ -190,11 +151,50 @@ func (x *execution) supersededBody(ctx context.Context, run bodyRun) (any, error
 	return nil, supersededError(x.decl.Name(), err)
 }
 
-// holderLost handles an EFFECTFUL key taken over from a holder that is gone:
-// its effect may have landed, so, unless the declaration's probe can say
-// what happened, the key is marked indeterminate and this execution stops
-// without entering the body.
-func (x *execution) holderLost(ctx context.Context, lost *store.Record) (any, error) {
-	cause := fmt.Errorf("holder %q stopped answering without recording an outcome", lost.Holder)
-	return x.unknownOutcome(ctx, activity.ReasonHolderLost, false, cause)
+// bodyRun is what a body run under its lease returned.
+type bodyRun struct {
+	result   any
+	err      error
+	panicked any // what the body panicked with, if it did
+	// superseded is the store's answer to the renewal that found the claim
+	// taken over while the body ran; nil if it was not.
+	superseded error
+	lapsed     bool // its context ended with ErrLeaseLapsed
+}
+
+// runUnderLease runs the body with a context derived from base, renewing
+// the claim while it runs: a renewal that finds the claim taken over
+// cancels the body with ErrSuperseded, and a store that acknowledges no
+// renewal for most of a lease cancels it with ErrLeaseLapsed. A panic is
+// recovered into the result, for the caller to settle the claim before it
+// panics again.
+func (x *execution) runUnderLease(ctx, base context.Context, in *interceptor.ExecuteActivityInput) bodyRun {
+	bodyCtx, cancelBody := context.WithCancelCause(base)
+	defer cancelBody(nil)
+	var (
+		superseded error // written by the renewer, read once it has stopped
+		lapsed     atomic.Bool
+	)
+	stop := x.renew(ctx, func(err error) {
+		superseded = err
+		cancelBody(ErrSuperseded)
+	}, func(err error) {
+		lapsed.Store(true)
+		cancelBody(ErrLeaseLapsed)
+		x.rep.count(MetricLeaseLapsed)
+		x.rep.observe(ctx, EventLeaseLapsed, err)
+	})
+	var run bodyRun
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				run.panicked = p
+			}
+		}()
+		run.result, run.err = x.next.ExecuteActivity(bodyCtx, in)
+	}()
+	stop()
+	run.superseded = superseded
+	run.lapsed = lapsed.Load() && superseded == nil
+	return run
 }
