@@ -530,11 +530,11 @@ func (d *Declaration) deriveCheck(secret *keyspace.Secret, tenant, run string, c
 // deriveKey reads from args itself.
 func (d *Declaration) identityArguments(args []any) (keyed, checked any) {
 	if d.argIndex == nil {
-		var a any = map[string]any{}
 		if len(args) > 0 {
-			a = args[0]
+			return args[0], args[0]
 		}
-		return a, a
+		var none any = map[string]any{}
+		return none, none
 	}
 	pick := func(names []string) any {
 		m := make(map[string]any, len(names))
