@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -427,4 +428,45 @@ func TestDefiniteErrors(t *testing.T) {
 	assert.False(t, d.IsDefinite(temporal.NewApplicationError("no", "Timeout")))
 	assert.False(t, d.IsDefinite(errors.New("Declined")))
 	assert.False(t, activity.Effectful(Book, "flight").IsDefinite(temporal.NewApplicationError("no", "Declined")))
+}
+
+// TestIdentityIsKeyAndCheck: Identity derives what KeyUnder and CheckUnder
+// derive, under no secret and under one, for struct and positional
+// declarations, with and without checked arguments, and fails where
+// either would.
+func TestIdentityIsKeyAndCheck(t *testing.T) {
+	secret, err := keyspace.NewSecret(1, []byte("0123456789abcdef0123456789abcdef"))
+	require.NoError(t, err)
+	decls := map[string]*activity.Declaration{
+		"Struct":        activity.MustDeclare(Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}}),
+		"StructChecked": activity.MustDeclare(Book, activity.Policy{Kind: activity.KindEffectful, KeyArguments: []string{"flight"}, CheckArguments: []string{"seat"}}),
+		"StructAll":     activity.MustDeclare(Book, activity.Policy{Kind: activity.KindEffectful, KeyAllArguments: true}),
+		"PositionalAll": activity.MustDeclare(Charge, activity.Policy{Kind: activity.KindEffectful, KeyAllArguments: true}),
+		"PositionalNamed": activity.MustDeclare(Charge, activity.Policy{Kind: activity.KindEffectful, Params: []string{"card", "amount", "requestID"},
+			KeyArguments: []string{"card"}, CheckArguments: []string{"amount"}}),
+	}
+	argsOf := map[string][][]any{
+		"Book":   {{BookRequest{Flight: "BA117", Seat: "4A"}}, {BookRequest{Flight: "BA117"}}, nil},
+		"Charge": {{"acct", 100}, {"acct"}, nil},
+	}
+	for name, d := range decls {
+		fn := "Book"
+		if strings.HasPrefix(name, "Positional") {
+			fn = "Charge"
+		}
+		for _, s := range []*keyspace.Secret{nil, secret} {
+			for _, args := range argsOf[fn] {
+				key, check, err := d.Identity(s, "acme", "run-1", args)
+				wantKey, kerr := d.KeyUnder(s, "acme", "run-1", args)
+				wantCheck, cerr := d.CheckUnder(s, "acme", "run-1", args)
+				if kerr != nil || cerr != nil {
+					assert.Error(t, err, "%s %v", name, args)
+					continue
+				}
+				require.NoError(t, err, "%s %v", name, args)
+				assert.Equal(t, wantKey, key, "%s %v", name, args)
+				assert.Equal(t, wantCheck, check, "%s %v", name, args)
+			}
+		}
+	}
 }

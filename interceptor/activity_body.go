@@ -5,14 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
-	"go.temporal.io/sdk/interceptor"
-
-	"github.com/tesserix/idempotency/activity"
-	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -39,153 +33,9 @@ const fenceFraction = 4.0 / 5
 
 var errNoTenant = errors.New("no tenant could be resolved for the execution")
 
-// bodyRun is what a body run under its lease returned.
-type bodyRun struct {
-	result   any
-	err      error
-	panicked any // what the body panicked with, if it did
-	// superseded is the store's answer to the renewal that found the claim
-	// taken over while the body ran; nil if it was not.
-	superseded error
-	lapsed     bool // its context ended with ErrLeaseLapsed
-}
-
-// runUnderLease runs the body with a context derived from base, renewing
-// the claim while it runs: a renewal that finds the claim taken over
-// cancels the body with ErrSuperseded, and a store that acknowledges no
-// renewal for most of a lease cancels it with ErrLeaseLapsed. A panic is
-// recovered into the result, for the caller to settle the claim before it
-// panics again.
-func (x *execution) runUnderLease(ctx, base context.Context, in *interceptor.ExecuteActivityInput) bodyRun {
-	bodyCtx, cancelBody := context.WithCancelCause(base)
-	defer cancelBody(nil)
-	var (
-		superseded error // written by the renewer, read once it has stopped
-		lapsed     atomic.Bool
-	)
-	stop := x.renew(ctx, func(err error) {
-		superseded = err
-		cancelBody(ErrSuperseded)
-	}, func(err error) {
-		lapsed.Store(true)
-		cancelBody(ErrLeaseLapsed)
-		x.count(MetricLeaseLapsed)
-		x.observe(ctx, EventLeaseLapsed, err)
-	})
-	var run bodyRun
-	func() {
-		defer func() {
-			if p := recover(); p != nil {
-				run.panicked = p
-			}
-		}()
-		run.result, run.err = x.next.ExecuteActivity(bodyCtx, in)
-	}()
-	stop()
-	run.superseded = superseded
-	run.lapsed = lapsed.Load() && superseded == nil
-	return run
-}
-
-// runBody runs the activity's body under the claim, renewing the lease
-// while it runs, and settles the claim with what it returned.
-func (x *execution) runBody(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
-	x.mark(ctx, activity.StageBody, false)
-	run := x.runUnderLease(ctx, activity.WithKey(ctx, keyspace.Key(x.key)), in)
-	if run.superseded != nil {
-		return x.supersededBody(ctx, run)
-	}
-	v := x.judgeBody(run)
-	if v.unknown != nil {
-		// Nobody can state the outcome yet: the probe, if declared, is
-		// asked first, with a store budget of its own once it answered.
-		return x.unknownOutcome(ctx, v.reason, true, v.unknown)
-	}
-	// The body has returned: what follows must happen even if the
-	// activity's context has ended.
-	sctx, cancel := x.storeContext(ctx)
-	defer cancel()
-	x.settle(sctx, v.settlement)
-	if run.panicked != nil {
-		panic(run.panicked)
-	}
-	// A result goes back as the body returned it: the SDK encodes it with
-	// the worker's converter and codecs, as it would without this library,
-	// whatever converter the record was made with.
-	return v.result, v.err
-}
-
-// bodyVerdict is what a body's return calls for: a settlement of the
-// claim and the call's answer, or (unknown set) an outcome nobody can
-// state yet.
-type bodyVerdict struct {
-	settlement
-	result  any
-	err     error
-	unknown error           // the cause of an unknown outcome; nil if it is known
-	reason  activity.Reason // why it is unknown
-}
-
-// judgeBody turns what a body under a claim still held returned into its
-// verdict.
-func (x *execution) judgeBody(run bodyRun) bodyVerdict {
-	err := run.err
-	effect := x.kind == activity.KindEffectful && !activity.IsNoEffect(err)
-	switch {
-	case err != nil && run.panicked == nil && x.decl.IsDefinite(err):
-		// A definite outcome: recorded, and answered to every duplicate.
-		return bodyVerdict{settlement: settlement{how: settleFailure, cause: err}, err: err}
-	case run.lapsed && err != nil && effect:
-		// The body was stopped because its lease may have run out: it is
-		// the lost holder a taker would find, still settling its key.
-		return bodyVerdict{unknown: fmt.Errorf("%w: %w", ErrLeaseLapsed, err), reason: activity.ReasonHolderLost}
-	case run.panicked != nil:
-		perr := fmt.Errorf("activity panicked: %v", run.panicked)
-		if x.kind == activity.KindEffectful {
-			return bodyVerdict{unknown: perr, reason: activity.ReasonBodyFailed}
-		}
-		return bodyVerdict{settlement: settlement{how: settleRelease, cause: perr}}
-	case err != nil && effect:
-		return bodyVerdict{unknown: err, reason: activity.ReasonBodyFailed}
-	case err != nil:
-		err = activity.UnwrapNoEffect(err)
-		return bodyVerdict{settlement: settlement{how: settleRelease, cause: err}, err: err}
-	}
-	payloads, err := x.encode(run.result)
-	if err != nil {
-		// The body ran but its result cannot cross the wire; Temporal would
-		// fail the attempt the same way.
-		if x.kind == activity.KindEffectful {
-			return bodyVerdict{unknown: err, reason: activity.ReasonBodyFailed}
-		}
-		return bodyVerdict{settlement: settlement{how: settleRelease, cause: err}, err: err}
-	}
-	return bodyVerdict{settlement: settlement{how: settleRecord, payloads: payloads}, result: run.result}
-}
-
-// supersededBody ends a call whose claim was taken over while its body
-// ran: the key is another caller's now, so nothing the body returned may
-// be recorded under it, and there is no claim left to free or mark.
-func (x *execution) supersededBody(ctx context.Context, run bodyRun) (any, error) {
-	err := run.err
-	if run.panicked == nil && err != nil && !x.decl.IsDefinite(err) &&
-		x.kind == activity.KindEffectful && !activity.IsNoEffect(err) {
-		// Stopped half-way, an EFFECTFUL body may have had its effect.
-		x.superseded(ctx, run.superseded, false)
-		return nil, x.indeterminate(ctx, activity.ReasonHolderLost, true, fmt.Errorf("%w: %w", ErrSuperseded, err))
-	}
-	x.superseded(ctx, run.superseded, true)
-	switch {
-	case run.panicked != nil:
-		panic(run.panicked)
-	case err == nil:
-		return run.result, nil
-	case x.decl.IsDefinite(err):
-		// Known, though it can no longer be recorded under the key.
-		return nil, err
-	}
-	return nil, x.supersededError(err)
-}
+// The lease a body (or a probe) runs under: renew keeps it alive while it
+// runs and stops the body when the claim is taken over or the store stops
+// acknowledging renewals. The body itself runs in activity_execute.go.
 
 // renew keeps the claim's lease alive until the returned function is
 // called, that is until the body returns — also past the activity's own
@@ -292,37 +142,14 @@ func (r *renewer) loop(ctx, rctx context.Context, lost func(error)) {
 			r.mu.Lock()
 			r.lastErr = err
 			r.mu.Unlock()
-			x.storeError(ctx, fmt.Errorf("renewing the lease: %w", err))
+			x.rep.storeError(ctx, fmt.Errorf("renewing the lease: %w", err))
 		}
 	}
 }
 
-func (x *execution) encode(result any) (*commonpb.Payloads, error) {
-	if result == nil {
-		return nil, nil
-	}
-	if p, ok := result.(*commonpb.Payloads); ok {
-		return p, nil
-	}
-	p, err := x.dc.ToPayloads(result)
-	if err != nil {
-		return nil, fmt.Errorf("idempotency: encoding the result of %s: %w", x.decl.Name(), err)
-	}
-	return p, nil
-}
-
-// holderLost handles an EFFECTFUL key taken over from a holder that is gone:
-// its effect may have landed, so, unless the declaration's probe can say
-// what happened, the key is marked indeterminate and this execution stops
-// without entering the body.
-func (x *execution) holderLost(ctx context.Context, lost *store.Record) (any, error) {
-	cause := fmt.Errorf("holder %q stopped answering without recording an outcome", lost.Holder)
-	return x.unknownOutcome(ctx, activity.ReasonHolderLost, false, cause)
-}
-
 // storeContext bounds the store calls that settle a claim once its body
-// (or its probe) has returned: StoreTimeout from now, whether or not the
-// activity's context has ended.
-func (x *execution) storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), x.opts.StoreTimeout)
+// (or its probe) has returned: timeout (Options.StoreTimeout) from now,
+// whether or not the activity's context has ended.
+func storeContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), timeout)
 }

@@ -9,28 +9,18 @@ import (
 	"github.com/tesserix/idempotency/store"
 )
 
-// This file holds the dispatcher's argument checks (Policy.CheckArguments)
-// and its per-activity retention (Policy.Retention); dispatch.go calls it
-// on every path that answers from a record.
-
-// deriveCheck derives the digest of the execution's checked arguments, if
-// its declaration checks any.
-func (x *execution) deriveCheck(secret *keyspace.Secret, tenant, run string, args []any) error {
-	c, err := x.decl.CheckUnder(secret, tenant, run, args)
-	if err != nil {
-		return err
-	}
-	x.check = c
-	return nil
-}
+// This file holds the dispatcher's argument checks (Policy.CheckArguments):
+// the check is derived with the key (prepare), judge and unclaimed
+// (activity_acquire.go) compare it with every record that would answer the
+// call, and argumentsMismatch refuses the call.
 
 // mismatched reports whether rec was made by a call with other values of
-// the checked arguments than this execution's. A record without a digest
-// (written before checks, or by a declaration that checked nothing) or one
-// made under other checked names cannot be said to differ: it is no
-// mismatch.
-func (x *execution) mismatched(rec store.Record) bool {
-	return x.check != "" && x.check.Differs(keyspace.Check(rec.Check))
+// the checked arguments than the call whose digest is check. A record
+// without a digest (written before checks, or by a declaration that
+// checked nothing) or one made under other checked names cannot be said to
+// differ: it is no mismatch.
+func mismatched(check keyspace.Check, rec store.Record) bool {
+	return check != "" && check.Differs(keyspace.Check(rec.Check))
 }
 
 // found names how an execution that waited (or not) met a record.
@@ -64,14 +54,6 @@ func (x *execution) argumentsMismatch(ctx context.Context, rec store.Record, how
 		ActivityID:       x.info.ActivityID,
 	}
 	err := activity.NewArgumentsMismatchError(m)
-	x.endEvent(ctx, EventArgumentsMismatch, MetricArgumentsMismatch, err)
+	x.rep.endEvent(ctx, EventArgumentsMismatch, MetricArgumentsMismatch, err)
 	return err
-}
-
-// waited reports the end of a wait for another holder, with how long it
-// took.
-func (x *execution) waited(ctx context.Context, d time.Duration) {
-	e := x.event
-	e.Kind, e.Duration = EventWaited, d
-	x.emit(ctx, e)
 }

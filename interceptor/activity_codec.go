@@ -61,30 +61,68 @@ func contextDataConverter(ctx context.Context) converter.DataConverter {
 	return converter.GetDefaultDataConverter()
 }
 
+// codec turns what a call's body returned into the outcome it records,
+// and a recorded outcome back into the call's answer, with the converter
+// outcomes are recorded with (see Options.dataConverter). What goes back
+// to the SDK is never encoded with it: the SDK encodes results itself.
+type codec struct {
+	dc       converter.DataConverter
+	activity string // the declared activity's name, for its errors
+}
+
+// encode is result as the payloads recorded for it; nil for none.
+func (c codec) encode(result any) (*commonpb.Payloads, error) {
+	if result == nil {
+		return nil, nil
+	}
+	if p, ok := result.(*commonpb.Payloads); ok {
+		return p, nil
+	}
+	p, err := c.dc.ToPayloads(result)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency: encoding the result of %s: %w", c.activity, err)
+	}
+	return p, nil
+}
+
+// outcome is answer of a record's outcome, as the store keeps it (the
+// payloads in protobuf wire form; empty for an activity that returns only
+// an error), recorded under key.
+func (c codec) outcome(outcome []byte, key string) (any, error) {
+	if len(outcome) == 0 {
+		return nil, nil
+	}
+	var p commonpb.Payloads
+	if err := proto.Unmarshal(outcome, &p); err != nil {
+		return nil, c.unreadable(key, err)
+	}
+	return c.answer(&p, key)
+}
+
 // answer turns a recorded outcome into what the dispatcher hands the SDK:
 // the payload with the store's codecs undone, as a raw value. The SDK then
 // encodes it with the worker's own converter and codecs, exactly as it
 // encodes a result the body returned, so what reaches Temporal's history is
 // never the store's encoding and never plaintext a codec should have
 // covered, whatever converter the store was written with.
-func (x *execution) answer(recorded *commonpb.Payloads) (any, error) {
+func (c codec) answer(recorded *commonpb.Payloads, key string) (any, error) {
 	switch n := len(recorded.GetPayloads()); n {
 	case 0:
 		return nil, nil
 	case 1:
 	default:
-		return nil, x.unreadable(fmt.Errorf("%d payloads where an activity returns one", n))
+		return nil, c.unreadable(key, fmt.Errorf("%d payloads where an activity returns one", n))
 	}
 	var raw converter.RawValue
-	if err := x.dc.FromPayloads(recorded, &raw); err != nil {
-		return nil, x.unreadable(err)
+	if err := c.dc.FromPayloads(recorded, &raw); err != nil {
+		return nil, c.unreadable(key, err)
 	}
 	if enc := string(raw.Payload().GetMetadata()[converter.MetadataEncoding]); enc == FailureEncoding {
 		var f failurepb.Failure
 		if err := proto.Unmarshal(raw.Payload().GetData(), &f); err != nil {
-			return nil, x.unreadable(fmt.Errorf("a recorded failure: %w", err))
+			return nil, c.unreadable(key, fmt.Errorf("a recorded failure: %w", err))
 		}
-		return nil, x.failureConverter().FailureToError(&f)
+		return nil, failureConverter(c.dc).FailureToError(&f)
 	}
 	return raw, nil
 }
@@ -97,11 +135,7 @@ func (x *execution) answer(recorded *commonpb.Payloads) (any, error) {
 const FailureEncoding = "binary/x-idempotency-failure"
 
 // failureConverter converts a definite failure to and from its recorded
-// form, with the converter outcomes are recorded with.
-func (x *execution) failureConverter() converter.FailureConverter {
-	return failureConverter(x.dc)
-}
-
+// form, with dc, the converter outcomes are recorded with.
 func failureConverter(dc converter.DataConverter) converter.FailureConverter {
 	return temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{DataConverter: dc})
 }
@@ -132,23 +166,10 @@ func EncodeFailure(dc converter.DataConverter, err error) ([]byte, error) {
 	return proto.Marshal(p)
 }
 
-// recordFailure records err, a definite outcome of the body, as the key's
-// outcome, for every duplicate to receive.
-func (x *execution) recordFailure(ctx context.Context, err error) {
-	payloads, perr := encodeFailure(x.dc, err)
-	if perr != nil {
-		// The failure cannot be recorded: the key is freed, as for a
-		// failure with no effect, rather than left to read as unknown.
-		x.release(ctx, fmt.Errorf("recording a definite failure: %w (the failure: %w)", perr, err))
-		return
-	}
-	x.record(ctx, payloads)
-}
-
-// unreadable is the non-retryable error for a recorded outcome that cannot
-// be turned back into a result.
-func (x *execution) unreadable(err error) error {
+// unreadable is the non-retryable error for a recorded outcome, under
+// key, that cannot be turned back into a result.
+func (c codec) unreadable(key string, err error) error {
 	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("idempotency: the recorded outcome of %q (key %s) cannot be decoded: %v", x.decl.Name(), x.key, err),
+		fmt.Sprintf("idempotency: the recorded outcome of %q (key %s) cannot be decoded: %v", c.activity, key, err),
 		decision.ErrorTypeOutcomeUnreadable, err)
 }

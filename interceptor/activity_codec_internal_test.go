@@ -10,7 +10,6 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
 )
 
@@ -83,13 +82,12 @@ func TestStoreConverterPrecedence(t *testing.T) {
 func TestAnswerUndoesTheStoresCodec(t *testing.T) {
 	t.Parallel()
 	dc := converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), converter.NewZlibCodec(converter.ZlibCodecOptions{AlwaysEncode: true}))
-	x := &execution{dc: dc, decl: activity.MustDeclare(func(context.Context, string) (string, error) { return "", nil },
-		activity.Policy{Name: "Book", Kind: activity.KindEffectful, Params: []string{"flight"}, KeyArguments: []string{"flight"}}), key: "k"}
+	c := codec{dc: dc, activity: "Book"}
 	recorded, err := dc.ToPayloads("seat 1")
 	require.NoError(t, err)
 	require.Equal(t, "binary/zlib", string(recorded.Payloads[0].Metadata[converter.MetadataEncoding]))
 
-	v, err := x.answer(recorded)
+	v, err := c.answer(recorded, "k")
 	require.NoError(t, err)
 	raw, ok := v.(converter.RawValue)
 	require.True(t, ok, "got %T", v)
@@ -98,17 +96,17 @@ func TestAnswerUndoesTheStoresCodec(t *testing.T) {
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(raw.Payload(), &s))
 	assert.Equal(t, "seat 1", s)
 
-	v, err = x.answer(&commonpb.Payloads{})
+	v, err = c.answer(&commonpb.Payloads{}, "k")
 	assert.NoError(t, err)
 	assert.Nil(t, v, "an activity that returns only an error")
 
 	two := &commonpb.Payloads{Payloads: append(recorded.Payloads, recorded.Payloads...)}
-	_, err = x.answer(two)
+	_, err = c.answer(two, "k")
 	assert.ErrorContains(t, err, decision.ErrorTypeOutcomeUnreadable)
 
 	bad := &commonpb.Payloads{Payloads: []*commonpb.Payload{{
 		Metadata: map[string][]byte{converter.MetadataEncoding: []byte("binary/zlib")}, Data: []byte("not zlib"),
 	}}}
-	_, err = x.answer(bad)
+	_, err = c.answer(bad, "k")
 	assert.ErrorContains(t, err, decision.ErrorTypeOutcomeUnreadable)
 }

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/temporal"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
@@ -19,28 +17,11 @@ import (
 // Event.Final set and counts its metric with it (endEvent). The top of
 // activity_call.go lists them.
 
-// endEvent reports the call's end state: an event of kind with Final set,
-// and the metric, if any, counted with it.
-func (x *execution) endEvent(ctx context.Context, kind EventKind, metric string, err error) {
-	e := x.event
-	e.Kind, e.Err = kind, err
-	x.end(ctx, e, metric)
-}
-
-// end reports e as the call's end state, with metric counted with it.
-func (x *execution) end(ctx context.Context, e Event, metric string) {
-	if metric != "" {
-		x.count(metric)
-	}
-	e.Final = true
-	x.emit(ctx, e)
-}
-
 // indeterminate reports and returns the non-retryable indeterminate error.
 func (x *execution) indeterminate(ctx context.Context, reason activity.Reason, entered bool, cause error) error {
-	e := x.event
+	e := x.rep.event
 	e.Kind, e.Reason, e.Err = EventIndeterminate, reason, cause
-	x.end(ctx, e, MetricIndeterminate)
+	x.rep.end(ctx, e, MetricIndeterminate)
 	return activity.NewIndeterminateError(activity.IndeterminateOutcome{
 		Activity:    x.decl.Name(),
 		Tenant:      x.tenant,
@@ -71,7 +52,7 @@ func (x *execution) notDeduplicable(ctx context.Context, reason activity.Reason,
 	if x.kind == activity.KindEffectful && !x.decl.IsTransactional() {
 		return x.indeterminate(ctx, reason, false, cause)
 	}
-	x.endEvent(ctx, EventNotRun, "", cause)
+	x.rep.endEvent(ctx, EventNotRun, "", cause)
 	return temporal.NewApplicationErrorWithCause(
 		fmt.Sprintf("idempotency: activity %q was not run: %s: %v", x.decl.Name(), reason, cause), decision.ErrorTypeKeyNotDerivable, cause)
 }
@@ -103,7 +84,7 @@ func (x *execution) noTenant(ctx context.Context) error {
 		// redeploy fixes and the call's next attempt then reaches. Retried,
 		// as Temporal retries a configuration error until it is fixed.
 		cause := fmt.Errorf("%w: Options.Tenant resolved none (retried: fix the worker's Options.Tenant and the call runs)", errNoTenant)
-		x.endEvent(ctx, EventMisconfigured, MetricMisconfigured, cause)
+		x.rep.endEvent(ctx, EventMisconfigured, MetricMisconfigured, cause)
 		return temporal.NewApplicationError(fmt.Sprintf("idempotency: activity %q was not run: %v", x.decl.Name(), cause), decision.ErrorTypeNoTenant)
 	}
 	if standalone(x.info) {
@@ -130,7 +111,7 @@ func (x *execution) noTenant(ctx context.Context) error {
 // the error type typ, and reported as a configuration error, never as an
 // indeterminate outcome — the body did not run, so nobody need decide.
 func (x *execution) misconfigured(ctx context.Context, typ string, cause error) error {
-	x.endEvent(ctx, EventMisconfigured, MetricMisconfigured, cause)
+	x.rep.endEvent(ctx, EventMisconfigured, MetricMisconfigured, cause)
 	// The message says it all; the cause stays with the event (errors.Is),
 	// it would cross to the workflow as a second copy of the same words.
 	return temporal.NewNonRetryableApplicationError(
@@ -149,11 +130,11 @@ func (x *execution) storeFailed(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	x.storeError(ctx, err)
+	x.rep.storeError(ctx, err)
 	if errors.Is(err, store.ErrInvalid) {
 		return x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
 	}
-	x.endEvent(ctx, EventNotRun, "", err)
+	x.rep.endEvent(ctx, EventNotRun, "", err)
 	return activity.NewNotRunError(activity.NotRun{
 		Activity:   x.decl.Name(),
 		Tenant:     x.tenant,
@@ -167,47 +148,8 @@ func (x *execution) storeFailed(ctx context.Context, err error) error {
 
 // deduplicated ends a call its key's recorded outcome answers.
 func (x *execution) deduplicated(ctx context.Context, rec store.Record, waited time.Duration) (any, error) {
-	e := x.event
+	e := x.rep.event
 	e.Kind, e.Duration = EventDeduplicated, waited
-	x.end(ctx, e, MetricDeduplicated)
-	if len(rec.Outcome) == 0 {
-		return nil, nil
-	}
-	var p commonpb.Payloads
-	if err := proto.Unmarshal(rec.Outcome, &p); err != nil {
-		return nil, x.unreadable(err)
-	}
-	return x.answer(&p)
-}
-
-// superseded reports that the claim was taken over while the body, its
-// commit or its probe ran (err is the store's answer that said so); final
-// says whether it is the call's end state — an EFFECTFUL body stopped
-// half-way ends indeterminate instead.
-func (x *execution) superseded(ctx context.Context, err error, final bool) {
-	if final {
-		x.endEvent(ctx, EventSuperseded, MetricSuperseded, err)
-		return
-	}
-	x.count(MetricSuperseded)
-	x.observe(ctx, EventSuperseded, err)
-}
-
-func (x *execution) storeError(ctx context.Context, err error) {
-	x.count(MetricStoreErrors)
-	x.observe(ctx, EventStoreError, err)
-}
-
-func (x *execution) count(name string) { x.metrics.Counter(name).Inc(1) }
-
-func (x *execution) observe(ctx context.Context, kind EventKind, err error) {
-	e := x.event
-	e.Kind, e.Err = kind, err
-	x.emit(ctx, e)
-}
-
-func (x *execution) emit(ctx context.Context, e Event) {
-	if x.opts.Observer != nil {
-		x.opts.Observer.Observe(ctx, e)
-	}
+	x.rep.end(ctx, e, MetricDeduplicated)
+	return x.codec.outcome(rec.Outcome, x.key)
 }

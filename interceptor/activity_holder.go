@@ -38,14 +38,14 @@ func isTransactionalHolder(holder string) bool {
 	return strings.HasPrefix(holder, transactionalHolder)
 }
 
-// claimHolder is the holder the next claim is made under: with lost set, a
-// takeover of that record. A transactional execution claims as a
+// claimHolder is the holder the next claim of a call is made under: with
+// lost set, a takeover of that record. A transactional call claims as a
 // transactional holder only a record that stays clean by its claim.
-func (x *execution) claimHolder(lost *store.Record) string {
-	if !x.decl.IsTransactional() || (lost != nil && !isTransactionalHolder(lost.Holder)) {
-		return x.holder
+func (id identity) claimHolder(transactional bool, lost *store.Record) string {
+	if !transactional || (lost != nil && !isTransactionalHolder(lost.Holder)) {
+		return id.holder
 	}
-	return transactionalHolder + x.holder
+	return transactionalHolder + id.holder
 }
 
 // holderName identifies an execution attempt in a record:

@@ -26,9 +26,8 @@ var errProbeLate = errors.New("idempotency: the probe did not answer before the 
 // bounded by it, and the store writes that follow get StoreTimeout of their
 // own, counted from when the probe answered, however long it took.
 func (x *execution) unknownOutcome(actx context.Context, reason activity.Reason, entered bool, cause error) (any, error) {
-	probe := x.decl.Probe()
-	if probe == nil {
-		sctx, cancel := x.storeContext(actx)
+	if x.decl.Probe() == nil {
+		sctx, cancel := storeContext(actx, x.opts.StoreTimeout)
 		defer cancel()
 		return nil, x.markIndeterminate(sctx, reason, entered, cause)
 	}
@@ -53,39 +52,53 @@ func (x *execution) unknownOutcome(actx context.Context, reason activity.Reason,
 		superseded = err
 		cancelProbe(ErrSuperseded)
 	}, nil)
-	ans, perr := x.askProbe(pctx, probe, reason, entered)
+	p := prober{probe: x.decl.Probe(), fn: x.decl.Func(), activity: x.decl.Name(), tenant: x.tenant, key: x.key,
+		codec: x.codec, rep: &x.rep}
+	ans, perr := p.ask(pctx, reason, entered)
 	stop()
 	// The probe's time was its own: the writes that settle what it said
 	// start with a full StoreTimeout, so a slow probe never reads as a
 	// store outage.
-	sctx, cancelStore := x.storeContext(actx)
+	sctx, cancelStore := storeContext(actx, x.opts.StoreTimeout)
 	defer cancelStore()
 	if superseded != nil {
 		// The key is another caller's now: nothing may be written under
 		// it, whatever the probe said.
-		x.superseded(sctx, superseded, false)
-		x.probed(sctx, EventProbeUnsettled, MetricProbeUnsettled, reason, ErrSuperseded)
+		x.rep.superseded(sctx, superseded, false)
+		x.rep.probed(sctx, EventProbeUnsettled, MetricProbeUnsettled, reason, ErrSuperseded)
 		return nil, x.indeterminate(sctx, activity.ReasonHolderLost, entered,
 			fmt.Errorf("%w while its probe ran: %w", ErrSuperseded, cause))
 	}
-	s, result, err := x.judgeProbe(sctx, ans, perr, reason, entered, cause)
-	x.settle(sctx, s)
+	s, result, err := p.judge(sctx, ans, perr, reason, entered, cause)
+	x.settler().settle(sctx, s)
 	if s.how == settleMark {
 		return nil, x.indeterminate(sctx, reason, entered, s.cause)
 	}
 	return result, err
 }
 
-// judgeProbe turns the probe's answer about an unknown outcome into the
+// prober asks a declaration's probe about a call's unknown outcome and
+// judges its answer.
+type prober struct {
+	probe    activity.Probe
+	fn       any    // the activity's function: a landed result is of its type
+	activity string // the declared activity's name
+	tenant   string
+	key      string
+	codec    codec
+	rep      *reporter
+}
+
+// judge turns the probe's answer about an unknown outcome into the
 // claim's settlement and the call's answer, reporting what it settled.
-func (x *execution) judgeProbe(ctx context.Context, ans activity.ProbeAnswer, perr error, reason activity.Reason, entered bool, cause error) (settlement, any, error) {
+func (p prober) judge(ctx context.Context, ans activity.ProbeAnswer, perr error, reason activity.Reason, entered bool, cause error) (settlement, any, error) {
 	if perr == nil && ans.Landing == activity.Landed {
-		perr = checkProbeResult(x.decl.Func(), ans.Result)
+		perr = checkProbeResult(p.fn, ans.Result)
 	}
 	if perr == nil && ans.Landing == activity.Landed {
-		payloads, err := x.encode(ans.Result)
+		payloads, err := p.codec.encode(ans.Result)
 		if err == nil {
-			x.probed(ctx, EventProbeLanded, MetricProbeLanded, reason, nil)
+			p.rep.probed(ctx, EventProbeLanded, MetricProbeLanded, reason, nil)
 			// Returned as the body would have returned it: the SDK encodes
 			// it with the worker's converter and codecs.
 			return settlement{how: settleRecord, payloads: payloads}, ans.Result, nil
@@ -93,8 +106,8 @@ func (x *execution) judgeProbe(ctx context.Context, ans activity.ProbeAnswer, pe
 		perr = fmt.Errorf("idempotency: the probe's result: %w", err)
 	}
 	if perr == nil && ans.Landing == activity.NotLanded {
-		x.probed(ctx, EventProbeNotLanded, MetricProbeNotLanded, reason, nil)
-		return settlement{how: settleRelease, cause: cause}, nil, notLanded(x.decl.Name(), reason, cause)
+		p.rep.probed(ctx, EventProbeNotLanded, MetricProbeNotLanded, reason, nil)
+		return settlement{how: settleRelease, cause: cause}, nil, notLanded(p.activity, reason, cause)
 	}
 	if perr == nil && ans.Landing != activity.CannotTell {
 		perr = fmt.Errorf("idempotency: the probe answered an unknown landing %d", ans.Landing)
@@ -102,9 +115,9 @@ func (x *execution) judgeProbe(ctx context.Context, ans activity.ProbeAnswer, pe
 	if errors.Is(perr, errProbeLate) {
 		// Slowness of the probe's own, told apart from a probe that could
 		// not tell or failed.
-		x.probed(ctx, EventProbeLate, MetricProbeLate, reason, perr)
+		p.rep.probed(ctx, EventProbeLate, MetricProbeLate, reason, perr)
 	} else {
-		x.probed(ctx, EventProbeUnsettled, MetricProbeUnsettled, reason, perr)
+		p.rep.probed(ctx, EventProbeUnsettled, MetricProbeUnsettled, reason, perr)
 	}
 	if perr != nil {
 		cause = fmt.Errorf("%w (probe: %w)", cause, perr)
@@ -114,22 +127,22 @@ func (x *execution) judgeProbe(ctx context.Context, ans activity.ProbeAnswer, pe
 	return settlement{how: settleMark, reason: reason, entered: entered, cause: cause}, nil, nil
 }
 
-// askProbe runs probe under the activity's context — its deadline (see
+// ask runs the probe under the activity's context — its deadline (see
 // probeContext) and its cancellation — and gives up on it when that context
 // ends, whether or not the probe honours it. A probe that panics has failed.
-func (x *execution) askProbe(ctx context.Context, probe activity.Probe, reason activity.Reason, entered bool) (activity.ProbeAnswer, error) {
-	x.count(MetricProbes)
+func (p prober) ask(ctx context.Context, reason activity.Reason, entered bool) (activity.ProbeAnswer, error) {
+	p.rep.count(MetricProbes)
 	start := time.Now()
-	defer func() { x.metrics.Timer(MetricProbeLatency).Record(time.Since(start)) }()
+	defer func() { p.rep.metrics.Timer(MetricProbeLatency).Record(time.Since(start)) }()
 	if err := ctx.Err(); err != nil {
 		return activity.ProbeAnswer{}, fmt.Errorf("%w: %w", errProbeLate, context.Cause(ctx))
 	}
-	pctx, cancel := probeContext(activity.WithKey(ctx, keyspace.Key(x.key)))
+	pctx, cancel := probeContext(activity.WithKey(ctx, keyspace.Key(p.key)))
 	defer cancel()
 	req := activity.ProbeRequest{
-		Activity:    x.decl.Name(),
-		Tenant:      x.tenant,
-		Key:         keyspace.Key(x.key),
+		Activity:    p.activity,
+		Tenant:      p.tenant,
+		Key:         keyspace.Key(p.key),
 		Reason:      reason,
 		BodyEntered: entered,
 	}
@@ -144,7 +157,7 @@ func (x *execution) askProbe(ctx context.Context, probe activity.Probe, reason a
 				ch <- reply{err: fmt.Errorf("idempotency: the probe panicked: %v", p)}
 			}
 		}()
-		ans, err := probe(pctx, req)
+		ans, err := p.probe(pctx, req)
 		ch <- reply{ans, err}
 	}()
 	select {
@@ -210,12 +223,4 @@ func notLanded(name string, reason activity.Reason, cause error) error {
 	return benignError(
 		fmt.Sprintf("idempotency: activity %q: %s, and its probe says the effect did not land; the key is free", name, reason),
 		decision.ErrorTypeNotLanded, cause)
-}
-
-// probed reports what a probe settled.
-func (x *execution) probed(ctx context.Context, kind EventKind, metric string, reason activity.Reason, err error) {
-	x.count(metric)
-	e := x.event
-	e.Kind, e.Reason, e.Err = kind, reason, err
-	x.emit(ctx, e)
 }

@@ -1,7 +1,6 @@
 package interceptor
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -76,7 +75,7 @@ func CheckTransactional(st store.Store, d *activity.Declaration) error {
 //     finds it taken over: the transaction rolls back (the new holder's
 //     effect is the one that lands) and the retryable superseded error
 //     sends the retry to wait for the new holder's answer;
-//   - the commit fails or its answer is lost: see settleCommit.
+//   - the commit fails or its answer is lost: see settler.commitFailed.
 //
 // A worker that dies mid-body leaves a transaction its server rolls back
 // and a pending claim whose lease runs out; the next attempt takes it over
@@ -87,30 +86,30 @@ func (x *execution) runTransactional(ctx context.Context, in *interceptor.Execut
 		return nil, err
 	}
 	run := x.runUnderLease(ctx, txn.Context(activity.WithKey(ctx, keyspace.Key(x.key))), in)
-	sctx, cancel := x.storeContext(ctx)
+	sctx, cancel := storeContext(ctx, x.opts.StoreTimeout)
 	defer cancel()
 	rollback := func() {
 		if rerr := txn.Rollback(sctx); rerr != nil {
 			// The transaction was never asked to commit: its server rolls
 			// it back when the connection goes.
-			x.storeError(ctx, fmt.Errorf("rolling the transaction back: %w", rerr))
+			x.rep.storeError(ctx, fmt.Errorf("rolling the transaction back: %w", rerr))
 		}
 	}
 	if run.superseded != nil {
 		// The key is another caller's: this transaction must not land.
 		rollback()
-		x.superseded(sctx, run.superseded, true)
+		x.rep.superseded(sctx, run.superseded, true)
 		if run.panicked != nil {
 			panic(run.panicked)
 		}
-		return nil, x.supersededError(run.err)
+		return nil, supersededError(x.decl.Name(), run.err)
 	}
-	outcome, err := x.transactionalOutcome(run)
+	outcome, err := transactionalOutcome(x.codec, run)
 	if err != nil {
 		// Nothing of the body lands: its transaction rolls back and the
 		// key is freed for the retry.
 		rollback()
-		x.settle(sctx, settlement{how: settleRelease, cause: err})
+		x.settler().release(sctx, err, true)
 		if run.panicked != nil {
 			panic(run.panicked)
 		}
@@ -119,11 +118,11 @@ func (x *execution) runTransactional(ctx context.Context, in *interceptor.Execut
 	err = txn.Commit(sctx, outcome)
 	switch {
 	case err == nil:
-		x.endEvent(ctx, EventCompleted, "", nil)
+		x.rep.endEvent(ctx, EventCompleted, "", nil)
 		return run.result, nil
 	case errors.Is(err, store.ErrNotHolder):
-		x.superseded(ctx, err, true)
-		return nil, x.supersededError(nil)
+		x.rep.superseded(ctx, err, true)
+		return nil, supersededError(x.decl.Name(), nil)
 	case errors.Is(err, store.ErrTransactionEnded):
 		// The body committed or rolled back by itself: its writes may have
 		// landed without the record, and nothing can tell. This is the one
@@ -131,7 +130,18 @@ func (x *execution) runTransactional(ctx context.Context, in *interceptor.Execut
 		// contract, not a failure.
 		return nil, x.markIndeterminate(sctx, activity.ReasonBodyFailed, true, err)
 	}
-	return x.settleCommit(ctx, sctx, err, run.result, outcome)
+	switch fate, cause := x.settler().commitFailed(ctx, sctx, err, outcome); fate {
+	case commitLanded:
+		return run.result, nil
+	case commitNotLanded:
+		return nil, temporal.NewApplicationErrorWithCause(
+			fmt.Sprintf("idempotency: activity %q ran, but its transaction did not commit; nothing of it landed and it will run again: %v",
+				x.decl.Name(), cause), decision.ErrorTypeNotCommitted, cause)
+	case commitSuperseded:
+		return nil, supersededError(x.decl.Name(), nil)
+	default:
+		return nil, commitUnsettled(x.decl.Name(), x.identity, cause)
+	}
 }
 
 // beginTransaction begins the transaction a transactional body runs in,
@@ -142,10 +152,10 @@ func (x *execution) beginTransaction(ctx context.Context) (store.Transaction, er
 	if !ok {
 		// Declare refuses this; a declaration can only get here through a
 		// store that changed type, which Options does not allow.
-		sctx, cancel := x.storeContext(ctx)
+		sctx, cancel := storeContext(ctx, x.opts.StoreTimeout)
 		defer cancel()
 		cause := CheckTransactional(x.opts.Store, x.decl)
-		x.releaseOnTheWay(sctx, cause)
+		x.settler().release(sctx, cause, false)
 		return nil, x.misconfigured(ctx, decision.ErrorTypeStoreUnavailable, cause)
 	}
 	txn, err := tr.BeginTransaction(ctx, store.TransactionParams{Tenant: x.tenant, Key: x.key, Token: x.token})
@@ -153,10 +163,10 @@ func (x *execution) beginTransaction(ctx context.Context) (store.Transaction, er
 		return txn, nil
 	}
 	// Nothing ran: free the key for the retry.
-	sctx, cancel := x.storeContext(ctx)
+	sctx, cancel := storeContext(ctx, x.opts.StoreTimeout)
 	defer cancel()
-	x.storeError(ctx, fmt.Errorf("beginning the transaction: %w", err))
-	x.settle(sctx, settlement{how: settleRelease, cause: err})
+	x.rep.storeError(ctx, fmt.Errorf("beginning the transaction: %w", err))
+	x.settler().release(sctx, err, true)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
@@ -166,67 +176,77 @@ func (x *execution) beginTransaction(ctx context.Context) (store.Transaction, er
 }
 
 // transactionalOutcome is the outcome a transactional body's run commits,
-// or the error for which nothing of it may: the body failed or panicked,
-// or its result cannot be encoded.
-func (x *execution) transactionalOutcome(run bodyRun) ([]byte, error) {
+// encoded with c, or the error for which nothing of it may: the body
+// failed or panicked, or its result cannot be encoded.
+func transactionalOutcome(c codec, run bodyRun) ([]byte, error) {
 	switch {
 	case run.panicked != nil:
 		return nil, fmt.Errorf("activity panicked: %v", run.panicked)
 	case run.err != nil:
 		return nil, activity.UnwrapNoEffect(run.err)
 	}
-	payloads, err := x.encode(run.result)
+	payloads, err := c.encode(run.result)
 	if err != nil || payloads == nil {
 		return nil, err
 	}
 	return proto.Marshal(payloads)
 }
 
-// settleCommit decides, by the record, what became of a commit that
-// failed or whose answer was lost. It never reads the record bare: a
-// commit still in flight holds the record's row lock (its fenced completion
-// took it), and a plain read would see the row as it was before. It frees
-// the key with a fenced Release instead, which waits for that lock:
+// commitFate is what became of a commit that failed or whose answer was
+// lost, as commitFailed finds out.
+type commitFate uint8
+
+const (
+	commitNotLanded  commitFate = iota + 1 // it did not commit, and the key is free
+	commitLanded                           // it committed; only its answer was lost
+	commitSuperseded                       // the key was taken over
+	commitUnknown                          // the store could not be asked
+)
+
+// commitFailed decides, by the record, what became of a commit that
+// failed (cerr) or whose answer was lost, and reports it: the fate, with
+// the error the call's answer names. It never reads the record bare: a
+// commit still in flight holds the record's row lock (its fenced
+// completion took it), and a plain read would see the row as it was
+// before. It frees the key with a fenced Release instead, which waits for
+// that lock:
 //
 //   - the release lands: the record was still pending under this token
 //     once the transaction had ended, so it did not commit (and, the
 //     fence being in the transaction, never can): nothing landed, the key
 //     is free, and the retry runs the body again;
 //   - the release is refused (not the holder): the transaction ended
-//     first; the record, read now that nothing is in flight, says whether
-//     it committed (completed under this token, with this outcome: the
-//     answer is returned) or the key was taken over (superseded);
+//     first; the record, read back now that nothing is in flight, says
+//     whether it committed (completed under this token, with this
+//     outcome, as a completion's read back does: see landed) or the key
+//     was taken over (superseded);
 //   - the store cannot be reached: nothing is freed, so nothing a commit
 //     completed can be destroyed. The retryable store error sends the
 //     retry, which waits until the lease runs out and takes the key over
 //     unless the record says it completed; a takeover's claim waits for the
 //     row lock as the release did.
-func (x *execution) settleCommit(ctx, sctx context.Context, cerr error, result any, outcome []byte) (any, error) {
-	x.storeError(ctx, fmt.Errorf("committing the transaction: %w", cerr))
-	rerr := x.opts.Store.Release(sctx, store.ReleaseParams{Tenant: x.tenant, Key: x.key, Token: x.token})
+func (s settler) commitFailed(ctx, sctx context.Context, cerr error, outcome []byte) (commitFate, error) {
+	s.rep.storeError(ctx, fmt.Errorf("committing the transaction: %w", cerr))
+	rerr := s.opts.Store.Release(sctx, store.ReleaseParams{Tenant: s.tenant, Key: s.key, Token: s.token})
 	switch {
 	case rerr == nil:
-		x.endEvent(ctx, EventReleased, "", cerr)
-		return nil, temporal.NewApplicationErrorWithCause(
-			fmt.Sprintf("idempotency: activity %q ran, but its transaction did not commit; nothing of it landed and it will run again: %v",
-				x.decl.Name(), cerr), decision.ErrorTypeNotCommitted, cerr)
+		s.rep.endEvent(ctx, EventReleased, "", cerr)
+		return commitNotLanded, cerr
 	case errors.Is(rerr, store.ErrNotHolder):
-		rec, lerr := x.opts.Store.Lookup(sctx, store.LookupParams{Tenant: x.tenant, Key: x.key})
+		committed, lerr := s.readBack(sctx, s.completedWith(outcome))
 		switch {
-		case lerr == nil && rec.Token == x.token && rec.State == store.StateCompleted &&
-			rec.Resolution.Action == 0 && bytes.Equal(rec.Outcome, outcome):
-			// It committed; only its answer was lost.
-			x.endEvent(ctx, EventCompleted, "", nil)
-			return result, nil
-		case lerr != nil && !errors.Is(lerr, store.ErrNotFound):
-			x.storeError(ctx, fmt.Errorf("reading the record after the commit: %w", lerr))
-			return nil, x.commitUnsettled(cerr)
+		case committed:
+			s.rep.endEvent(ctx, EventCompleted, "", nil)
+			return commitLanded, nil
+		case lerr != nil:
+			s.rep.storeError(ctx, fmt.Errorf("reading the record after the commit: %w", lerr))
+			return commitUnknown, cerr
 		}
-		x.superseded(ctx, rerr, true)
-		return nil, x.supersededError(nil)
+		s.rep.superseded(ctx, rerr, true)
+		return commitSuperseded, rerr
 	default:
-		x.storeError(ctx, fmt.Errorf("freeing the key after the commit failed: %w", rerr))
-		return nil, x.commitUnsettled(errors.Join(cerr, rerr))
+		s.rep.storeError(ctx, fmt.Errorf("freeing the key after the commit failed: %w", rerr))
+		return commitUnknown, errors.Join(cerr, rerr)
 	}
 }
 
@@ -235,20 +255,21 @@ func (x *execution) settleCommit(ctx, sctx context.Context, cerr error, result a
 // of the store-unavailable type, which a workflow runs again (safe: the
 // record decides), but its details say what happened — the body ran and
 // its commit may have landed — not that nothing ran.
-func (x *execution) commitUnsettled(cause error) error {
+func commitUnsettled(name string, id identity, cause error) error {
 	n := activity.NotRun{
-		Activity: x.decl.Name(), Tenant: x.tenant, Key: x.key, Reason: activity.ReasonStoreUnavailable,
+		Activity: name, Tenant: id.tenant, Key: id.key, Reason: activity.ReasonStoreUnavailable,
 		BodyEntered: true, EffectMayHaveLanded: true, MayRetry: true, Cause: cause.Error(),
 	}
 	return temporal.NewApplicationErrorWithCause(
 		fmt.Sprintf("idempotency: activity %q ran, but the store could not say whether its transaction committed; "+
-			"running it again is safe, the retry finds out from the record: %v", x.decl.Name(), cause), decision.ErrorTypeStoreUnavailable, cause, n)
+			"running it again is safe, the retry finds out from the record: %v", name, cause), decision.ErrorTypeStoreUnavailable, cause, n)
 }
 
-// supersededError is the retryable error of a body whose claim was taken
-// over: its retry waits for the holder that took it and gets its answer.
-func (x *execution) supersededError(cause error) error {
-	return benignError(fmt.Sprintf("idempotency: activity %q stopped: %v", x.decl.Name(), ErrSuperseded),
+// supersededError is the retryable error of a body of activity name whose
+// claim was taken over: its retry waits for the holder that took it and
+// gets its answer.
+func supersededError(name string, cause error) error {
+	return benignError(fmt.Sprintf("idempotency: activity %q stopped: %v", name, ErrSuperseded),
 		decision.ErrorTypeSuperseded, activity.UnwrapNoEffect(cause))
 }
 

@@ -25,7 +25,7 @@ func TestErrorCategories(t *testing.T) {
 		return ae.Type(), ae.Category()
 	}
 	for _, err := range []error{
-		x.supersededError(errors.New("taken over")),
+		supersededError(x.decl.Name(), errors.New("taken over")),
 		notLanded("Book", activity.ReasonBodyFailed, errors.New("gateway timeout")),
 		rejection(errors.New("no such key")),
 	} {
@@ -43,7 +43,7 @@ func TestErrorCategories(t *testing.T) {
 	for _, err := range []error{
 		activity.NewIndeterminateError(activity.IndeterminateOutcome{Activity: "Book", Tenant: "acme", Key: "v1:k", Reason: activity.ReasonBodyFailed}, nil),
 		activity.NewNotRunError(activity.NotRun{Activity: "Book", Tenant: "acme", Key: "v1:k"}, nil),
-		x.commitUnsettled(errors.New("lost")),
+		commitUnsettled(x.decl.Name(), x.identity, errors.New("lost")),
 	} {
 		if typ, c := category(err); c == temporal.ApplicationErrorCategoryBenign {
 			t.Errorf("%s is benign: it may fail a workflow or ask an operator to act", typ)

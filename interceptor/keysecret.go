@@ -114,13 +114,13 @@ func (x *execution) keySecret(ctx context.Context) (*keyspace.Secret, error) {
 	}
 	cause := fmt.Errorf("idempotency: the workflow's keys are derived under the secret of generation %d, which this worker does not hold: "+
 		"give it in interceptor.Options.KeySecrets (or KeySecret) of every worker of the task queue", gen)
-	x.endEvent(ctx, EventMisconfigured, MetricMisconfigured, cause)
+	x.rep.endEvent(ctx, EventMisconfigured, MetricMisconfigured, cause)
 	return nil, temporal.NewApplicationError(fmt.Sprintf("idempotency: activity %q was not run: %v", x.decl.Name(), cause),
 		decision.ErrorTypeUnknownKeySecret)
 }
 
-// keyOfAnEarlierRun returns the key, and the secret it is derived under,
-// that a call finds the record of an earlier run under, when its key is
+// keyOfAnEarlierRun returns the key, and the check derived with it under
+// the same secret, that a call finds the record of an earlier run under, when its key is
 // scoped by another run than its own: a run made by a reset (scoped by the
 // run it was reset from), any run under ScopeWorkflow (scoped by the
 // workflow ID its earlier runs share), or a Nexus request (whose key no
@@ -140,23 +140,24 @@ func (x *execution) keySecret(ctx context.Context) (*keyspace.Secret, error) {
 // not answer is retried as a claim is (Options.ClaimRetry), then ends the
 // call not run (the error returned), never read as "not found" — the
 // record it could not see may be the earlier run's effect.
-func (x *execution) keyOfAnEarlierRun(ctx context.Context, tenant, run string, args []any, key keyspace.Key, secret *keyspace.Secret) (keyspace.Key, *keyspace.Secret, error) {
+func (x *execution) keyOfAnEarlierRun(ctx context.Context, tenant, run string, args []any, key keyspace.Key, check keyspace.Check, secret *keyspace.Secret) (keyspace.Key, keyspace.Check, error) {
 	retry := x.storeRetry(ctx)
 	for {
-		k, s, err := x.findEarlierRun(ctx, tenant, run, args, key, secret)
+		k, c, err := x.findEarlierRun(ctx, tenant, run, args, key, check, secret)
 		if err == nil {
-			return k, s, nil
+			return k, c, nil
 		}
 		if !retry.again(ctx, err) {
-			return "", nil, err
+			return "", "", err
 		}
 	}
 }
 
-// findEarlierRun is one pass of keyOfAnEarlierRun's lookups: the
-// derivation under which a record stands (key and secret when none does),
-// or the first error that is not [store.ErrNotFound].
-func (x *execution) findEarlierRun(ctx context.Context, tenant, run string, args []any, key keyspace.Key, secret *keyspace.Secret) (keyspace.Key, *keyspace.Secret, error) {
+// findEarlierRun is one pass of keyOfAnEarlierRun's lookups: the key and
+// check of the derivation under which a record stands (key and check, the
+// call's own under secret, when none does), or the first error that is
+// not [store.ErrNotFound].
+func (x *execution) findEarlierRun(ctx context.Context, tenant, run string, args []any, key keyspace.Key, check keyspace.Check, secret *keyspace.Secret) (keyspace.Key, keyspace.Check, error) {
 	found := func(k keyspace.Key) (bool, error) {
 		lctx, cancel := context.WithTimeout(ctx, x.opts.StoreTimeout)
 		defer cancel()
@@ -170,7 +171,7 @@ func (x *execution) findEarlierRun(ctx context.Context, tenant, run string, args
 		return false, err
 	}
 	if ok, err := found(key); ok || err != nil {
-		return key, secret, err
+		return key, check, err
 	}
 	others := []*keyspace.Secret{nil}
 	for _, s := range x.root.secrets {
@@ -183,13 +184,13 @@ func (x *execution) findEarlierRun(ctx context.Context, tenant, run string, args
 	}
 	// Map order is no matter here: at most one derivation holds a record.
 	for _, s := range others {
-		k, err := x.decl.KeyUnder(s, tenant, run, args)
+		k, c, err := x.decl.Identity(s, tenant, run, args)
 		if err != nil {
 			continue // this call's arguments have no key under s
 		}
 		if ok, err := found(k); ok || err != nil {
-			return k, s, err
+			return k, c, err
 		}
 	}
-	return key, secret, nil
+	return key, check, nil
 }

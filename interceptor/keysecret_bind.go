@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	commonpb "go.temporal.io/api/common/v1"
+	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/proto"
@@ -61,8 +62,9 @@ func (x *execution) bindSecret(ctx context.Context, tenant string, s *keyspace.S
 		return nil
 	}
 	retry := x.storeRetry(ctx)
+	fp := fingerprints{opts: x.opts, info: x.info, heartbeat: x.heartbeat}
 	for {
-		stored, err := x.secretFingerprint(ctx, tenant, s)
+		stored, err := fp.fingerprint(ctx, tenant, s)
 		switch {
 		case err == nil && stored == s.Fingerprint():
 			x.root.boundSecrets.Store(b, struct{}{})
@@ -75,7 +77,7 @@ func (x *execution) bindSecret(ctx context.Context, tenant string, s *keyspace.S
 			if err != nil {
 				cause = fmt.Errorf("idempotency: keys of tenant %q under the secret of generation %d are not derived: %w", tenant, s.Generation(), err)
 			}
-			x.endEvent(ctx, EventMisconfigured, MetricMisconfigured, cause)
+			x.rep.endEvent(ctx, EventMisconfigured, MetricMisconfigured, cause)
 			return temporal.NewApplicationError(fmt.Sprintf("idempotency: activity %q was not run: %v", x.decl.Name(), cause),
 				decision.ErrorTypeUnknownKeySecret)
 		case errors.Is(err, store.ErrInvalid), !retry.again(ctx, err):
@@ -84,19 +86,27 @@ func (x *execution) bindSecret(ctx context.Context, tenant string, s *keyspace.S
 	}
 }
 
-// secretFingerprint returns the fingerprint tenant's record of s's
-// generation names, writing s's when the tenant has none: one claim when
-// the record stands, a claim and a completion when it does not.
-func (x *execution) secretFingerprint(ctx context.Context, tenant string, s *keyspace.Secret) (string, error) {
+// fingerprints reads and writes tenants' records of key secrets'
+// fingerprints, for the call described by info.
+type fingerprints struct {
+	opts      *Options
+	info      sdkactivity.Info
+	heartbeat func(context.Context) // while it waits for another writer
+}
+
+// fingerprint returns the fingerprint tenant's record of s's generation
+// names, writing s's when the tenant has none: one claim when the record
+// stands, a claim and a completion when it does not.
+func (f fingerprints) fingerprint(ctx context.Context, tenant string, s *keyspace.Secret) (string, error) {
 	key := secretRecordKey(s.Generation())
 	var supersede int64
 	for {
-		cctx, cancel := context.WithTimeout(ctx, x.opts.StoreTimeout)
-		res, err := x.opts.Store.Claim(cctx, store.ClaimParams{
-			Tenant: tenant, Key: key, Holder: holderName(x.info, x.opts.Identity), Lease: x.opts.Lease,
+		cctx, cancel := context.WithTimeout(ctx, f.opts.StoreTimeout)
+		res, err := f.opts.Store.Claim(cctx, store.ClaimParams{
+			Tenant: tenant, Key: key, Holder: holderName(f.info, f.opts.Identity), Lease: f.opts.Lease,
 			Supersede: supersede, Retention: store.MaxRetention,
-			Origin: store.Origin{WorkflowID: x.info.WorkflowExecution.ID, RunID: x.info.WorkflowExecution.RunID,
-				ActivityType: secretRecordActivity, ActivityID: x.info.ActivityID, Attempt: x.info.Attempt},
+			Origin: store.Origin{WorkflowID: f.info.WorkflowExecution.ID, RunID: f.info.WorkflowExecution.RunID,
+				ActivityType: secretRecordActivity, ActivityID: f.info.ActivityID, Attempt: f.info.Attempt},
 		})
 		cancel()
 		if err != nil {
@@ -110,8 +120,8 @@ func (x *execution) secretFingerprint(ctx context.Context, tenant string, s *key
 			if err != nil {
 				return "", err
 			}
-			cctx, cancel := context.WithTimeout(ctx, x.opts.StoreTimeout)
-			err = x.opts.Store.Complete(cctx, store.CompleteParams{Tenant: tenant, Key: key, Token: res.Record.Token, Outcome: outcome})
+			cctx, cancel := context.WithTimeout(ctx, f.opts.StoreTimeout)
+			err = f.opts.Store.Complete(cctx, store.CompleteParams{Tenant: tenant, Key: key, Token: res.Record.Token, Outcome: outcome})
 			cancel()
 			if err != nil {
 				// Landed or not, the next pass reads the record: completed,
@@ -128,13 +138,13 @@ func (x *execution) secretFingerprint(ctx context.Context, tenant string, s *key
 				continue
 			}
 			supersede = 0
-			wctx, cancel := context.WithTimeout(ctx, min(x.opts.WaitHeartbeat, x.opts.StoreTimeout))
-			_, err := x.opts.Store.Wait(wctx, store.WaitParams{Tenant: tenant, Key: key, Token: res.Record.Token})
+			wctx, cancel := context.WithTimeout(ctx, min(f.opts.WaitHeartbeat, f.opts.StoreTimeout))
+			_, err := f.opts.Store.Wait(wctx, store.WaitParams{Tenant: tenant, Key: key, Token: res.Record.Token})
 			cancel()
 			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 				return "", err
 			}
-			x.heartbeat(ctx)
+			f.heartbeat(ctx)
 			if ctx.Err() != nil {
 				return "", ctx.Err()
 			}

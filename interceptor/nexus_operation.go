@@ -165,22 +165,23 @@ func (i *Interceptor) runNexus(ctx context.Context, decl *activity.Declaration, 
 		decl:  decl,
 		kind:  decl.Kind(),
 		info:  info,
-		event: baseEvent(decl, info),
-		dc:    i.opts.dataConverter(ctx),
+		rep:   reporter{opts: &i.opts, event: baseEvent(decl, info)},
+		codec: codec{dc: i.opts.dataConverter(ctx), activity: decl.Name()},
 		nexus: call,
 	}
-	x.metrics = temporalnexus.GetMetricsHandler(ctx).WithTags(map[string]string{
+	x.rep.metrics = temporalnexus.GetMetricsHandler(ctx).WithTags(map[string]string{
 		"activity_type":    decl.Name(),
 		"idempotency_kind": decl.Kind().String(),
 	})
 	return x.run(context.WithValue(ctx, nexusCallKey{}, call), &interceptor.ExecuteActivityInput{Args: []any{input}})
 }
 
-// nexusRun is the scope of a Nexus operation's key: see NexusOperation.
-func (x *execution) nexusRun() string {
-	scope := "nexus\x00" + x.info.Namespace + "\x00" + x.nexus.request.Service
-	if x.nexus.perRequest {
-		scope += "\x00" + x.nexus.opts.RequestID
+// scope is the scope of the key of a Nexus operation called in namespace:
+// see NexusOperation.
+func (c *nexusCall) scope(namespace string) string {
+	scope := "nexus\x00" + namespace + "\x00" + c.request.Service
+	if c.perRequest {
+		scope += "\x00" + c.opts.RequestID
 	}
 	return scope
 }

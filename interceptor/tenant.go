@@ -159,10 +159,10 @@ func (x *execution) noteIgnoredTenant(ctx context.Context, resolved string) {
 	if !ok || header == resolved || !x.root.tenantIgnored.CompareAndSwap(false, true) {
 		return
 	}
-	e := x.event
+	e := x.rep.event
 	e.Kind, e.Tenant = EventTenantIgnored, resolved
 	e.Err = fmt.Errorf("the worker's Options.Tenant resolved tenant %q for activity %q where the call's header carries tenant %q (the starter's): "+
 		"the header is ignored, and records and waiting work are kept under %q (idempotencyctl list -tenant %s); reported once per worker",
 		resolved, x.decl.Name(), header, resolved, resolved)
-	x.emit(ctx, e)
+	x.rep.emit(ctx, e)
 }
