@@ -329,3 +329,22 @@ type backlogArgs struct {
 func (a backlogArgs) params() paramList {
 	return paramList{{"now", a.now}}
 }
+
+// kept returns the check digest and the retention (microseconds) a record
+// keeps as bind parameters: NULL for none.
+func kept(check string, retention time.Duration) (*string, *int64) {
+	var c *string
+	var r *int64
+	if check != "" {
+		c = &check
+	}
+	if us := retention.Microseconds(); us > 0 {
+		r = &us
+	}
+	return c, r
+}
+
+// keptRetention is retention as the table keeps it: to the microsecond.
+func keptRetention(retention time.Duration) time.Duration {
+	return retention.Truncate(time.Microsecond)
+}
