@@ -1,9 +1,11 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,6 +14,31 @@ import (
 	"github.com/tesserix/idempotency/internal/backoff"
 	"github.com/tesserix/idempotency/store"
 )
+
+// The claim's paths: four ways a claim reaches the table, each a method of
+// claimer below. A claim takes the first that applies and goes on to the
+// next when one cannot settle it (as the paragraph after the table says);
+// its answer is the same whichever it took.
+//
+//	path       what it is                      when it is taken                    what it runs
+//	batched    the claims of many callers in   Options.Batch set, no Supersede,    batchClaimSQL, then batchReadSQL
+//	           one round trip (claimBatch)     and every connection of the pool    (batch.go), as one implicit
+//	                                           taken when the call arrives         transaction
+//	fast       insert a free key, or read the  first, for every claim not batched  claimInsert, then claimRead, as
+//	           row that stands (claimFast)     (a call a batch sent back too)      one implicit transaction
+//	replacing  judge and take a standing row   the fast path read a row to take:   claim, one statement: the upsert
+//	           in one statement (claimOnce)    expired, or pending under the       in a CTE that reads xmax and
+//	                                           superseded token                    announces a replaced row
+//	portable   replacing without xmax or       as replacing, when Capabilities     claimUpsert; claimRead when it
+//	           NOTIFY (claimReplace)           lack Xmax or Notify                 returned nothing; then announce
+//
+// The statements are in sql.go but for the batch's. Whatever a path cannot
+// settle goes to the next: a batch sends a claim it cannot answer (a row to
+// take over, one deleted under its read) back to its caller, who claims on
+// the fast path; the fast path hands a row to replace to the replacing
+// statement (or, without its capabilities, the portable one). A claim whose
+// answer was lost is undone by the one rule of undoClaim, whichever path
+// sent it.
 
 // Claim implements [store.Store.Claim] in one round trip in the common
 // cases: a fresh key is inserted, or the row that stands is read (see
@@ -44,11 +71,12 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	if err := s.requireSynchronous(ctx); err != nil {
 		return store.Result{}, err
 	}
+	c := claimer{s}
 	if s.claims == nil || p.Supersede != 0 {
-		return s.claim(ctx, p)
+		return c.claim(ctx, p)
 	}
 	a, err := s.claims.Do(ctx, p, func(ctx context.Context, p store.ClaimParams) (claimAnswer, error) {
-		res, err := s.claim(ctx, p)
+		res, err := c.claim(ctx, p)
 		return claimAnswer{res: res}, err
 	})
 	switch {
@@ -57,11 +85,16 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	case err != nil || !a.alone:
 		return a.res, err
 	}
-	return s.claim(ctx, p)
+	return c.claim(ctx, p)
 }
 
+// claimer is the store seen from its claim paths (the table above): its
+// methods are the paths and what they share; it embeds the Store for the
+// pool, the statements, the clock and the test hooks.
+type claimer struct{ *Store }
+
 // claim is Claim on its own: its own statements, not batched.
-func (s *Store) claim(ctx context.Context, p store.ClaimParams) (store.Result, error) {
+func (c claimer) claim(ctx context.Context, p store.ClaimParams) (store.Result, error) {
 	const op = "claim"
 	token := store.NewToken()
 	for token == p.Supersede {
@@ -72,13 +105,14 @@ func (s *Store) claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	// pending under the superseded token) takes the full statement.
 	fast := true
 	for attempt := 1; ; attempt++ {
-		if attempt > 1 && s.onRetry != nil {
-			s.onRetry(attempt)
+		if attempt > 1 && c.onRetry != nil {
+			c.onRetry(attempt)
 		}
 		// PostgreSQL keeps microseconds; the fast claim builds the record
 		// it inserted from these values, so they are what a read returns.
-		now := s.now(ctx).Truncate(time.Microsecond)
-		rec, acquired, err := s.claimOnce(ctx, p, token, now, fast)
+		now := c.now(ctx).Truncate(time.Microsecond)
+		nc := c.newClaim(p, token, now)
+		rec, acquired, err := c.claimOnce(ctx, nc, p.Supersede, fast)
 		if fast && err == nil && !acquired && stale(rec, now, p.Supersede) {
 			// A row to replace: the full statement judges and takes it.
 			fast = false
@@ -104,9 +138,9 @@ func (s *Store) claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 				// Only the statement that replaces a standing row can
 				// have taken a key over; the fast claim inserts into a
 				// free key or changes nothing.
-				s.undoClaim(ctx, p.Tenant, p.Key, token, !fast && p.Supersede != 0)
+				c.undoClaim(ctx, p.Tenant, p.Key, token, !fast && p.Supersede != 0)
 			}
-			return store.Result{}, s.interpret(ctx, op, err)
+			return store.Result{}, c.interpret(ctx, op, err)
 		}
 		// A transient conflict: run it again after a pause.
 		if attempt == maxAttempts {
@@ -118,27 +152,28 @@ func (s *Store) claim(ctx context.Context, p store.ClaimParams) (store.Result, e
 	}
 }
 
-// claimOnce makes one attempt at the claim: the fast claim, or the full
-// statement that judges and replaces a standing row.
-func (s *Store) claimOnce(ctx context.Context, p store.ClaimParams, token int64, now time.Time, fast bool) (store.Record, bool, error) {
+// claimOnce makes one attempt at the claim nc, superseding the token
+// supersede (0: none): the fast claim, or the full statement that judges
+// and replaces a standing row (the portable one without its capabilities).
+func (c claimer) claimOnce(ctx context.Context, nc newClaim, supersede int64, fast bool) (store.Record, bool, error) {
 	if fast {
-		return s.claimFast(ctx, p, token, now)
+		return c.claimFast(ctx, nc)
 	}
-	if s.onReplace != nil {
-		s.onReplace()
+	if c.onReplace != nil {
+		c.onReplace()
 	}
-	if s.sql.claim == "" {
-		return s.claimReplace(ctx, p, token, now)
+	if c.sql.claim == "" {
+		return c.claimReplace(ctx, nc, supersede)
 	}
 	var (
 		rec      store.Record
 		acquired bool
 		notified int64
 	)
-	row := s.pool.QueryRow(ctx, s.sql.claim, claimArgs{
-		newClaim:  s.newClaim(p, token, now),
-		supersede: p.Supersede,
-		notice:    s.notice(p.Tenant, p.Key),
+	row := c.pool.QueryRow(ctx, c.sql.claim, claimArgs{
+		newClaim:  nc,
+		supersede: supersede,
+		notice:    c.notice(nc.tenant, nc.key),
 	}.params().values()...)
 	err := scanRecord(row, &rec, &acquired, &notified)
 	return rec, acquired, err
@@ -162,17 +197,16 @@ func keptChanging(p store.ClaimParams) error {
 // would not: the snapshot predates the wait.) A key that stands is read,
 // not locked, so a duplicate's claim writes nothing and commits without a
 // WAL flush. A claim that inserts learns nothing from the read: the record
-// is the one it wrote, built here from the values it sent.
+// is the one it wrote, nc.
 //
 // It reports acquired when the insert took the key; otherwise rec is the
 // row that stands, and pgx.ErrNoRows says none stands any more (it was
 // deleted between the two statements), for the caller to run it again.
-func (s *Store) claimFast(ctx context.Context, p store.ClaimParams, token int64, now time.Time) (rec store.Record, acquired bool, err error) {
-	c := s.newClaim(p, token, now)
+func (c claimer) claimFast(ctx context.Context, nc newClaim) (rec store.Record, acquired bool, err error) {
 	b := &pgx.Batch{}
-	b.Queue(s.sql.claimInsert, claimInsertArgs{c}.params().values()...)
-	b.Queue(s.sql.claimRead, claimReadArgs{tenant: p.Tenant, key: p.Key, ownToken: token}.params().values()...)
-	br := s.pool.SendBatch(ctx, b)
+	b.Queue(c.sql.claimInsert, claimInsertArgs{nc}.params().values()...)
+	b.Queue(c.sql.claimRead, claimReadArgs{tenant: nc.tenant, key: nc.key, ownToken: nc.token}.params().values()...)
+	br := c.pool.SendBatch(ctx, b)
 	tag, err := br.Exec()
 	if err == nil {
 		acquired = tag.RowsAffected() == 1
@@ -186,16 +220,12 @@ func (s *Store) claimFast(ctx context.Context, p store.ClaimParams, token int64,
 	if err != nil || !acquired {
 		return rec, false, err
 	}
-	return store.Record{
-		Tenant: p.Tenant, Key: p.Key, State: store.StatePending, Holder: p.Holder, Token: token,
-		LeaseUntil: c.leaseUntil, ExpiresAt: c.expiresAt, CreatedAt: now, UpdatedAt: now, Origin: p.Origin,
-		Check: p.Check, Retention: keptRetention(p.Retention),
-	}, true, nil
+	return nc.record(), true, nil
 }
 
 // newClaim is the record a claim under token, made at now, writes.
-func (s *Store) newClaim(p store.ClaimParams, token int64, now time.Time) newClaim {
-	lease, expires := s.claimTimes(now, p.Lease, p.Retention)
+func (c claimer) newClaim(p store.ClaimParams, token int64, now time.Time) newClaim {
+	lease, expires := claimTimes(now, p.Lease, p.Retention, c.opts.TTL)
 	check, retention := kept(p.Check, p.Retention)
 	return newClaim{
 		tenant: p.Tenant, key: p.Key, holder: p.Holder, token: token,
@@ -205,11 +235,11 @@ func (s *Store) newClaim(p store.ClaimParams, token int64, now time.Time) newCla
 }
 
 // claimTimes returns the lease deadline and the expiry of a claim made at
-// now: the retention window (the claim's own, else the TTL), never ending
-// before the lease (a lease longer than the window), so the key is not
-// free while its holder may be running.
-func (s *Store) claimTimes(now time.Time, lease, retention time.Duration) (leaseUntil, expires time.Time) {
-	leaseUntil, expires = now.Add(lease), now.Add(store.RetentionOr(keptRetention(retention), s.opts.TTL))
+// now: the retention window (the claim's own, else the store's TTL), never
+// ending before the lease (a lease longer than the window), so the key is
+// not free while its holder may be running.
+func claimTimes(now time.Time, lease, retention, ttl time.Duration) (leaseUntil, expires time.Time) {
+	leaseUntil, expires = now.Add(lease), now.Add(store.RetentionOr(keptRetention(retention), ttl))
 	if expires.Before(leaseUntil) {
 		expires = leaseUntil
 	}
@@ -260,15 +290,154 @@ func uncertain(ctx context.Context, err error) bool {
 //
 // It is best effort: when it fails too, the claim stays as it landed until
 // its lease runs out, which frees nothing either.
-func (s *Store) undoClaim(ctx context.Context, tenant, key string, token int64, takeover bool) {
+func (c claimer) undoClaim(ctx context.Context, tenant, key string, token int64, takeover bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backoff.CleanupTimeout)
 	defer cancel()
 	var n int64
 	if takeover {
-		a := settleArgs{fence: fence{tenant: tenant, key: key, token: token, now: s.now(ctx)}, notice: s.notice(tenant, key)}
-		_ = s.pool.QueryRow(ctx, s.sql.endLease, a.params().values()...).Scan(&n)
+		a := settleArgs{fence: fence{tenant: tenant, key: key, token: token, now: c.now(ctx)}, notice: c.notice(tenant, key)}
+		_ = c.pool.QueryRow(ctx, c.sql.endLease, a.params().values()...).Scan(&n)
 		return
 	}
-	a := cancelClaimArgs{tenant: tenant, key: key, token: token, notice: s.notice(tenant, key)}
-	_ = s.pool.QueryRow(ctx, s.sql.cancelClaim, a.params().values()...).Scan(&n)
+	a := cancelClaimArgs{tenant: tenant, key: key, token: token, notice: c.notice(tenant, key)}
+	_ = c.pool.QueryRow(ctx, c.sql.cancelClaim, a.params().values()...).Scan(&n)
+}
+
+// claimReplace is the full claim without xmax: an upsert that takes the
+// standing row when it has expired or is pending under the superseded
+// token, and returns the record only when it wrote it. The token in what
+// it returns tells the claim's outcome: this call's own, it took the key.
+// When nothing comes back, a second statement (with a snapshot of its
+// own, so it sees what the upsert's conflict found) reads what stands;
+// pgx.ErrNoRows from it says nothing does any more, for the caller to run
+// the claim again. A replacement is announced (with Notify) by a statement
+// of its own, after the upsert committed: a waiter woken re-reads and
+// finds the new claim.
+func (c claimer) claimReplace(ctx context.Context, nc newClaim, supersede int64) (store.Record, bool, error) {
+	var rec store.Record
+	err := scanRecord(c.pool.QueryRow(ctx, c.sql.claimUpsert, claimArgs{
+		newClaim:  nc,
+		supersede: supersede,
+		notice:    notice{silent: true},
+	}.params().values()...), &rec)
+	switch {
+	case err == nil && rec.Token == nc.token:
+		if c.sql.announce != "" {
+			// Best effort: a lost announcement leaves the waiters of the
+			// replaced record to their polling.
+			_, _ = c.pool.Exec(ctx, c.sql.announce, c.notice(nc.tenant, nc.key).params().values()...)
+		}
+		return rec, true, nil
+	case err == nil:
+		// Not this call's token: what it returned stands, and is not ours.
+		return rec, false, nil
+	case !errors.Is(err, pgx.ErrNoRows):
+		return rec, false, err
+	}
+	rec = store.Record{}
+	err = scanRecord(c.pool.QueryRow(ctx, c.sql.claimRead,
+		claimReadArgs{tenant: nc.tenant, key: nc.key, ownToken: nc.token}.params().values()...), &rec)
+	return rec, false, err
+}
+
+// claimBatch claims calls' keys in one round trip (batchClaimSQL and
+// batchReadSQL) and answers each: acquired, the record that stands (a
+// claim of the same batch's, when two of its calls name one key), or
+// alone, for a row to take over or one deleted under the read. A batch
+// whose statements failed before they ran sends every call alone; one
+// whose answer was lost takes back every claim it may have made, as a
+// claim alone does, and fails them.
+func (c claimer) claimBatch(ctx context.Context, calls []*claimCall) {
+	slices.SortFunc(calls, func(a, b *claimCall) int {
+		return cmp.Or(cmp.Compare(a.Req.Tenant, b.Req.Tenant), cmp.Compare(a.Req.Key, b.Req.Key))
+	})
+	if c.onBatch != nil {
+		c.onBatch(true, len(calls))
+	}
+	now := c.now(ctx).Truncate(time.Microsecond)
+	claims := make([]newClaim, len(calls))
+	var args batchClaimArgs
+	args.now = now
+	for i, call := range calls {
+		claims[i] = c.newClaim(call.Req, store.NewToken(), now)
+		args.add(claims[i])
+	}
+	inserted, standing, err := c.sendClaimBatch(ctx, args)
+	if err != nil {
+		lost := uncertain(ctx, err)
+		for i, call := range calls {
+			if !lost {
+				c.claims.Answer(call, claimAnswer{alone: true}, nil)
+				continue
+			}
+			c.undoClaim(ctx, call.Req.Tenant, call.Req.Key, claims[i].token, false)
+			c.claims.Answer(call, claimAnswer{}, c.interpret(call.Ctx, "claim", err))
+		}
+		return
+	}
+	winner := make(map[[2]string]int, len(inserted))
+	for i, nc := range claims {
+		if _, ok := inserted[nc.token]; ok {
+			winner[[2]string{nc.tenant, nc.key}] = i
+		}
+	}
+	for i, call := range calls {
+		k := [2]string{call.Req.Tenant, call.Req.Key}
+		var a claimAnswer
+		if w, ok := winner[k]; ok {
+			rec := claims[w].record()
+			if w == i {
+				a.res = store.Result{Status: store.StatusAcquired, Record: rec}
+			} else {
+				a.res = store.ResultOf(rec, now)
+			}
+		} else if rec, ok := standing[k]; ok && !stale(rec, now, 0) {
+			a.res = store.ResultOf(rec, now)
+		} else {
+			a.alone = true
+		}
+		if !c.claims.Answer(call, a, nil) && a.res.Status == store.StatusAcquired {
+			// Its caller gave up while the batch was out: a claim nobody
+			// will use is taken back.
+			c.undoClaim(ctx, call.Req.Tenant, call.Req.Key, claims[i].token, false)
+		}
+	}
+}
+
+// sendClaimBatch sends a batch of claims and returns the tokens the insert
+// wrote under and the rows that stood under other tokens.
+func (c claimer) sendClaimBatch(ctx context.Context, args batchClaimArgs) (map[int64]struct{}, map[[2]string]store.Record, error) {
+	b := &pgx.Batch{}
+	b.Queue(c.sql.batchClaim, args.params().values()...)
+	b.Queue(c.sql.batchRead, args.readParams().values()...)
+	br := c.pool.SendBatch(ctx, b)
+	inserted := make(map[int64]struct{}, len(args.tokens))
+	standing := map[[2]string]store.Record{}
+	rows, err := br.Query()
+	if err == nil {
+		var tok int64
+		_, err = pgx.ForEachRow(rows, []any{&tok}, func() error {
+			inserted[tok] = struct{}{}
+			return nil
+		})
+	}
+	if err == nil {
+		rows, err = br.Query()
+		for err == nil && rows.Next() {
+			var rec store.Record
+			if err = scanRecord(rows, &rec); err == nil {
+				standing[[2]string{rec.Tenant, rec.Key}] = rec
+			}
+		}
+		if err == nil {
+			rows.Close()
+			err = rows.Err()
+		} else if rows != nil {
+			rows.Close()
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return inserted, standing, err
 }

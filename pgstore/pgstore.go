@@ -16,6 +16,15 @@ import (
 	"github.com/tesserix/idempotency/store"
 )
 
+// Where the store's code is: claim.go, Claim and its paths (a table opens
+// it); settle.go, what a holder does with its claim (Renew, Complete,
+// Release, MarkIndeterminate); resolve.go, a person's decision (Resolve);
+// list.go, the listings and the backlog count; listen.go, Wait; tx.go and
+// txguard.go, transactional bodies; schema.go, portable.go and citus.go,
+// EnsureSchema and the engines; sql.go and args.go, the statements and
+// their parameters. This file holds the Store, Lookup, Forget and Sweep,
+// and what every call shares.
+
 // maxAttempts bounds how often one call runs its statement again after a
 // serialization failure, a deadlock, or (Claim only) a snapshot that could
 // not yet see a row a concurrent claim had just committed.
@@ -107,8 +116,9 @@ func newStore(pool *pgxpool.Pool, opts Options, local store.Clock) (*Store, erro
 	}
 	s.l = newListener(s)
 	if o.Batch {
-		s.claims = coalesce.New(s.busy, batchMaxCalls, s.claimBatch)
-		s.completes = coalesce.New(s.busy, batchMaxCalls, s.completeBatch)
+		poolBusy := func() bool { return busy(pool) }
+		s.claims = coalesce.New(poolBusy, batchMaxCalls, claimer{s}.claimBatch)
+		s.completes = coalesce.New(poolBusy, batchMaxCalls, s.completeBatch)
 	}
 	return s, nil
 }
@@ -164,7 +174,7 @@ func (s *Store) Lookup(ctx context.Context, p store.LookupParams) (store.Record,
 // watch reads the live record of tenant and key and marks it watched.
 func (s *Store) watch(ctx context.Context, tenant, key string) (store.Record, error) {
 	var rec store.Record
-	err := s.retry(ctx, func(ctx context.Context) error {
+	err := retry(ctx, func(ctx context.Context) error {
 		a := keyAt{tenant: tenant, key: key, now: s.now(ctx)}
 		return scanRecord(s.pool.QueryRow(ctx, s.sql.watch, a.params().values()...), &rec)
 	})
@@ -175,7 +185,7 @@ func (s *Store) watch(ctx context.Context, tenant, key string) (store.Record, er
 // none and untranslated errors otherwise.
 func (s *Store) lookup(ctx context.Context, tenant, key string) (store.Record, error) {
 	var rec store.Record
-	err := s.retry(ctx, func(ctx context.Context) error {
+	err := retry(ctx, func(ctx context.Context) error {
 		a := keyAt{tenant: tenant, key: key, now: s.now(ctx)}
 		return scanRecord(s.pool.QueryRow(ctx, s.sql.lookup, a.params().values()...), &rec)
 	})
@@ -190,7 +200,7 @@ func (s *Store) Forget(ctx context.Context, p store.ForgetParams) (int, error) {
 		return 0, err
 	}
 	var n int64
-	err := s.retry(ctx, func(ctx context.Context) error {
+	err := retry(ctx, func(ctx context.Context) error {
 		a := forgetArgs{tenant: p.Tenant, channel: s.opts.NotifyChannel, silent: !s.caps.Notify}
 		return s.pool.QueryRow(ctx, s.sql.forget, a.params().values()...).Scan(&n)
 	})
@@ -209,7 +219,7 @@ func (s *Store) Sweep(ctx context.Context, p store.SweepParams) (int, error) {
 		return 0, err
 	}
 	var n int64
-	err := s.retry(ctx, func(ctx context.Context) error {
+	err := retry(ctx, func(ctx context.Context) error {
 		a := sweepArgs{now: s.now(ctx), limit: p.EffectiveLimit()}
 		tag, err := s.pool.Exec(ctx, s.sql.sweep, a.params().values()...)
 		n = tag.RowsAffected()
@@ -223,13 +233,13 @@ func (s *Store) Sweep(ctx context.Context, p store.SweepParams) (int, error) {
 
 // retry runs fn again, a bounded number of times, while it fails with a
 // serialization failure or a deadlock. It returns fn's last error as is.
-func (s *Store) retry(ctx context.Context, fn func(ctx context.Context) error) error {
-	return s.retryWhile(ctx, retryable, fn)
+func retry(ctx context.Context, fn func(ctx context.Context) error) error {
+	return retryWhile(ctx, retryable, fn)
 }
 
 // retryWhile is retry, running fn again while again says its error is
 // worth it.
-func (s *Store) retryWhile(ctx context.Context, again func(error) bool, fn func(ctx context.Context) error) error {
+func retryWhile(ctx context.Context, again func(error) bool, fn func(ctx context.Context) error) error {
 	for attempt := 1; ; attempt++ {
 		err := fn(ctx)
 		if err == nil || !again(err) || attempt == maxAttempts {

@@ -11,7 +11,12 @@ import (
 	"github.com/tesserix/idempotency/store"
 )
 
-// Resolve implements [store.Store.Resolve].
+// Resolve implements [store.Store.Resolve]: a person's decision on an
+// indeterminate record (or, with ResolveParams.Stale, a pending one whose
+// lease ran out), in one statement (resolveComplete or resolveFree,
+// fenced by ResolveParams.Token when it is set); when it changes nothing,
+// a read of what stands picks the error, and with ResolveParams.RecordIfGone
+// a record gone meanwhile is written completed (resolveGone).
 func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 	const op = "resolve"
 	if err := begin(ctx, op, p); err != nil {
@@ -27,7 +32,7 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 		n    int64
 		when time.Time // the store's time the statement judged leases by
 	)
-	err := s.retry(ctx, func(ctx context.Context) error {
+	err := retry(ctx, func(ctx context.Context) error {
 		now := s.now(ctx)
 		when = now
 		if p.Decision == store.ActionComplete {
@@ -49,7 +54,7 @@ func (s *Store) Resolve(ctx context.Context, p store.ResolveParams) error {
 	// Nothing changed: say why. The read only picks the error.
 	rec, err := s.lookup(ctx, p.Tenant, p.Key)
 	if errors.Is(err, pgx.ErrNoRows) && p.RecordIfGone {
-		err = s.retry(ctx, func(ctx context.Context) error {
+		err = retry(ctx, func(ctx context.Context) error {
 			now := s.now(ctx)
 			check, retention := kept(p.Check, p.Retention)
 			a := resolveGoneArgs{

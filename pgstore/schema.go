@@ -34,50 +34,56 @@ func (s *Store) EnsureSchema(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("pgstore: %s: %w", op, err)
 	}
+	m := schemaMaker{s}
 	if !s.caps.AdvisoryLocks {
-		return s.ensureSchemaUnlocked(ctx)
+		return m.ensureSchemaUnlocked(ctx)
 	}
-	err := s.retry(ctx, func(ctx context.Context) error {
+	err := retry(ctx, func(ctx context.Context) error {
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", schemaLockKey); err != nil {
 				return err
 			}
-			return s.schemaDDL(ctx, tx, true)
+			return m.schemaDDL(ctx, tx, true)
 		})
 	})
 	if err != nil {
-		return s.interpretSchema(ctx, op, err)
+		return m.interpretSchema(ctx, op, err)
 	}
 	return nil
 }
 
+// schemaMaker is the store seen from EnsureSchema: what runs at a
+// deployment, once, apart from what runs on every call. It embeds the
+// Store for the pool, the names and the statements that make the schema.
+type schemaMaker struct{ *Store }
+
 // interpretSchema is interpret for EnsureSchema, which may refuse a table
 // it will not distribute on Citus (ErrNotDistributed): that is said as it
 // is, not as the server unavailable.
-func (s *Store) interpretSchema(ctx context.Context, op string, err error) error {
+func (m schemaMaker) interpretSchema(ctx context.Context, op string, err error) error {
 	if errors.Is(err, ErrNotDistributed) && ctx.Err() == nil {
 		return fmt.Errorf("pgstore: %s: %w", op, err)
 	}
-	return s.interpret(ctx, op, err)
+	return m.interpret(ctx, op, err)
 }
 
 // schemaDDL creates in tx what EnsureSchema creates that is missing: the
 // schema, the table and its indexes, with guard the commit guard, and the
 // columns a table made by an earlier version lacks.
-func (s *Store) schemaDDL(ctx context.Context, tx pgx.Tx, guard bool) error {
+func (m schemaMaker) schemaDDL(ctx context.Context, tx pgx.Tx, guard bool) error {
 	var exists bool
-	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", s.opts.Schema).Scan(&exists); err != nil {
+	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", m.opts.Schema).Scan(&exists); err != nil {
 		return err
 	}
 	if !exists {
-		if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+s.schema); err != nil {
+		if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+m.schema); err != nil {
 			return err
 		}
 	}
 	for _, obj := range []struct{ name, ddl string }{
-		{s.tableName, s.sql.createTable},
-		{pgx.Identifier{s.opts.Schema, indexName(s.opts.Table)}.Sanitize(), s.sql.createIndex},
-		{pgx.Identifier{s.opts.Schema, listIndexName(s.opts.Table)}.Sanitize(), s.sql.createListIndex},
+		{m.tableName, m.sql.createTable},
+		{pgx.Identifier{m.opts.Schema, indexName(m.opts.Table)}.Sanitize(), m.sql.createIndex},
+		{pgx.Identifier{m.opts.Schema, listIndexName(m.opts.Table)}.Sanitize(), m.sql.createListIndex},
 	} {
 		if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", obj.name).Scan(&exists); err != nil {
 			return err
@@ -89,21 +95,21 @@ func (s *Store) schemaDDL(ctx context.Context, tx pgx.Tx, guard bool) error {
 		}
 	}
 	if guard {
-		if err := s.guardDDL(ctx, tx); err != nil {
+		if err := m.guardDDL(ctx, tx); err != nil {
 			return err
 		}
 	}
-	if err := s.distribute(ctx, tx); err != nil {
+	if err := m.distribute(ctx, tx); err != nil {
 		return err
 	}
 	// A table made by an earlier version lacks the newer columns.
 	for _, c := range addedColumns {
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
-WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`, s.tableName, c.name).Scan(&exists); err != nil {
+WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`, m.tableName, c.name).Scan(&exists); err != nil {
 			return err
 		}
 		if !exists {
-			if _, err := tx.Exec(ctx, fmt.Sprintf(s.sql.addColumn, c.name, c.def)); err != nil {
+			if _, err := tx.Exec(ctx, fmt.Sprintf(m.sql.addColumn, c.name, c.def)); err != nil {
 				return err
 			}
 		}

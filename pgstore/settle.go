@@ -11,6 +11,12 @@ import (
 	"github.com/tesserix/idempotency/store"
 )
 
+// What a holder does with its claim: extend its lease (Renew) and end it
+// (Complete, Release, MarkIndeterminate), each a statement fenced by the
+// claim's token (fenced), and the error that says what stood instead when
+// the token no longer held (notHolder). Complete's batched path is in
+// batch.go.
+
 // Renew implements [store.Store.Renew].
 func (s *Store) Renew(ctx context.Context, p store.RenewParams) (time.Time, error) {
 	const op = "renew"
@@ -18,7 +24,7 @@ func (s *Store) Renew(ctx context.Context, p store.RenewParams) (time.Time, erro
 		return time.Time{}, err
 	}
 	var until time.Time
-	err := s.retry(ctx, func(ctx context.Context) error {
+	err := retry(ctx, func(ctx context.Context) error {
 		now := s.now(ctx)
 		a := renewArgs{
 			fence:      fence{tenant: p.Tenant, key: p.Key, token: p.Token, now: now},
@@ -106,7 +112,7 @@ func (s *Store) MarkIndeterminate(ctx context.Context, p store.MarkIndeterminate
 // attempt's now.
 func (s *Store) fenced(ctx context.Context, op, tenant, key string, token int64, stmt func(fence) (string, paramList)) error {
 	var n int64
-	err := s.retry(ctx, func(ctx context.Context) error {
+	err := retry(ctx, func(ctx context.Context) error {
 		sql, params := stmt(fence{tenant: tenant, key: key, token: token, now: s.now(ctx)})
 		if s.sql.counted {
 			tag, err := s.pool.Exec(ctx, sql, params.values()...)
