@@ -97,6 +97,23 @@ type newClaim struct {
 	retention           *int64  // the record's own retention in µs; nil: none (NULL)
 }
 
+// record is the record c is: the claim a fast or batched claim acquired,
+// as a read of its row returns it (kept reverses: no check digest for
+// NULL, the retention in µs).
+func (c newClaim) record() store.Record {
+	rec := store.Record{
+		Tenant: c.tenant, Key: c.key, State: store.StatePending, Holder: c.holder, Token: c.token,
+		LeaseUntil: c.leaseUntil, ExpiresAt: c.expiresAt, CreatedAt: c.now, UpdatedAt: c.now, Origin: c.origin,
+	}
+	if c.check != nil {
+		rec.Check = *c.check
+	}
+	if c.retention != nil {
+		rec.Retention = time.Duration(*c.retention) * time.Microsecond
+	}
+	return rec
+}
+
 // claimInsertArgs are claimInsert's parameters.
 type claimInsertArgs struct{ newClaim }
 
@@ -321,11 +338,30 @@ func (a cancelClaimArgs) params() paramList {
 	return cat(paramList{{"tenant", a.tenant}, {"key", a.key}, {"token", a.token}}, a.notice.params())
 }
 
-// backlogArgs are countBacklogQuery's parameters.
+// backlogArgs are countBacklog's parameters.
 type backlogArgs struct {
 	now time.Time
 }
 
 func (a backlogArgs) params() paramList {
 	return paramList{{"now", a.now}}
+}
+
+// kept returns the check digest and the retention (microseconds) a record
+// keeps as bind parameters: NULL for none.
+func kept(check string, retention time.Duration) (*string, *int64) {
+	var c *string
+	var r *int64
+	if check != "" {
+		c = &check
+	}
+	if us := retention.Microseconds(); us > 0 {
+		r = &us
+	}
+	return c, r
+}
+
+// keptRetention is retention as the table keeps it: to the microsecond.
+func keptRetention(retention time.Duration) time.Duration {
+	return retention.Truncate(time.Microsecond)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tesserix/idempotency/internal/coalesce"
 	"github.com/tesserix/idempotency/store"
@@ -23,7 +24,9 @@ import (
 // completion by the holder — and a batch answers each call exactly as the
 // call alone would have: whatever it cannot settle (a standing row to take
 // over, a completion that changed nothing, a statement that failed before
-// running) goes back to its caller, who runs it alone.
+// running) goes back to its caller, who runs it alone. The batch of claims
+// is one of the claim's paths: claimBatch, in claim.go; this file holds
+// its statements and parameters, and the batch of completions.
 
 // batchClaimSQL and batchReadSQL are a batch of claims, sent together as
 // one implicit transaction like claimInsert and claimRead: the first
@@ -72,16 +75,16 @@ func batchNotify(caps Capabilities) string {
 	return "count(CASE WHEN watched THEN pg_notify(@channel, payload) END)"
 }
 
-// busy reports whether a call starts the group sending together (see
-// internal/coalesce): when it would wait for a connection of the pool
-// (none is idle and the pool may open no more). Batching while
+// busy reports whether a call on pool starts the group sending together
+// (see internal/coalesce): when it would wait for a connection of the
+// pool (none is idle and the pool may open no more). Batching while
 // connections are free was measured to cost throughput at moderate
 // concurrency (0.5–0.75× the floor at 8 callers on 16 connections,
 // docs/BENCHMARKS.md): PostgreSQL's group commit already shares one WAL
 // flush among concurrent commits, and a batch makes its later calls wait
 // for the one before.
-func (s *Store) busy() bool {
-	st := s.pool.Stat()
+func busy(pool *pgxpool.Pool) bool {
+	st := pool.Stat()
 	return st.IdleConns() == 0 && st.TotalConns() >= st.MaxConns()
 }
 
@@ -164,117 +167,6 @@ type (
 	claimCall    = coalesce.Call[store.ClaimParams, claimAnswer]
 	completeCall = coalesce.Call[store.CompleteParams, bool]
 )
-
-// claimBatch claims calls' keys in one round trip (batchClaimSQL and
-// batchReadSQL) and answers each: acquired, the record that stands (a
-// claim of the same batch's, when two of its calls name one key), or
-// alone, for a row to take over or one deleted under the read. A batch
-// whose statements failed before they ran sends every call alone; one
-// whose answer was lost takes back every claim it may have made, as a
-// claim alone does, and fails them.
-func (s *Store) claimBatch(ctx context.Context, calls []*claimCall) {
-	slices.SortFunc(calls, func(a, b *claimCall) int {
-		return cmp.Or(cmp.Compare(a.Req.Tenant, b.Req.Tenant), cmp.Compare(a.Req.Key, b.Req.Key))
-	})
-	if s.onBatch != nil {
-		s.onBatch(true, len(calls))
-	}
-	now := s.now(ctx).Truncate(time.Microsecond)
-	claims := make([]newClaim, len(calls))
-	var args batchClaimArgs
-	args.now = now
-	for i, c := range calls {
-		claims[i] = s.newClaim(c.Req, store.NewToken(), now)
-		args.add(claims[i])
-	}
-	inserted, standing, err := s.sendClaimBatch(ctx, args)
-	if err != nil {
-		lost := uncertain(ctx, err)
-		for i, c := range calls {
-			if !lost {
-				s.claims.Answer(c, claimAnswer{alone: true}, nil)
-				continue
-			}
-			s.undoClaim(ctx, c.Req.Tenant, c.Req.Key, claims[i].token, false)
-			s.claims.Answer(c, claimAnswer{}, s.interpret(c.Ctx, "claim", err))
-		}
-		return
-	}
-	winner := make(map[[2]string]int, len(inserted))
-	for i, c := range claims {
-		if _, ok := inserted[c.token]; ok {
-			winner[[2]string{c.tenant, c.key}] = i
-		}
-	}
-	for i, c := range calls {
-		k := [2]string{c.Req.Tenant, c.Req.Key}
-		var a claimAnswer
-		if w, ok := winner[k]; ok {
-			rec := claims[w].record(calls[w].Req)
-			if w == i {
-				a.res = store.Result{Status: store.StatusAcquired, Record: rec}
-			} else {
-				a.res = store.ResultOf(rec, now)
-			}
-		} else if rec, ok := standing[k]; ok && !stale(rec, now, 0) {
-			a.res = store.ResultOf(rec, now)
-		} else {
-			a.alone = true
-		}
-		if !s.claims.Answer(c, a, nil) && a.res.Status == store.StatusAcquired {
-			// Its caller gave up while the batch was out: a claim nobody
-			// will use is taken back.
-			s.undoClaim(ctx, c.Req.Tenant, c.Req.Key, claims[i].token, false)
-		}
-	}
-}
-
-// sendClaimBatch sends a batch of claims and returns the tokens the insert
-// wrote under and the rows that stood under other tokens.
-func (s *Store) sendClaimBatch(ctx context.Context, args batchClaimArgs) (map[int64]struct{}, map[[2]string]store.Record, error) {
-	b := &pgx.Batch{}
-	b.Queue(s.sql.batchClaim, args.params().values()...)
-	b.Queue(s.sql.batchRead, args.readParams().values()...)
-	br := s.pool.SendBatch(ctx, b)
-	inserted := make(map[int64]struct{}, len(args.tokens))
-	standing := map[[2]string]store.Record{}
-	rows, err := br.Query()
-	if err == nil {
-		var tok int64
-		_, err = pgx.ForEachRow(rows, []any{&tok}, func() error {
-			inserted[tok] = struct{}{}
-			return nil
-		})
-	}
-	if err == nil {
-		rows, err = br.Query()
-		for err == nil && rows.Next() {
-			var rec store.Record
-			if err = scanRecord(rows, &rec); err == nil {
-				standing[[2]string{rec.Tenant, rec.Key}] = rec
-			}
-		}
-		if err == nil {
-			rows.Close()
-			err = rows.Err()
-		} else if rows != nil {
-			rows.Close()
-		}
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	return inserted, standing, err
-}
-
-// record is the record claim c wrote for p.
-func (c newClaim) record(p store.ClaimParams) store.Record {
-	return store.Record{
-		Tenant: p.Tenant, Key: p.Key, State: store.StatePending, Holder: p.Holder, Token: c.token,
-		LeaseUntil: c.leaseUntil, ExpiresAt: c.expiresAt, CreatedAt: c.now, UpdatedAt: c.now, Origin: p.Origin,
-		Check: p.Check, Retention: keptRetention(p.Retention),
-	}
-}
 
 // completeBatch completes calls' records in one statement
 // (batchCompleteSQL) and answers each: done (true), or not (false: the

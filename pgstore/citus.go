@@ -50,7 +50,7 @@ func citusInstalled(ctx context.Context, tx pgx.Tx) (bool, error) {
 //
 // The commit guard's table (txguard.go) stays a table of the coordinator:
 // it holds a transaction's row only while that transaction lasts.
-func (s *Store) distribute(ctx context.Context, tx pgx.Tx) error {
+func (m schemaMaker) distribute(ctx context.Context, tx pgx.Tx) error {
 	citus, err := citusInstalled(ctx, tx)
 	if err != nil || !citus {
 		return err
@@ -60,7 +60,7 @@ func (s *Store) distribute(ctx context.Context, tx pgx.Tx) error {
 		column *string
 	)
 	err = tx.QueryRow(ctx, `SELECT partmethod::text, column_to_column_name(logicalrelid, partkey)
-FROM pg_dist_partition WHERE logicalrelid = to_regclass($1)`, s.tableName).Scan(&method, &column)
+FROM pg_dist_partition WHERE logicalrelid = to_regclass($1)`, m.tableName).Scan(&method, &column)
 	switch {
 	case err == nil && method == "h" && column != nil && *column == DistributionColumn:
 		return nil
@@ -70,24 +70,24 @@ FROM pg_dist_partition WHERE logicalrelid = to_regclass($1)`, s.tableName).Scan(
 			how = fmt.Sprintf("distributed by %q", *column)
 		}
 		return fmt.Errorf("%w: %s is %s; every statement routes by tenant, so the store runs on a table distributed by %s alone (%s)",
-			ErrNotDistributed, s.tableName, how, DistributionColumn, s.distributeStatement())
+			ErrNotDistributed, m.tableName, how, DistributionColumn, distributeStatement(m.tableName))
 	case !errors.Is(err, pgx.ErrNoRows):
 		return err
 	}
 	var rows bool
-	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+s.tableName+")").Scan(&rows); err != nil {
+	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+m.tableName+")").Scan(&rows); err != nil {
 		return err
 	}
 	if rows {
 		return fmt.Errorf("%w: %s holds records on the coordinator alone; distributing them moves them to the workers, which a deployment decides, not a replica at start: run %s once, then EnsureSchema again",
-			ErrNotDistributed, s.tableName, s.distributeStatement())
+			ErrNotDistributed, m.tableName, distributeStatement(m.tableName))
 	}
-	_, err = tx.Exec(ctx, "SELECT create_distributed_table($1, $2)", s.tableName, DistributionColumn)
+	_, err = tx.Exec(ctx, "SELECT create_distributed_table($1, $2)", m.tableName, DistributionColumn)
 	return err
 }
 
-// distributeStatement is the statement that distributes the store's table
-// by tenant, for an operator to run.
-func (s *Store) distributeStatement() string {
-	return fmt.Sprintf("SELECT create_distributed_table('%s', '%s')", s.tableName, DistributionColumn)
+// distributeStatement is the statement that distributes table (quoted and
+// schema-qualified) by tenant, for an operator to run.
+func distributeStatement(table string) string {
+	return fmt.Sprintf("SELECT create_distributed_table('%s', '%s')", table, DistributionColumn)
 }

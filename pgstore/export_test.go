@@ -68,7 +68,7 @@ func (s *Store) ListSQL(p store.ListParams, across bool, now time.Time) (string,
 // CountBacklogSQL returns the statement and arguments CountBacklog runs at
 // now.
 func (s *Store) CountBacklogSQL(now time.Time) (string, []any) {
-	return s.countBacklogQuery(), []any{now}
+	return s.sql.countBacklog, []any{now}
 }
 
 // ListIndexName is the unquoted name of the listings' partial index.

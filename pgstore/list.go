@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tesserix/idempotency/store"
 )
@@ -47,13 +48,13 @@ func (s *Store) ListAcrossTenants(ctx context.Context, p store.ListParams) (stor
 func (s *Store) list(ctx context.Context, op string, p store.ListParams, across bool) (store.Page, error) {
 	limit := p.EffectiveLimit()
 	var page store.Page
-	err := s.retry(ctx, func(ctx context.Context) error {
+	err := retry(ctx, func(ctx context.Context) error {
 		page = store.Page{}
 		sql, args, err := s.listQuery(p, across, s.now(ctx))
 		if err != nil {
 			return err
 		}
-		rows, err := s.pool.Query(ctx, sql, s.planned(args)...)
+		rows, err := s.pool.Query(ctx, sql, planned(s.pool, args)...)
 		if err != nil {
 			return err
 		}
@@ -154,8 +155,8 @@ func (s *Store) listQuery(p store.ListParams, across bool, now time.Time) (strin
 // round trip, in the binary format, but as the unnamed statement, planned
 // at each Bind. The other modes use the unnamed statement or the simple
 // protocol already, and are left as the deployment chose them.
-func (s *Store) planned(args []any) []any {
-	if s.pool.Config().ConnConfig.DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
+func planned(pool *pgxpool.Pool, args []any) []any {
+	if pool.Config().ConnConfig.DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
 		return args
 	}
 	return append([]any{pgx.QueryExecModeCacheDescribe}, args...)
@@ -170,9 +171,9 @@ func (s *Store) CountBacklog(ctx context.Context) ([]store.BacklogCount, error) 
 		return nil, fmt.Errorf("pgstore: %s: %w", op, err)
 	}
 	var out []store.BacklogCount
-	err := s.retry(ctx, func(ctx context.Context) error {
+	err := retry(ctx, func(ctx context.Context) error {
 		out = []store.BacklogCount{}
-		rows, err := s.pool.Query(ctx, s.countBacklogQuery(), s.planned(backlogArgs{now: s.now(ctx)}.params().values())...)
+		rows, err := s.pool.Query(ctx, s.sql.countBacklog, planned(s.pool, backlogArgs{now: s.now(ctx)}.params().values())...)
 		if err != nil {
 			return err
 		}
@@ -193,6 +194,3 @@ func (s *Store) CountBacklog(ctx context.Context) ([]store.BacklogCount, error) 
 	}
 	return out, nil
 }
-
-// countBacklogQuery is CountBacklog's statement (see sql.go).
-func (s *Store) countBacklogQuery() string { return s.sql.countBacklog }

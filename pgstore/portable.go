@@ -3,18 +3,16 @@ package pgstore
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/tesserix/idempotency/store"
 )
 
 // What the store does without some of PostgreSQL's own features (see
-// Capabilities): the claim that replaces a standing record, EnsureSchema
-// without advisory locks, and the typed error of a transaction a
-// serialization failure refused.
+// Capabilities): EnsureSchema without advisory locks, and the typed error
+// of a transaction a serialization failure refused. The claim that
+// replaces a standing record without them (claimReplace) is one of the
+// claim's paths, in claim.go.
 
 // ErrTransactionConflict is matched (errors.Is) by the error of
 // [store.Transaction.Commit] when the database refused the transaction of
@@ -46,43 +44,6 @@ func (e *conflictError) Error() string        { return e.err.Error() }
 func (e *conflictError) Unwrap() error        { return e.err }
 func (e *conflictError) Is(target error) bool { return target == ErrTransactionConflict }
 
-// claimReplace is the full claim without xmax: an upsert that takes the
-// standing row when it has expired or is pending under the superseded
-// token, and returns the record only when it wrote it. The token in what
-// it returns tells the claim's outcome: this call's own, it took the key.
-// When nothing comes back, a second statement (with a snapshot of its
-// own, so it sees what the upsert's conflict found) reads what stands;
-// pgx.ErrNoRows from it says nothing does any more, for the caller to run
-// the claim again. A replacement is announced (with Notify) by a statement
-// of its own, after the upsert committed: a waiter woken re-reads and
-// finds the new claim.
-func (s *Store) claimReplace(ctx context.Context, p store.ClaimParams, token int64, now time.Time) (store.Record, bool, error) {
-	var rec store.Record
-	err := scanRecord(s.pool.QueryRow(ctx, s.sql.claimUpsert, claimArgs{
-		newClaim:  s.newClaim(p, token, now),
-		supersede: p.Supersede,
-		notice:    notice{silent: true},
-	}.params().values()...), &rec)
-	switch {
-	case err == nil && rec.Token == token:
-		if s.sql.announce != "" {
-			// Best effort: a lost announcement leaves the waiters of the
-			// replaced record to their polling.
-			_, _ = s.pool.Exec(ctx, s.sql.announce, s.notice(p.Tenant, p.Key).params().values()...)
-		}
-		return rec, true, nil
-	case err == nil:
-		// Not this call's token: what it returned stands, and is not ours.
-		return rec, false, nil
-	case !errors.Is(err, pgx.ErrNoRows):
-		return rec, false, err
-	}
-	rec = store.Record{}
-	err = scanRecord(s.pool.QueryRow(ctx, s.sql.claimRead,
-		claimReadArgs{tenant: p.Tenant, key: p.Key, ownToken: token}.params().values()...), &rec)
-	return rec, false, err
-}
-
 // ensureSchemaUnlocked is EnsureSchema without advisory locks. Every
 // object is created with IF NOT EXISTS after a check that it is missing;
 // two replicas may still both find it missing and race on the catalogs,
@@ -91,19 +52,19 @@ func (s *Store) claimReplace(ctx context.Context, p store.ClaimParams, token int
 // object. The commit guard follows in a transaction of its own; an engine
 // that refuses it (no triggers or PL/pgSQL) leaves transactional bodies
 // unguarded, as on a schema made before the guard existed.
-func (s *Store) ensureSchemaUnlocked(ctx context.Context) error {
+func (m schemaMaker) ensureSchemaUnlocked(ctx context.Context) error {
 	const op = "ensure schema"
-	err := s.retrySchemaRace(ctx, func(ctx context.Context) error {
-		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.schemaDDL(ctx, tx, false) })
+	err := retrySchemaRace(ctx, func(ctx context.Context) error {
+		return pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error { return m.schemaDDL(ctx, tx, false) })
 	})
 	if err != nil {
-		return s.interpretSchema(ctx, op, err)
+		return m.interpretSchema(ctx, op, err)
 	}
-	err = s.retrySchemaRace(ctx, func(ctx context.Context) error {
-		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.guardDDL(ctx, tx) })
+	err = retrySchemaRace(ctx, func(ctx context.Context) error {
+		return pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error { return m.guardDDL(ctx, tx) })
 	})
 	if err != nil && !guardRefused(err) {
-		return s.interpret(ctx, op, err)
+		return m.interpret(ctx, op, err)
 	}
 	return nil
 }
@@ -124,8 +85,8 @@ const (
 
 // retrySchemaRace is retry that also runs fn again when it lost a race on
 // the catalogs.
-func (s *Store) retrySchemaRace(ctx context.Context, fn func(ctx context.Context) error) error {
-	return s.retryWhile(ctx, func(err error) bool { return retryable(err) || schemaRace(err) }, fn)
+func retrySchemaRace(ctx context.Context, fn func(ctx context.Context) error) error {
+	return retryWhile(ctx, func(err error) bool { return retryable(err) || schemaRace(err) }, fn)
 }
 
 // schemaRace reports whether err is a DDL statement losing a race on the

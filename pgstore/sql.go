@@ -292,11 +292,11 @@ WHERE tenant = @tenant AND key = @key AND NOT EXISTS (SELECT 1 FROM ins)`, claim
 		claim: claimSQL,
 
 		// claimInsert and claimRead are the claim of the common cases,
-		// sent together as one batch (see Store.claimFast): a fresh key is
-		// inserted; a key that stands is left alone and read. Only when the
-		// standing row is expired, or pending under the superseded token,
-		// does Store.Claim go on to the claim statement above, which
-		// replaces it. Parameters: claimInsertArgs and claimReadArgs (the
+		// sent together as one batch (claimFast, see claim.go's table of
+		// the claim's paths): a fresh key is inserted; a key that stands
+		// is left alone and read. Only when the standing row is expired,
+		// or pending under the superseded token, does Store.Claim go on
+		// to the claim statement above, which replaces it. Parameters: claimInsertArgs and claimReadArgs (the
 		// claim's own row, when it inserted one, is not read back).
 		claimInsert: q(`INSERT INTO {t} (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
 	origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt, check_digest, retention_us)
@@ -437,7 +437,7 @@ FROM del`, forgetArgs{silent: n.silent}.params()),
 SELECT {notify_count} FROM del`, cancelClaimArgs{notice: n}.params()),
 		// endLease undoes a takeover whose answer never reached the caller:
 		// the claim stays, pending, with its lease ended at @now, so the
-		// key is never left free (see Store.undoClaim). Its waiters are
+		// key is never left free (see claimer.undoClaim). Its waiters are
 		// told: the lease they wait on has run out. Parameters: settleArgs.
 		endLease: q(`WITH upd AS (
 	UPDATE {t} SET lease_until = least(lease_until, @now::timestamptz), updated_at = @now
@@ -486,7 +486,7 @@ WHERE tenant = @tenant AND key = @key AND token = @token AND state = {pending} A
 	// statement reads xmax for), the full claim is an upsert alone: it
 	// returns the record only when it wrote it, under the token this call
 	// sent, and a second statement reads what stands otherwise (claimRead:
-	// the call's own token is not there). See Store.claimReplace.
+	// the call's own token is not there). See claimer.claimReplace.
 	st.claimUpsert = q(claimUpsertSQL+`
 RETURNING {cols}`, claimArgs{notice: notice{silent: true}}.params())
 	if caps.Notify {

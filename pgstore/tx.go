@@ -90,7 +90,7 @@ func (s *Store) BeginTransaction(ctx context.Context, p store.TransactionParams)
 		tx      pgx.Tx
 		guarded bool
 	)
-	err = s.retry(ctx, func(ctx context.Context) error {
+	err = retry(ctx, func(ctx context.Context) error {
 		var err error
 		tx, guarded, err = s.beginGuarded(ctx, mark)
 		return err

@@ -141,15 +141,15 @@ func (s *Store) beginGuarded(ctx context.Context, mark string) (pgx.Tx, bool, er
 }
 
 // guardDDL creates the guard's objects in tx, when missing.
-func (s *Store) guardDDL(ctx context.Context, tx pgx.Tx) error {
+func (m schemaMaker) guardDDL(ctx context.Context, tx pgx.Tx) error {
 	var exists bool
-	if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", s.guardSQL.table).Scan(&exists); err != nil {
+	if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", m.guardSQL.table).Scan(&exists); err != nil {
 		return err
 	}
 	if exists {
 		return nil
 	}
-	for _, ddl := range []string{s.guardSQL.createTable, s.guardSQL.createFunction, s.guardSQL.createTrigger} {
+	for _, ddl := range []string{m.guardSQL.createTable, m.guardSQL.createFunction, m.guardSQL.createTrigger} {
 		if _, err := tx.Exec(ctx, ddl); err != nil {
 			return fmt.Errorf("creating the commit guard: %w", err)
 		}

@@ -175,4 +175,26 @@
 //
 // A cancelled or expired context returns an error matching the context's
 // error; a claim it interrupts is undone as "Undoing a claim" describes.
+//
+// # For implementers
+//
+// A user of the library calls a store's methods with their parameters and
+// reads what comes back: records, statuses, pages and errors. The names
+// below are for whoever implements [Store] (the PostgreSQL, Redis and
+// memory stores, or another), so that every implementation answers alike;
+// a user need not read them. They are in implement.go and serverclock.go,
+// apart from the contract:
+//
+//   - answers and tokens: [ResultOf], [NewToken], [Unavailable],
+//     [ResolveHolder] and [ResolveParams.Resolution];
+//   - retention: [RetentionOr];
+//   - listings: [ListPosition], [PositionOf], [ListPosition.Cursor],
+//     [ListParams.After], [ComparePosition] and [Order.Beyond], and, for a
+//     store that counts in Go, [Tally] and [SortBacklog];
+//   - the store's clock: [ServerClock] and [NewServerClock];
+//   - reading parameters: each one's Validate, [ListParams.EffectiveLimit],
+//     [ListParams.EffectiveStates], [ListParams.Keeps],
+//     [ListParams.ValidateAcrossTenants] and [SweepParams.EffectiveLimit].
+//
+// Package storetest checks an implementation against the contract.
 package store

@@ -86,11 +86,4 @@ func (e *OptionsError) As(target any) bool {
 	return false
 }
 
-// Unavailable wraps a backend error so that it matches both [ErrUnavailable]
-// and the original error. Stores call it at their edge for connection
-// failures, timeouts and closed clients.
-func Unavailable(op string, err error) error {
-	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
-}
-
 func quote(s string) string { return strconv.Quote(s) }

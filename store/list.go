@@ -1,9 +1,6 @@
 package store
 
 import (
-	"cmp"
-	"encoding/base64"
-	"encoding/json"
 	"slices"
 	"strconv"
 	"time"
@@ -81,35 +78,6 @@ type BacklogCount struct {
 	Indeterminate int `json:"indeterminate"`
 	// Stale counts the pending records whose lease has run out.
 	Stale int `json:"stale"`
-}
-
-// Tally adds rec, a live record, to counts (by activity type) at now when
-// it waits for a person. Stores that count in Go use it, then [SortBacklog].
-func Tally(counts map[string]*BacklogCount, rec Record, now time.Time) {
-	stale := rec.State == StatePending && !now.Before(rec.LeaseUntil)
-	if rec.State != StateIndeterminate && !stale {
-		return
-	}
-	c := counts[rec.Origin.ActivityType]
-	if c == nil {
-		c = &BacklogCount{ActivityType: rec.Origin.ActivityType}
-		counts[rec.Origin.ActivityType] = c
-	}
-	if stale {
-		c.Stale++
-	} else {
-		c.Indeterminate++
-	}
-}
-
-// SortBacklog returns counts as CountBacklog reports them.
-func SortBacklog(counts map[string]*BacklogCount) []BacklogCount {
-	out := make([]BacklogCount, 0, len(counts))
-	for _, c := range counts {
-		out = append(out, *c)
-	}
-	slices.SortFunc(out, func(a, b BacklogCount) int { return cmp.Compare(a.ActivityType, b.ActivityType) })
-	return out
 }
 
 // Page is one page of a listing.
@@ -202,87 +170,4 @@ func (p ListParams) Keeps(rec Record, now time.Time) bool {
 		return false
 	}
 	return true
-}
-
-// ListPosition is where a listing stands: the sort key of the last record
-// a page returned. Stores build cursors from it with [ListPosition.Cursor]
-// and read them back with [ListParams.After].
-type ListPosition struct {
-	CreatedAt time.Time
-	// Tenant is part of the position only across tenants.
-	Tenant string
-	Key    string
-}
-
-// PositionOf returns the position of rec in a listing.
-func PositionOf(rec Record, across bool) ListPosition {
-	pos := ListPosition{CreatedAt: rec.CreatedAt, Key: rec.Key}
-	if across {
-		pos.Tenant = rec.Tenant
-	}
-	return pos
-}
-
-// cursor is the wire form of a listing cursor: version, scope ("t:" and the
-// tenant, or "*" across tenants), order, and the position.
-type cursor struct {
-	V     int    `json:"v"`
-	Scope string `json:"s"`
-	Order Order  `json:"o"`
-	At    int64  `json:"c"` // unix nanoseconds
-	T     string `json:"t,omitempty"`
-	K     string `json:"k"`
-}
-
-func (p ListParams) scope(across bool) string {
-	if across {
-		return "*"
-	}
-	return "t:" + p.Tenant
-}
-
-// Cursor returns the opaque cursor that continues the listing p after pos.
-func (pos ListPosition) Cursor(p ListParams, across bool) string {
-	b, _ := json.Marshal(cursor{V: 1, Scope: p.scope(across), Order: p.Order, At: pos.CreatedAt.UnixNano(), T: pos.Tenant, K: pos.Key})
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// After returns the position p.Cursor continues after, and ok false when
-// p.Cursor is empty. A cursor that is malformed, or was made by another
-// operation, tenant or Order, is an [*InvalidError].
-func (p ListParams) After(across bool) (pos ListPosition, err error) {
-	if p.Cursor == "" {
-		return ListPosition{}, nil
-	}
-	bad := func(why string) error { return &InvalidError{Field: "Cursor", Reason: why} }
-	b, err := base64.RawURLEncoding.DecodeString(p.Cursor)
-	if err != nil {
-		return ListPosition{}, bad("not a listing cursor")
-	}
-	var c cursor
-	if err := json.Unmarshal(b, &c); err != nil || c.V != 1 {
-		return ListPosition{}, bad("not a listing cursor")
-	}
-	switch {
-	case c.Scope != p.scope(across):
-		return ListPosition{}, bad("made by a listing of another tenant or operation")
-	case c.Order != p.Order:
-		return ListPosition{}, bad("made by a listing in " + c.Order.String() + " order")
-	}
-	return ListPosition{CreatedAt: time.Unix(0, c.At).UTC(), Tenant: c.T, Key: c.K}, nil
-}
-
-// ComparePosition orders two positions as an OldestFirst listing does.
-func ComparePosition(a, b ListPosition) int {
-	return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Key, b.Key))
-}
-
-// Beyond reports whether pos comes after the cursor position after in
-// order o, that is whether a page continuing from after may hold it.
-func (o Order) Beyond(pos, after ListPosition) bool {
-	c := ComparePosition(pos, after)
-	if o == OldestFirst {
-		return c > 0
-	}
-	return c < 0
 }

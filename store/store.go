@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"time"
 )
 
@@ -362,23 +360,6 @@ type Result struct {
 	LeaseExpired bool
 }
 
-// ResultOf is the answer of a [Store.Claim] or a [Store.Wait] that found
-// rec, live at now, and did not take it: StatusCompleted or
-// StatusIndeterminate with the record, or StatusHeld with it and
-// LeaseExpired set when its lease had run out at now. It is for the
-// implementations of [Store], so that each answers from a found record
-// alike.
-func ResultOf(rec Record, now time.Time) Result {
-	switch rec.State {
-	case StateCompleted:
-		return Result{Status: StatusCompleted, Record: rec}
-	case StateIndeterminate:
-		return Result{Status: StatusIndeterminate, Record: rec}
-	default:
-		return Result{Status: StatusHeld, Record: rec, LeaseExpired: !now.Before(rec.LeaseUntil)}
-	}
-}
-
 // ClaimParams are the parameters of [Store.Claim].
 type ClaimParams struct {
 	// Tenant scopes the key. Required.
@@ -570,10 +551,6 @@ type ResolveParams struct {
 	Stale bool
 }
 
-// ResolveHolder is the Holder of a record [Store.Resolve] creates for
-// ResolveParams.RecordIfGone.
-const ResolveHolder = "idempotency.resolve"
-
 // ForgetParams are the parameters of [Store.Forget].
 type ForgetParams struct {
 	// Tenant whose records are erased. Required.
@@ -589,18 +566,6 @@ type SweepParams struct {
 	// Limit bounds how many records one call deletes. Defaults to
 	// DefaultSweepLimit.
 	Limit int
-}
-
-// NewToken returns a fresh fencing token: positive, random, and for all
-// practical purposes never reused.
-func NewToken() int64 {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms.
-	t := int64(binary.BigEndian.Uint64(b[:]) >> 1)
-	if t == 0 {
-		t = 1
-	}
-	return t
 }
 
 // Pinger is implemented by a store that can tell whether its backend

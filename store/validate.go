@@ -51,16 +51,6 @@ func validateKept(check string, retention time.Duration) error {
 	return nil
 }
 
-// RetentionOr returns retention when it is positive, and ttl, the store's
-// own window, otherwise: the window a write of a record that keeps
-// retention starts.
-func RetentionOr(retention, ttl time.Duration) time.Duration {
-	if retention > 0 {
-		return retention
-	}
-	return ttl
-}
-
 func (o Origin) validate() error {
 	for _, f := range []struct{ name, v string }{
 		{"Origin.WorkflowID", o.WorkflowID}, {"Origin.RunID", o.RunID},
@@ -135,11 +125,6 @@ func (p ResolveParams) Validate() error {
 		}
 	}
 	return nil
-}
-
-// Resolution returns the trail a store keeps for p applied at now.
-func (p ResolveParams) Resolution(now time.Time) Resolution {
-	return Resolution{Action: p.Decision, By: p.By, Reason: p.Reason, Reference: p.Reference, At: now}
 }
 
 // Validate reports the first malformed field of p as an [*InvalidError].
