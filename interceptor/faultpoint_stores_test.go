@@ -116,6 +116,7 @@ func TestFaultAtEveryStoreCallRedis(t *testing.T) {
 	shared, prefix := redisenv.Redis(t)
 	open := func(client redis.UniversalClient, opts redisstore.Options) func(clock *storetest.Clock) (store.Store, func(), error) {
 		return func(clock *storetest.Clock) (store.Store, func(), error) {
+			opts := opts // each scenario its own copy: they run in parallel
 			opts.Clock = clock
 			opts.PollInterval = 5 * time.Millisecond
 			s, err := redisstore.New(client, opts)
