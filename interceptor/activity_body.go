@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/interceptor/metricname"
 	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
 )
@@ -69,7 +70,7 @@ func (x *execution) runUnderLease(ctx, base context.Context, in *interceptor.Exe
 	}, func(err error) {
 		lapsed.Store(true)
 		cancelBody(ErrLeaseLapsed)
-		x.count(MetricLeaseLapsed)
+		x.count(metricname.LeaseLapsed)
 		x.observe(ctx, EventLeaseLapsed, err)
 	})
 	var run bodyRun

@@ -59,7 +59,9 @@ import (
 	"go.temporal.io/sdk/interceptor"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/interceptor/metricname"
 	"github.com/tesserix/idempotency/internal/backoff"
+	"github.com/tesserix/idempotency/internal/wire"
 	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
 )
@@ -168,7 +170,7 @@ func (x *execution) prepare(ctx context.Context, args []any) error {
 		return err
 	}
 	// The secret the workflow's keys are derived under, if any: see
-	// KeySecretChangeID.
+	// wire.KeySecretChangeID.
 	secret, err := x.keySecret(ctx)
 	if err != nil {
 		return err
@@ -241,14 +243,14 @@ func (x *execution) scopeRun(ctx context.Context) (run string, resetRun bool, er
 		}
 		run = x.nexusRun()
 	case standalone(x.info):
-		// Scoped by its activity ID, whatever the Scope: see StandaloneRun.
-		run = StandaloneRun(x.info.Namespace, x.info.ActivityID)
+		// Scoped by its activity ID, whatever the Scope: see wire.StandaloneRun.
+		run = wire.StandaloneRun(x.info.Namespace, x.info.ActivityID)
 	case x.opts.Scope == ScopeWorkflow:
 		run = x.info.WorkflowExecution.ID
 	default: // ScopeRun, ScopeFirstRun
 		// The run a reset keeps, or the first run of the chain, when the
-		// workflow says so: see RunScopeChangeID and
-		// FirstRunScopeChangeID.
+		// workflow says so: see wire.RunScopeChangeID and
+		// wire.FirstRunScopeChangeID.
 		scope, ok, err := headerRunScope(ctx)
 		if err != nil {
 			return "", false, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)
@@ -462,7 +464,7 @@ func (x *execution) execute(ctx context.Context, in *interceptor.ExecuteActivity
 			return x.holderLost(ctx, lost)
 		}
 		x.observe(ctx, EventTakenOver, nil)
-		x.count(MetricTakeovers)
+		x.count(metricname.Takeovers)
 	}
 	if x.decl.IsTransactional() {
 		return x.runTransactional(ctx, in)
@@ -554,10 +556,10 @@ func (x *execution) claim(ctx context.Context, lost *store.Record) (store.Result
 			Attempt:      x.info.Attempt,
 		},
 	})
-	x.metrics.Timer(MetricClaimLatency).Record(time.Since(start))
+	x.metrics.Timer(metricname.ClaimLatency).Record(time.Since(start))
 	if err == nil && res.Status == store.StatusAcquired {
 		x.leaseFrom.Store(start.UnixNano())
-		x.count(MetricClaims)
+		x.count(metricname.Claims)
 		x.event.Duration = time.Since(start)
 		x.observe(ctx, EventClaimed, nil)
 		x.event.Duration = 0
@@ -570,7 +572,7 @@ func (x *execution) claim(ctx context.Context, lost *store.Record) (store.Result
 // execution is alive.
 func (x *execution) wait(ctx context.Context, token int64) (store.Result, time.Duration, error) {
 	x.observe(ctx, EventWaiting, nil)
-	x.count(MetricWaits)
+	x.count(metricname.Waits)
 	x.mark(ctx, activity.StageWaiting, true)
 	start := time.Now()
 	every := x.opts.WaitHeartbeat
@@ -579,7 +581,7 @@ func (x *execution) wait(ctx context.Context, token int64) (store.Result, time.D
 	}
 	defer func() {
 		d := time.Since(start)
-		x.metrics.Timer(MetricWaitLatency).Record(d)
+		x.metrics.Timer(metricname.WaitLatency).Record(d)
 		x.waited(ctx, d)
 	}()
 	for {

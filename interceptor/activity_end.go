@@ -12,6 +12,7 @@ import (
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
+	"github.com/tesserix/idempotency/interceptor/metricname"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -40,7 +41,7 @@ func (x *execution) end(ctx context.Context, e Event, metric string) {
 func (x *execution) indeterminate(ctx context.Context, reason activity.Reason, entered bool, cause error) error {
 	e := x.event
 	e.Kind, e.Reason, e.Err = EventIndeterminate, reason, cause
-	x.end(ctx, e, MetricIndeterminate)
+	x.end(ctx, e, metricname.Indeterminate)
 	return activity.NewIndeterminateError(activity.IndeterminateOutcome{
 		Activity:    x.decl.Name(),
 		Tenant:      x.tenant,
@@ -103,7 +104,7 @@ func (x *execution) noTenant(ctx context.Context) error {
 		// redeploy fixes and the call's next attempt then reaches. Retried,
 		// as Temporal retries a configuration error until it is fixed.
 		cause := fmt.Errorf("%w: Options.Tenant resolved none (retried: fix the worker's Options.Tenant and the call runs)", errNoTenant)
-		x.endEvent(ctx, EventMisconfigured, MetricMisconfigured, cause)
+		x.endEvent(ctx, EventMisconfigured, metricname.Misconfigured, cause)
 		return temporal.NewApplicationError(fmt.Sprintf("idempotency: activity %q was not run: %v", x.decl.Name(), cause), decision.ErrorTypeNoTenant)
 	}
 	if standalone(x.info) {
@@ -130,7 +131,7 @@ func (x *execution) noTenant(ctx context.Context) error {
 // the error type typ, and reported as a configuration error, never as an
 // indeterminate outcome — the body did not run, so nobody need decide.
 func (x *execution) misconfigured(ctx context.Context, typ string, cause error) error {
-	x.endEvent(ctx, EventMisconfigured, MetricMisconfigured, cause)
+	x.endEvent(ctx, EventMisconfigured, metricname.Misconfigured, cause)
 	// The message says it all; the cause stays with the event (errors.Is),
 	// it would cross to the workflow as a second copy of the same words.
 	return temporal.NewNonRetryableApplicationError(
@@ -169,7 +170,7 @@ func (x *execution) storeFailed(ctx context.Context, err error) error {
 func (x *execution) deduplicated(ctx context.Context, rec store.Record, waited time.Duration) (any, error) {
 	e := x.event
 	e.Kind, e.Duration = EventDeduplicated, waited
-	x.end(ctx, e, MetricDeduplicated)
+	x.end(ctx, e, metricname.Deduplicated)
 	if len(rec.Outcome) == 0 {
 		return nil, nil
 	}
@@ -186,15 +187,15 @@ func (x *execution) deduplicated(ctx context.Context, rec store.Record, waited t
 // half-way ends indeterminate instead.
 func (x *execution) superseded(ctx context.Context, err error, final bool) {
 	if final {
-		x.endEvent(ctx, EventSuperseded, MetricSuperseded, err)
+		x.endEvent(ctx, EventSuperseded, metricname.Superseded, err)
 		return
 	}
-	x.count(MetricSuperseded)
+	x.count(metricname.Superseded)
 	x.observe(ctx, EventSuperseded, err)
 }
 
 func (x *execution) storeError(ctx context.Context, err error) {
-	x.count(MetricStoreErrors)
+	x.count(metricname.StoreErrors)
 	x.observe(ctx, EventStoreError, err)
 }
 

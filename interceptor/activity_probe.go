@@ -11,6 +11,7 @@ import (
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
+	"github.com/tesserix/idempotency/interceptor/metricname"
 	"github.com/tesserix/idempotency/keyspace"
 )
 
@@ -64,7 +65,7 @@ func (x *execution) unknownOutcome(actx context.Context, reason activity.Reason,
 		// The key is another caller's now: nothing may be written under
 		// it, whatever the probe said.
 		x.superseded(sctx, superseded, false)
-		x.probed(sctx, EventProbeUnsettled, MetricProbeUnsettled, reason, ErrSuperseded)
+		x.probed(sctx, EventProbeUnsettled, metricname.ProbeUnsettled, reason, ErrSuperseded)
 		return nil, x.indeterminate(sctx, activity.ReasonHolderLost, entered,
 			fmt.Errorf("%w while its probe ran: %w", ErrSuperseded, cause))
 	}
@@ -85,7 +86,7 @@ func (x *execution) judgeProbe(ctx context.Context, ans activity.ProbeAnswer, pe
 	if perr == nil && ans.Landing == activity.Landed {
 		payloads, err := x.encode(ans.Result)
 		if err == nil {
-			x.probed(ctx, EventProbeLanded, MetricProbeLanded, reason, nil)
+			x.probed(ctx, EventProbeLanded, metricname.ProbeLanded, reason, nil)
 			// Returned as the body would have returned it: the SDK encodes
 			// it with the worker's converter and codecs.
 			return settlement{how: settleRecord, payloads: payloads}, ans.Result, nil
@@ -93,7 +94,7 @@ func (x *execution) judgeProbe(ctx context.Context, ans activity.ProbeAnswer, pe
 		perr = fmt.Errorf("idempotency: the probe's result: %w", err)
 	}
 	if perr == nil && ans.Landing == activity.NotLanded {
-		x.probed(ctx, EventProbeNotLanded, MetricProbeNotLanded, reason, nil)
+		x.probed(ctx, EventProbeNotLanded, metricname.ProbeNotLanded, reason, nil)
 		return settlement{how: settleRelease, cause: cause}, nil, notLanded(x.decl.Name(), reason, cause)
 	}
 	if perr == nil && ans.Landing != activity.CannotTell {
@@ -102,9 +103,9 @@ func (x *execution) judgeProbe(ctx context.Context, ans activity.ProbeAnswer, pe
 	if errors.Is(perr, errProbeLate) {
 		// Slowness of the probe's own, told apart from a probe that could
 		// not tell or failed.
-		x.probed(ctx, EventProbeLate, MetricProbeLate, reason, perr)
+		x.probed(ctx, EventProbeLate, metricname.ProbeLate, reason, perr)
 	} else {
-		x.probed(ctx, EventProbeUnsettled, MetricProbeUnsettled, reason, perr)
+		x.probed(ctx, EventProbeUnsettled, metricname.ProbeUnsettled, reason, perr)
 	}
 	if perr != nil {
 		cause = fmt.Errorf("%w (probe: %w)", cause, perr)
@@ -118,9 +119,9 @@ func (x *execution) judgeProbe(ctx context.Context, ans activity.ProbeAnswer, pe
 // probeContext) and its cancellation — and gives up on it when that context
 // ends, whether or not the probe honours it. A probe that panics has failed.
 func (x *execution) askProbe(ctx context.Context, probe activity.Probe, reason activity.Reason, entered bool) (activity.ProbeAnswer, error) {
-	x.count(MetricProbes)
+	x.count(metricname.Probes)
 	start := time.Now()
-	defer func() { x.metrics.Timer(MetricProbeLatency).Record(time.Since(start)) }()
+	defer func() { x.metrics.Timer(metricname.ProbeLatency).Record(time.Since(start)) }()
 	if err := ctx.Err(); err != nil {
 		return activity.ProbeAnswer{}, fmt.Errorf("%w: %w", errProbeLate, context.Cause(ctx))
 	}

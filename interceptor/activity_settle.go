@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/interceptor/metricname"
 	"github.com/tesserix/idempotency/internal/backoff"
 	"github.com/tesserix/idempotency/store"
 )
@@ -142,7 +143,7 @@ func (x *execution) settleLater(ctx context.Context, what string, err error,
 	}
 	if !x.root.reserveBackground() {
 		x.orphaned(ctx, fmt.Errorf("%s (not retried: the interceptor is stopped or already retries %d claims): %w",
-			what, MaxOrphanRetries, err), final)
+			what, maxOrphanRetries, err), final)
 		return
 	}
 	x.orphaned(ctx, fmt.Errorf("%s (retrying in the background): %w", what, err), final)
@@ -175,7 +176,7 @@ func (x *execution) settleInBackground(ctx context.Context, what string,
 		scancel()
 		switch {
 		case err == nil:
-			x.count(MetricOrphansRecorded)
+			x.count(metricname.OrphansRecorded)
 			if landed != nil {
 				landed(ctx)
 			}
@@ -199,7 +200,7 @@ func retriable(err error) bool {
 func (x *execution) orphaned(ctx context.Context, err error, final bool) {
 	e := x.event
 	e.Kind, e.Err, e.Final = EventOrphaned, err, final
-	x.count(MetricOrphaned)
+	x.count(metricname.Orphaned)
 	x.emit(ctx, e)
 }
 

@@ -43,11 +43,10 @@ func (e *TransactionalError) Is(target error) bool {
 	return target == store.ErrNotTransactional || target == activity.ErrInvalidDeclaration
 }
 
-// CheckTransactional returns the [*TransactionalError] with which
+// checkTransactional returns the [*TransactionalError] with which
 // [Interceptor.Declare] refuses d on an interceptor recording in st, or nil:
-// d is not transactional, or st can run it. The worker package calls it to
-// refuse a registration before it registers anything.
-func CheckTransactional(st store.Store, d *activity.Declaration) error {
+// d is not transactional, or st can run it.
+func checkTransactional(st store.Store, d *activity.Declaration) error {
 	if !d.IsTransactional() {
 		return nil
 	}
@@ -144,7 +143,7 @@ func (x *execution) beginTransaction(ctx context.Context) (store.Transaction, er
 		// store that changed type, which Options does not allow.
 		sctx, cancel := x.storeContext(ctx)
 		defer cancel()
-		cause := CheckTransactional(x.opts.Store, x.decl)
+		cause := checkTransactional(x.opts.Store, x.decl)
 		x.releaseOnTheWay(sctx, cause)
 		return nil, x.misconfigured(ctx, decision.ErrorTypeStoreUnavailable, cause)
 	}

@@ -112,7 +112,7 @@
 // dispatcher uses the converter of the client the worker runs on when the
 // client carries the worker package's plugin (worker.NewPlugin, or its
 // client part, which worker.Dial and worker.ClientOptions add: it hands the
-// converter over through [WithDataConverter]), else the SDK's default
+// converter over in the activity's context), else the SDK's default
 // converter, which keeps results in the store in the clear: on another
 // client, set Options.DataConverter to the client's converter when payloads
 // must be encrypted at rest. A context-aware converter
@@ -186,7 +186,7 @@
 //
 // # What is settled without a person
 //
-// Under [SettleChangeID] (docs/SETTLING.md has the whole story):
+// Under [wire.SettleChangeID] (docs/SETTLING.md has the whole story):
 //
 //   - A call that ran nothing because the store did not answer fails with
 //     the retryable decision.ErrorTypeStoreUnavailable error
@@ -209,12 +209,12 @@
 //
 // What a workflow decides from the worker's configuration is fixed by its
 // history. Its tenant, when neither the header nor the memo gives one, is
-// the Options.DefaultTenant recorded at its start under [TenantChangeID]
+// the Options.DefaultTenant recorded at its start under [wire.TenantChangeID]
 // (histories recorded before keep reading it from the replaying worker; a
 // call they run again after a decision runs under the tenant of the record
 // decided on, so a changed default cannot move its key). A workflow records
 // at its first activity call, with workflow.GetVersion
-// under [RouterChangeID], whether it is routed; histories without the marker
+// under [wire.RouterChangeID], whether it is routed; histories without the marker
 // (recorded with AwaitDecision off, or before this version) are never
 // routed. So turning AwaitDecision on or off applies to workflows that make
 // their first activity call afterwards, and running ones replay as they ran.
@@ -223,15 +223,15 @@
 // Decisions replay from the history alone: the update's handler reads only
 // the wait and the decision (the validator, which also reads the worker's
 // declarations, is not run on replay), and a decision signal's verdict on
-// its result is recorded under [DecisionChangeID], so a workflow worker
+// its result is recorded under [wire.DecisionChangeID], so a workflow worker
 // deployed later with or without the declarations replays what was
-// accepted. Signals of histories recorded before [DecisionChangeID] are
+// accepted. Signals of histories recorded before [wire.DecisionChangeID] are
 // checked as they were then, against the declarations of the worker
 // replaying them: deploy declarations to a split workflow worker only once
 // the workflows that received decision signals before this release have
 // finished. A decision signal that names a key no call waits on yet is
 // taken after the workflow's calls have had their turn
-// ([DecisionOrderChangeID]), so one delivered in the same workflow task as
+// ([wire.DecisionOrderChangeID]), so one delivered in the same workflow task as
 // the failure it decides (sent while no workflow worker polled) is taken
 // once that call's wait is open; histories recorded before reject it, as
 // they did. What
@@ -255,7 +255,7 @@
 // SDK carries no tenant header. It runs under the tenant in its [TenantMemo]
 // memo, a string (temporal workflow start --memo 'idempotency-tenant="acme"':
 // the CLI reads each --memo value as JSON), else under Options.DefaultTenant
-// as its history fixed it ([TenantChangeID]): the default in force when the
+// as its history fixed it ([wire.TenantChangeID]): the default in force when the
 // workflow started is recorded then and read back on every replay, so
 // redeploying workers with another default applies to new workflows only,
 // and a workflow that started with none keeps none. With no tenant (no
@@ -272,7 +272,7 @@
 // (client.StartActivityOptions, no workflow) goes through the dispatcher
 // like any other:
 //
-//   - Its key is scoped by its namespace and activity ID ([StandaloneRun]),
+//   - Its key is scoped by its namespace and activity ID ([wire.StandaloneRun]),
 //     whatever [Scope] says: the activity ID is what the server admits a
 //     standalone activity by, so every attempt of it, and a later run of the
 //     same ID (which the server allows once a run has closed, under the
