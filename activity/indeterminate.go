@@ -83,7 +83,7 @@ type IndeterminateOutcome struct {
 	Retention time.Duration `json:"retention,omitempty"`
 	// Probe reports that the activity's declaration has a probe: a
 	// workflow waiting for a person on this outcome asks it again on a
-	// schedule (interceptor.SettleChangeID), and the first definite answer
+	// schedule (wire.SettleChangeID), and the first definite answer
 	// settles the key unless a person decided first.
 	Probe bool `json:"probe,omitempty"`
 }

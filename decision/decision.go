@@ -30,7 +30,7 @@ const (
 	// its reason. [Send] falls back to it.
 	SignalName = "idempotency.decision"
 	// ResolveActivityName is the activity that records a decision in the
-	// store; worker.New registers interceptor.ResolveActivity under it.
+	// store; worker.New registers interceptor.Interceptor.ResolveActivity under it.
 	ResolveActivityName = "idempotency.Resolve"
 )
 
@@ -117,7 +117,7 @@ type PendingDecision struct {
 	Rejected *RejectedDecision `json:"rejected,omitempty"`
 	// Probe says where asking the activity's probe again stands, while a
 	// wait on a key whose activity declares one is open
-	// (interceptor.SettleChangeID).
+	// (wire.SettleChangeID).
 	Probe *ProbeSchedule `json:"probe,omitempty"`
 	// ResultExample is the shape of the result a complete decision takes:
 	// the zero value of the activity's declared result type, as JSON

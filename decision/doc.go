@@ -17,7 +17,7 @@
 // registers the [QueryName] query, the [UpdateName] update with a validator
 // and the [SignalName] signal on every workflow of the worker, waits on an
 // indeterminate call, and applies an accepted [Decision] through the
-// [ResolveActivityName] activity (interceptor.ResolveActivity, registered
+// [ResolveActivityName] activity (interceptor.Interceptor.ResolveActivity, registered
 // by worker.New), which records it in the store against the key.
 //
 // # Client side

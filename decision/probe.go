@@ -8,14 +8,14 @@ import (
 )
 
 // ProbeActivityName is the activity a workflow waiting for a person asks a
-// declared probe again through (interceptor.SettleChangeID); worker.New and
+// declared probe again through (wire.SettleChangeID); worker.New and
 // the worker package's plugin register interceptor.Interceptor.ProbeActivity
 // under it, beside [ResolveActivityName].
 const ProbeActivityName = "idempotency.Probe"
 
 // ProbeOnScheduleActivityName is the activity a workflow waiting for a
 // person asks a declared probe through when it asks on the whole schedule
-// in one activity (interceptor.ProbeOnScheduleChangeID): the activity asks
+// in one activity (wire.ProbeOnScheduleChangeID): the activity asks
 // at the schedule's times, heartbeating between asks, and returns the first
 // definite answer or the last after Max asks — a handful of history events
 // where asking each time through [ProbeActivityName] writes a timer and an

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/internal/wire"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -171,7 +172,7 @@ func (e *Env) prepare(ctx context.Context, d *activity.Declaration, info sdkacti
 	run := info.WorkflowExecution.RunID
 	if e.scope == interceptor.ScopeWorkflow {
 		run = info.WorkflowExecution.ID
-	} else if p, ok := sdkinterceptor.Header(ctx)[interceptor.RunScopeHeader]; ok {
+	} else if p, ok := sdkinterceptor.Header(ctx)[wire.RunScopeHeader]; ok {
 		// The run a reset keeps, as the dispatcher scopes it.
 		if err := converter.GetDefaultDataConverter().FromPayload(p, &run); err != nil {
 			return err

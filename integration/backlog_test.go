@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/interceptor/metricname"
 	"github.com/tesserix/idempotency/internal/testenv"
 	"github.com/tesserix/idempotency/store"
 	"github.com/tesserix/idempotency/worker"
@@ -95,15 +96,15 @@ func TestWorkerExportsTheBacklogGauge(t *testing.T) {
 	want := func(id string, v float64) func() bool {
 		return func() bool { got, ok := gauges.value(id); return ok && got == v }
 	}
-	require.Eventually(t, want(interceptor.MetricBacklogIndeterminate+"/Book", 2), 10*time.Second, 20*time.Millisecond,
+	require.Eventually(t, want(metricname.BacklogIndeterminate+"/Book", 2), 10*time.Second, 20*time.Millisecond,
 		"two indeterminate Book records, across tenants")
-	require.Eventually(t, want(interceptor.MetricBacklogStale+"/Charge", 1), 10*time.Second, 20*time.Millisecond,
+	require.Eventually(t, want(metricname.BacklogStale+"/Charge", 1), 10*time.Second, 20*time.Millisecond,
 		"one Charge record whose holder is gone")
 
 	for i, tenant := range []string{"acme", "globex"} {
 		require.NoError(t, mem.Resolve(ctx, store.ResolveParams{Tenant: tenant, Key: "k", Decision: store.ActionFree, Token: tokens[i]}))
 	}
-	require.Eventually(t, want(interceptor.MetricBacklogIndeterminate+"/Book", 0), 10*time.Second, 20*time.Millisecond,
+	require.Eventually(t, want(metricname.BacklogIndeterminate+"/Book", 0), 10*time.Second, 20*time.Millisecond,
 		"a drained backlog reads zero")
 }
 
@@ -132,7 +133,7 @@ func TestPluginExportsTheBacklogThroughTheClientsHandler(t *testing.T) {
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 	require.Eventually(t, func() bool {
-		got, ok := gauges.value(interceptor.MetricBacklogIndeterminate + "/Book")
+		got, ok := gauges.value(metricname.BacklogIndeterminate + "/Book")
 		return ok && got == 1
 	},
 		10*time.Second, 20*time.Millisecond, "the indeterminate Book record, through the client's handler")

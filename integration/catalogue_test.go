@@ -60,6 +60,9 @@ func TestBadInputCatalogue(t *testing.T) {
 	d := openDurableStores(t)
 	pool, schema, pg, rc, prefix, rs := d.pool, d.schema, d.pg, d.rc, d.prefix, d.rs
 	stores := map[string]store.Store{"memory": mem, "postgres": pg, "redis": rs}
+	resolver, err := interceptor.New(interceptor.Options{Store: mem})
+	require.NoError(t, err)
+	resolve := resolver.ResolveActivity()
 
 	cycle := map[string]any{}
 	cycle["self"] = cycle
@@ -211,13 +214,13 @@ func TestBadInputCatalogue(t *testing.T) {
 		}, options("StoreTimeout")},
 		// Decisions applied through the Resolve activity.
 		{"DecisionUnknownAction", func() error {
-			return interceptor.ResolveActivity(mem, nil)(ctx, decision.ResolveRequest{Tenant: "acme", Key: "k", Action: "book-it"})
+			return resolve(ctx, decision.ResolveRequest{Tenant: "acme", Key: "k", Action: "book-it"})
 		}, nonRetryable},
 		{"DecisionHostileTenant", func() error {
-			return interceptor.ResolveActivity(mem, nil)(ctx, decision.ResolveRequest{Tenant: "a\x00", Key: "k", Action: decision.ActionFree})
+			return resolve(ctx, decision.ResolveRequest{Tenant: "a\x00", Key: "k", Action: decision.ActionFree})
 		}, nonRetryable},
 		{"DecisionNoKey", func() error {
-			return interceptor.ResolveActivity(mem, nil)(ctx, decision.ResolveRequest{Tenant: "acme", Key: "", Action: decision.ActionFree})
+			return resolve(ctx, decision.ResolveRequest{Tenant: "acme", Key: "", Action: decision.ActionFree})
 		}, nonRetryable},
 	}
 	require.GreaterOrEqual(t, len(rows), 25, "the catalogue has at least 25 rows")

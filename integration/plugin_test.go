@@ -215,7 +215,9 @@ func TestPluginKeepsTheWorkersOwnRegistration(t *testing.T) {
 	queue := testenv.UniqueName("tq")
 	w := sdkworker.New(c, queue, workerOptions)
 	w.RegisterActivity(a.Book) // as "Book", the declaration's name
-	w.RegisterActivityWithOptions(interceptor.ResolveActivity(mem, nil), sdkactivity.RegisterOptions{Name: decision.ResolveActivityName})
+	resolver, err := interceptor.New(interceptor.Options{Store: mem})
+	require.NoError(t, err)
+	w.RegisterActivityWithOptions(resolver.ResolveActivity(), sdkactivity.RegisterOptions{Name: decision.ResolveActivityName})
 	w.RegisterWorkflow(TwoBookings)
 	require.NoError(t, w.Start(), "no activity is registered twice")
 	t.Cleanup(w.Stop)

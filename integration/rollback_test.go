@@ -22,6 +22,7 @@ import (
 	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/wire"
 	"github.com/tesserix/idempotency/store"
 	"github.com/tesserix/idempotency/worker"
 )
@@ -71,7 +72,7 @@ type previousReleaseOutbound struct {
 // GetVersion answers ProbeOnScheduleChangeID as the previous release's
 // code, which never asks it, behaves: the change is not there.
 func (o *previousReleaseOutbound) GetVersion(ctx workflow.Context, changeID string, minSupported, maxSupported workflow.Version) workflow.Version {
-	if changeID == interceptor.ProbeOnScheduleChangeID {
+	if changeID == wire.ProbeOnScheduleChangeID {
 		return workflow.DefaultVersion
 	}
 	return o.Next.GetVersion(ctx, changeID, minSupported, maxSupported)

@@ -22,6 +22,7 @@ import (
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/testenv"
+	"github.com/tesserix/idempotency/internal/wire"
 	"github.com/tesserix/idempotency/store"
 	"github.com/tesserix/idempotency/worker"
 )
@@ -167,7 +168,7 @@ func TestStandaloneTenant(t *testing.T) {
 		// The server hands the worker the activity's namespace and ID: the
 		// key is scoped by them.
 		want, err := activity.Effectful((&airline{}).Book, "flight").Key("tenant-from-header",
-			interceptor.StandaloneRun(server.GetDefaultNamespace(), id), []any{req})
+			wire.StandaloneRun(server.GetDefaultNamespace(), id), []any{req})
 		require.NoError(t, err)
 		assert.Equal(t, string(want), rec.Key)
 	})

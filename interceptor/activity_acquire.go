@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/interceptor/metricname"
 	"github.com/tesserix/idempotency/internal/backoff"
 	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
@@ -337,10 +338,10 @@ func (x *execution) claim(ctx context.Context, lost *store.Record) (store.Result
 			Attempt:      x.info.Attempt,
 		},
 	})
-	x.rep.metrics.Timer(MetricClaimLatency).Record(time.Since(start))
+	x.rep.metrics.Timer(metricname.ClaimLatency).Record(time.Since(start))
 	if err == nil && res.Status == store.StatusAcquired {
 		x.leaseFrom.Store(start.UnixNano())
-		x.rep.count(MetricClaims)
+		x.rep.count(metricname.Claims)
 		x.rep.event.Duration = time.Since(start)
 		x.rep.observe(ctx, EventClaimed, nil)
 		x.rep.event.Duration = 0
@@ -353,7 +354,7 @@ func (x *execution) claim(ctx context.Context, lost *store.Record) (store.Result
 // execution is alive.
 func (x *execution) wait(ctx context.Context, token int64) (store.Result, time.Duration, error) {
 	x.rep.observe(ctx, EventWaiting, nil)
-	x.rep.count(MetricWaits)
+	x.rep.count(metricname.Waits)
 	x.mark(ctx, activity.StageWaiting, true)
 	start := time.Now()
 	every := x.opts.WaitHeartbeat
@@ -362,7 +363,7 @@ func (x *execution) wait(ctx context.Context, token int64) (store.Result, time.D
 	}
 	defer func() {
 		d := time.Since(start)
-		x.rep.metrics.Timer(MetricWaitLatency).Record(d)
+		x.rep.metrics.Timer(metricname.WaitLatency).Record(d)
 		x.rep.waited(ctx, d)
 	}()
 	for {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/interceptor/metricname"
 	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
 )
@@ -54,6 +55,6 @@ func (x *execution) argumentsMismatch(ctx context.Context, rec store.Record, how
 		ActivityID:       x.info.ActivityID,
 	}
 	err := activity.NewArgumentsMismatchError(m)
-	x.rep.endEvent(ctx, EventArgumentsMismatch, MetricArgumentsMismatch, err)
+	x.rep.endEvent(ctx, EventArgumentsMismatch, metricname.ArgumentsMismatch, err)
 	return err
 }

@@ -11,29 +11,13 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tesserix/idempotency/decision"
+	"github.com/tesserix/idempotency/internal/clientconv"
+	"github.com/tesserix/idempotency/internal/wire"
 )
-
-type dataConverterKey struct{}
-
-// WithDataConverter returns a copy of ctx carrying dc as the data converter
-// of the client the activity runs on. When Options.DataConverter is unset,
-// the dispatcher records outcomes with it, so the client's payload codecs
-// (encryption, compression) apply to the store as they apply to Temporal's
-// history. The worker package sets it on every activity of a client that
-// carries its plugin (worker.NewPlugin, worker.ClientPlugin, worker.Dial or
-// worker.ClientOptions); set it yourself only from an
-// activity interceptor of your own, with the converter of the client the
-// worker runs on.
-func WithDataConverter(ctx context.Context, dc converter.DataConverter) context.Context {
-	if dc == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, dataConverterKey{}, dc)
-}
 
 // dataConverter returns the converter outcomes are recorded with for an
 // activity running under ctx: Options.DataConverter, else the client's one
-// ctx carries ([WithDataConverter]), else the SDK's default. Like the SDK
+// ctx carries ([clientconv.With]), else the SDK's default. Like the SDK
 // with the client's converter, it hands a context-aware one the activity's
 // context. It sets no serialization context: a record is read back by
 // duplicates, whose activity IDs differ.
@@ -55,7 +39,7 @@ func (o *Options) dataConverter(ctx context.Context) converter.DataConverter {
 }
 
 func contextDataConverter(ctx context.Context) converter.DataConverter {
-	if dc, ok := ctx.Value(dataConverterKey{}).(converter.DataConverter); ok {
+	if dc, ok := clientconv.From(ctx); ok {
 		return dc
 	}
 	return converter.GetDefaultDataConverter()
@@ -117,7 +101,7 @@ func (c codec) answer(recorded *commonpb.Payloads, key string) (any, error) {
 	if err := c.dc.FromPayloads(recorded, &raw); err != nil {
 		return nil, c.unreadable(key, err)
 	}
-	if enc := string(raw.Payload().GetMetadata()[converter.MetadataEncoding]); enc == FailureEncoding {
+	if enc := string(raw.Payload().GetMetadata()[converter.MetadataEncoding]); enc == wire.FailureEncoding {
 		var f failurepb.Failure
 		if err := proto.Unmarshal(raw.Payload().GetData(), &f); err != nil {
 			return nil, c.unreadable(key, fmt.Errorf("a recorded failure: %w", err))
@@ -126,13 +110,6 @@ func (c codec) answer(recorded *commonpb.Payloads, key string) (any, error) {
 	}
 	return raw, nil
 }
-
-// FailureEncoding marks the payload of a recorded definite failure
-// (activity.Policy.DefiniteErrors): a temporal.api.failure.v1.Failure in
-// protobuf wire form, made by the failure converter over the recording
-// data converter, so the failure's details go through its codecs. The
-// payload itself goes through them too, as a recorded result does.
-const FailureEncoding = "binary/x-idempotency-failure"
 
 // failureConverter converts a definite failure to and from its recorded
 // form, with dc, the converter outcomes are recorded with.
@@ -147,7 +124,7 @@ func encodeFailure(dc converter.DataConverter, err error) (*commonpb.Payloads, e
 		return nil, merr
 	}
 	return dc.ToPayloads(converter.NewRawValue(&commonpb.Payload{
-		Metadata: map[string][]byte{converter.MetadataEncoding: []byte(FailureEncoding)},
+		Metadata: map[string][]byte{converter.MetadataEncoding: []byte(wire.FailureEncoding)},
 		Data:     b,
 	}))
 }

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tesserix/idempotency/decision"
+	"github.com/tesserix/idempotency/internal/clientconv"
 )
 
 // tagCodec marks every payload it encodes with its name.
@@ -64,13 +65,13 @@ func TestStoreConverterPrecedence(t *testing.T) {
 	}
 
 	assert.Empty(t, tag((&Options{}).dataConverter(ctx)), "nothing set: the default")
-	assert.Equal(t, "client", tag((&Options{}).dataConverter(WithDataConverter(ctx, client))), "the client's, from the context")
-	assert.Equal(t, "own", tag((&Options{DataConverter: own}).dataConverter(WithDataConverter(ctx, client))), "the option wins")
-	assert.Equal(t, ctx, WithDataConverter(ctx, nil), "a nil converter carries nothing")
+	assert.Equal(t, "client", tag((&Options{}).dataConverter(clientconv.With(ctx, client))), "the client's, from the context")
+	assert.Equal(t, "own", tag((&Options{DataConverter: own}).dataConverter(clientconv.With(ctx, client))), "the option wins")
+	assert.Equal(t, ctx, clientconv.With(ctx, nil), "a nil converter carries nothing")
 
 	var seen context.Context
 	aware := &contextAware{DataConverter: converter.GetDefaultDataConverter(), seen: &seen}
-	actx := context.WithValue(WithDataConverter(ctx, aware), ctxMark{}, "activity")
+	actx := context.WithValue(clientconv.With(ctx, aware), ctxMark{}, "activity")
 	(&Options{}).dataConverter(actx)
 	require.NotNil(t, seen, "a context-aware converter is given the activity's context")
 	assert.Equal(t, "activity", seen.Value(ctxMark{}))

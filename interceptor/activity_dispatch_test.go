@@ -16,6 +16,7 @@ import (
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/interceptor/metricname"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -533,8 +534,8 @@ func TestNoTenant(t *testing.T) {
 			require.Error(t, ev.Err)
 			assert.Contains(t, ev.Err.Error(), "no tenant")
 			kind := map[string]string{"Book": "EFFECTFUL", "Reserve": "IDEMPOTENT"}[kc.act]
-			assert.Equal(t, int64(1), metrics.counter(interceptor.MetricMisconfigured, kc.act, kind))
-			assert.Zero(t, metrics.counter(interceptor.MetricIndeterminate, kc.act, kind))
+			assert.Equal(t, int64(1), metrics.counter(metricname.Misconfigured, kc.act, kind))
+			assert.Zero(t, metrics.counter(metricname.Indeterminate, kc.act, kind))
 		})
 	}
 }

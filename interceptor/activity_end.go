@@ -10,6 +10,7 @@ import (
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
+	"github.com/tesserix/idempotency/interceptor/metricname"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -21,7 +22,7 @@ import (
 func (x *execution) indeterminate(ctx context.Context, reason activity.Reason, entered bool, cause error) error {
 	e := x.rep.event
 	e.Kind, e.Reason, e.Err = EventIndeterminate, reason, cause
-	x.rep.end(ctx, e, MetricIndeterminate)
+	x.rep.end(ctx, e, metricname.Indeterminate)
 	return activity.NewIndeterminateError(activity.IndeterminateOutcome{
 		Activity:    x.decl.Name(),
 		Tenant:      x.tenant,
@@ -84,7 +85,7 @@ func (x *execution) noTenant(ctx context.Context) error {
 		// redeploy fixes and the call's next attempt then reaches. Retried,
 		// as Temporal retries a configuration error until it is fixed.
 		cause := fmt.Errorf("%w: Options.Tenant resolved none (retried: fix the worker's Options.Tenant and the call runs)", errNoTenant)
-		x.rep.endEvent(ctx, EventMisconfigured, MetricMisconfigured, cause)
+		x.rep.endEvent(ctx, EventMisconfigured, metricname.Misconfigured, cause)
 		return temporal.NewApplicationError(fmt.Sprintf("idempotency: activity %q was not run: %v", x.decl.Name(), cause), decision.ErrorTypeNoTenant)
 	}
 	if standalone(x.info) {
@@ -111,7 +112,7 @@ func (x *execution) noTenant(ctx context.Context) error {
 // the error type typ, and reported as a configuration error, never as an
 // indeterminate outcome — the body did not run, so nobody need decide.
 func (x *execution) misconfigured(ctx context.Context, typ string, cause error) error {
-	x.rep.endEvent(ctx, EventMisconfigured, MetricMisconfigured, cause)
+	x.rep.endEvent(ctx, EventMisconfigured, metricname.Misconfigured, cause)
 	// The message says it all; the cause stays with the event (errors.Is),
 	// it would cross to the workflow as a second copy of the same words.
 	return temporal.NewNonRetryableApplicationError(
@@ -150,6 +151,6 @@ func (x *execution) storeFailed(ctx context.Context, err error) error {
 func (x *execution) deduplicated(ctx context.Context, rec store.Record, waited time.Duration) (any, error) {
 	e := x.rep.event
 	e.Kind, e.Duration = EventDeduplicated, waited
-	x.rep.end(ctx, e, MetricDeduplicated)
+	x.rep.end(ctx, e, metricname.Deduplicated)
 	return x.codec.outcome(rec.Outcome, x.key)
 }

@@ -238,33 +238,3 @@ type ObserverFunc func(ctx context.Context, e Event)
 
 // Observe calls f(ctx, e).
 func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
-
-// Metric names, reported through the activity's Temporal metrics handler
-// with the tags activity_type and idempotency_kind, so they reach whatever
-// backend the worker already uses.
-const (
-	MetricClaims        = "idempotency_claims"        // counter: keys taken
-	MetricDeduplicated  = "idempotency_deduplicated"  // counter: recorded outcomes returned
-	MetricWaits         = "idempotency_waits"         // counter: executions that waited for a holder
-	MetricTakeovers     = "idempotency_takeovers"     // counter: keys taken over from a lost holder
-	MetricIndeterminate = "idempotency_indeterminate" // counter: indeterminate outcomes
-	MetricStoreErrors   = "idempotency_store_errors"  // counter: failed store calls
-	MetricOrphaned      = "idempotency_orphaned"      // counter: claims the store could not settle when the body returned
-	MetricSuperseded    = "idempotency_superseded"    // counter: bodies stopped because their claim was taken over
-	MetricLeaseLapsed   = "idempotency_lease_lapsed"  // counter: bodies stopped because no renewal of their claim was acknowledged
-	// The backlog gauges, reported by the worker package on the sweeper's
-	// schedule with the tag activity_type only (never a key or a tenant).
-	MetricBacklogIndeterminate = "idempotency_backlog_indeterminate" // gauge: indeterminate records waiting for a person
-	MetricBacklogStale         = "idempotency_backlog_stale"         // gauge: pending records whose lease ran out (their holder is gone)
-	MetricOrphansRecorded      = "idempotency_orphans_recorded"      // counter: orphaned claims settled later in the background
-	MetricClaimLatency         = "idempotency_claim_latency"         // timer: how long a claim took
-	MetricWaitLatency          = "idempotency_wait_latency"          // timer: how long a waiter waited
-	MetricProbes               = "idempotency_probes"                // counter: probes asked
-	MetricProbeLanded          = "idempotency_probe_landed"          // counter: outcomes a probe settled as landed
-	MetricProbeNotLanded       = "idempotency_probe_not_landed"      // counter: outcomes a probe settled as not landed
-	MetricProbeUnsettled       = "idempotency_probe_unsettled"       // counter: probes that could not tell or failed
-	MetricProbeLate            = "idempotency_probe_late"            // counter: probes given up on because they did not answer in time
-	MetricProbeLatency         = "idempotency_probe_latency"         // timer: how long a probe took
-	MetricMisconfigured        = "idempotency_misconfigured"         // counter: executions refused for want of a usable tenant
-	MetricArgumentsMismatch    = "idempotency_arguments_mismatch"    // counter: executions refused because their record was made with other checked arguments
-)

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/interceptor/metricname"
 	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
 )
@@ -33,7 +34,7 @@ func (x *execution) execute(ctx context.Context, in *interceptor.ExecuteActivity
 			return x.holderLost(ctx, lost)
 		}
 		x.rep.observe(ctx, EventTakenOver, nil)
-		x.rep.count(MetricTakeovers)
+		x.rep.count(metricname.Takeovers)
 	}
 	if x.decl.IsTransactional() {
 		return x.runTransactional(ctx, in)
@@ -181,7 +182,7 @@ func (x *execution) runUnderLease(ctx, base context.Context, in *interceptor.Exe
 	}, func(err error) {
 		lapsed.Store(true)
 		cancelBody(ErrLeaseLapsed)
-		x.rep.count(MetricLeaseLapsed)
+		x.rep.count(metricname.LeaseLapsed)
 		x.rep.observe(ctx, EventLeaseLapsed, err)
 	})
 	var run bodyRun

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/interceptor/metricname"
 )
 
 // countingHandler is a client.MetricsHandler that remembers what it was
@@ -137,13 +137,13 @@ func TestMetrics(t *testing.T) {
 	_, err = book(env, h.acts.Book, BookRequest{Flight: "BA118", RequestID: "c"})
 	require.Error(t, err)
 
-	assert.Equal(t, int64(2), metrics.counter(interceptor.MetricClaims, "Book", "EFFECTFUL"), "two fresh keys taken")
-	assert.Equal(t, int64(1), metrics.counter(interceptor.MetricDeduplicated, "Book", "EFFECTFUL"))
-	assert.Equal(t, int64(1), metrics.counter(interceptor.MetricIndeterminate, "Book", "EFFECTFUL"))
-	assert.Equal(t, int64(0), metrics.counter(interceptor.MetricStoreErrors, "Book", "EFFECTFUL"))
-	assert.Equal(t, 3, metrics.timer(interceptor.MetricClaimLatency, "Book", "EFFECTFUL"), "every claim is timed")
+	assert.Equal(t, int64(2), metrics.counter(metricname.Claims, "Book", "EFFECTFUL"), "two fresh keys taken")
+	assert.Equal(t, int64(1), metrics.counter(metricname.Deduplicated, "Book", "EFFECTFUL"))
+	assert.Equal(t, int64(1), metrics.counter(metricname.Indeterminate, "Book", "EFFECTFUL"))
+	assert.Equal(t, int64(0), metrics.counter(metricname.StoreErrors, "Book", "EFFECTFUL"))
+	assert.Equal(t, 3, metrics.timer(metricname.ClaimLatency, "Book", "EFFECTFUL"), "every claim is timed")
 
 	_, err = book(env, h.acts.Lookup, BookRequest{Flight: "BA117"})
 	require.NoError(t, err)
-	assert.Equal(t, 0, metrics.timer(interceptor.MetricClaimLatency, "Lookup", "READ_ONLY"), "READ_ONLY claims nothing")
+	assert.Equal(t, 0, metrics.timer(metricname.ClaimLatency, "Lookup", "READ_ONLY"), "READ_ONLY claims nothing")
 }

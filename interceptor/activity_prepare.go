@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/internal/wire"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -30,7 +31,7 @@ func (x *execution) prepare(ctx context.Context, args []any) (identity, error) {
 		return id, err
 	}
 	// The secret the workflow's keys are derived under, if any: see
-	// KeySecretChangeID.
+	// wire.KeySecretChangeID.
 	secret, err := x.keySecret(ctx)
 	if err != nil {
 		return id, err
@@ -102,14 +103,14 @@ func (x *execution) scopeRun(ctx context.Context) (run string, resetRun bool, er
 		}
 		run = x.nexus.scope(x.info.Namespace)
 	case standalone(x.info):
-		// Scoped by its activity ID, whatever the Scope: see StandaloneRun.
-		run = StandaloneRun(x.info.Namespace, x.info.ActivityID)
+		// Scoped by its activity ID, whatever the Scope: see wire.StandaloneRun.
+		run = wire.StandaloneRun(x.info.Namespace, x.info.ActivityID)
 	case x.opts.Scope == ScopeWorkflow:
 		run = x.info.WorkflowExecution.ID
 	default: // ScopeRun, ScopeFirstRun
 		// The run a reset keeps, or the first run of the chain, when the
-		// workflow says so: see RunScopeChangeID and
-		// FirstRunScopeChangeID.
+		// workflow says so: see wire.RunScopeChangeID and
+		// wire.FirstRunScopeChangeID.
 		scope, ok, err := headerRunScope(ctx)
 		if err != nil {
 			return "", false, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
+	"github.com/tesserix/idempotency/interceptor/metricname"
 	"github.com/tesserix/idempotency/keyspace"
 )
 
@@ -65,7 +66,7 @@ func (x *execution) unknownOutcome(actx context.Context, reason activity.Reason,
 		// The key is another caller's now: nothing may be written under
 		// it, whatever the probe said.
 		x.rep.superseded(sctx, superseded, false)
-		x.rep.probed(sctx, EventProbeUnsettled, MetricProbeUnsettled, reason, ErrSuperseded)
+		x.rep.probed(sctx, EventProbeUnsettled, metricname.ProbeUnsettled, reason, ErrSuperseded)
 		return nil, x.indeterminate(sctx, activity.ReasonHolderLost, entered,
 			fmt.Errorf("%w while its probe ran: %w", ErrSuperseded, cause))
 	}
@@ -98,7 +99,7 @@ func (p prober) judge(ctx context.Context, ans activity.ProbeAnswer, perr error,
 	if perr == nil && ans.Landing == activity.Landed {
 		payloads, err := p.codec.encode(ans.Result)
 		if err == nil {
-			p.rep.probed(ctx, EventProbeLanded, MetricProbeLanded, reason, nil)
+			p.rep.probed(ctx, EventProbeLanded, metricname.ProbeLanded, reason, nil)
 			// Returned as the body would have returned it: the SDK encodes
 			// it with the worker's converter and codecs.
 			return settlement{how: settleRecord, payloads: payloads}, ans.Result, nil
@@ -106,7 +107,7 @@ func (p prober) judge(ctx context.Context, ans activity.ProbeAnswer, perr error,
 		perr = fmt.Errorf("idempotency: the probe's result: %w", err)
 	}
 	if perr == nil && ans.Landing == activity.NotLanded {
-		p.rep.probed(ctx, EventProbeNotLanded, MetricProbeNotLanded, reason, nil)
+		p.rep.probed(ctx, EventProbeNotLanded, metricname.ProbeNotLanded, reason, nil)
 		return settlement{how: settleRelease, cause: cause}, nil, notLanded(p.activity, reason, cause)
 	}
 	if perr == nil && ans.Landing != activity.CannotTell {
@@ -115,9 +116,9 @@ func (p prober) judge(ctx context.Context, ans activity.ProbeAnswer, perr error,
 	if errors.Is(perr, errProbeLate) {
 		// Slowness of the probe's own, told apart from a probe that could
 		// not tell or failed.
-		p.rep.probed(ctx, EventProbeLate, MetricProbeLate, reason, perr)
+		p.rep.probed(ctx, EventProbeLate, metricname.ProbeLate, reason, perr)
 	} else {
-		p.rep.probed(ctx, EventProbeUnsettled, MetricProbeUnsettled, reason, perr)
+		p.rep.probed(ctx, EventProbeUnsettled, metricname.ProbeUnsettled, reason, perr)
 	}
 	if perr != nil {
 		cause = fmt.Errorf("%w (probe: %w)", cause, perr)
@@ -131,9 +132,9 @@ func (p prober) judge(ctx context.Context, ans activity.ProbeAnswer, perr error,
 // probeContext) and its cancellation — and gives up on it when that context
 // ends, whether or not the probe honours it. A probe that panics has failed.
 func (p prober) ask(ctx context.Context, reason activity.Reason, entered bool) (activity.ProbeAnswer, error) {
-	p.rep.count(MetricProbes)
+	p.rep.count(metricname.Probes)
 	start := time.Now()
-	defer func() { p.rep.metrics.Timer(MetricProbeLatency).Record(time.Since(start)) }()
+	defer func() { p.rep.metrics.Timer(metricname.ProbeLatency).Record(time.Since(start)) }()
 	if err := ctx.Err(); err != nil {
 		return activity.ProbeAnswer{}, fmt.Errorf("%w: %w", errProbeLate, context.Cause(ctx))
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/interceptor/metricname"
 	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
 )
@@ -324,8 +325,8 @@ func TestProbeSlowerThanDeadline(t *testing.T) {
 	assert.Equal(t, store.StateIndeterminate, rec.State, "the late answer is not recorded")
 	assert.Zero(t, h.rec.count(interceptor.EventProbeLanded))
 	assert.Zero(t, h.rec.count(interceptor.EventProbeUnsettled), "reported as late, not as unable to tell")
-	assert.Equal(t, int64(1), metrics.counter(interceptor.MetricProbeLate, "Charge", "EFFECTFUL"))
-	assert.Zero(t, metrics.counter(interceptor.MetricProbeUnsettled, "Charge", "EFFECTFUL"))
+	assert.Equal(t, int64(1), metrics.counter(metricname.ProbeLate, "Charge", "EFFECTFUL"))
+	assert.Zero(t, metrics.counter(metricname.ProbeUnsettled, "Charge", "EFFECTFUL"))
 }
 
 // A probe that takes longer than StoreTimeout, well within the activity's
@@ -403,12 +404,12 @@ func TestProbeMetrics(t *testing.T) {
 	requireIndeterminate(t, err, activity.ReasonBodyFailed, true)
 
 	c := func(name string) int64 { return metrics.counter(name, "Charge", "EFFECTFUL") }
-	assert.Equal(t, int64(3), c(interceptor.MetricProbes))
-	assert.Equal(t, int64(1), c(interceptor.MetricProbeLanded))
-	assert.Equal(t, int64(1), c(interceptor.MetricProbeNotLanded))
-	assert.Equal(t, int64(1), c(interceptor.MetricProbeUnsettled))
-	assert.Equal(t, int64(1), c(interceptor.MetricIndeterminate), "only the probe that could not tell leaves an indeterminate outcome")
-	assert.Equal(t, 3, metrics.timer(interceptor.MetricProbeLatency, "Charge", "EFFECTFUL"))
+	assert.Equal(t, int64(3), c(metricname.Probes))
+	assert.Equal(t, int64(1), c(metricname.ProbeLanded))
+	assert.Equal(t, int64(1), c(metricname.ProbeNotLanded))
+	assert.Equal(t, int64(1), c(metricname.ProbeUnsettled))
+	assert.Equal(t, int64(1), c(metricname.Indeterminate), "only the probe that could not tell leaves an indeterminate outcome")
+	assert.Equal(t, 3, metrics.timer(metricname.ProbeLatency, "Charge", "EFFECTFUL"))
 }
 
 // The claim stays this execution's while its probe runs: the lease is

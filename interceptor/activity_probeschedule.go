@@ -22,7 +22,7 @@ type probeProgress struct {
 
 // ProbeOnScheduleActivity returns the activity a waiting workflow asks a
 // declared probe through on the whole schedule at once
-// ([decision.ProbeOnScheduleActivityName]; see [ProbeOnScheduleChangeID]).
+// ([decision.ProbeOnScheduleActivityName]; see [wire.ProbeOnScheduleChangeID]).
 // Each ask is what [Interceptor.ProbeActivity] does (bound to the
 // execution's tenant and workflow, within probeTimeout); between asks it
 // waits the schedule's pause, heartbeating its progress, and it returns

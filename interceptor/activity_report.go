@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/interceptor/metricname"
 )
 
 // reporter reports what happens to one call: its events, to
@@ -41,10 +42,10 @@ func (r *reporter) end(ctx context.Context, e Event, metric string) {
 // half-way ends indeterminate instead.
 func (r *reporter) superseded(ctx context.Context, err error, final bool) {
 	if final {
-		r.endEvent(ctx, EventSuperseded, MetricSuperseded, err)
+		r.endEvent(ctx, EventSuperseded, metricname.Superseded, err)
 		return
 	}
-	r.count(MetricSuperseded)
+	r.count(metricname.Superseded)
 	r.observe(ctx, EventSuperseded, err)
 }
 
@@ -53,7 +54,7 @@ func (r *reporter) superseded(ctx context.Context, err error, final bool) {
 func (r *reporter) orphaned(ctx context.Context, err error, final bool) {
 	e := r.event
 	e.Kind, e.Err, e.Final = EventOrphaned, err, final
-	r.count(MetricOrphaned)
+	r.count(metricname.Orphaned)
 	r.emit(ctx, e)
 }
 
@@ -74,7 +75,7 @@ func (r *reporter) probed(ctx context.Context, kind EventKind, metric string, re
 }
 
 func (r *reporter) storeError(ctx context.Context, err error) {
-	r.count(MetricStoreErrors)
+	r.count(metricname.StoreErrors)
 	r.observe(ctx, EventStoreError, err)
 }
 

@@ -16,7 +16,7 @@ import (
 )
 
 // ProbeActivity returns the activity a waiting workflow asks a declared
-// probe again through ([decision.ProbeActivityName]; see [SettleChangeID]). A
+// probe again through ([decision.ProbeActivityName]; see [wire.SettleChangeID]). A
 // request for another tenant than the execution's, or for a record another
 // workflow made, is refused as [Interceptor.ResolveActivity] refuses one. It reads
 // the key's record: a record other than the indeterminate one the wait is

@@ -29,27 +29,19 @@ type DecisionAudit struct {
 }
 
 // ResolveActivity returns the activity that records a person's decision in
-// st, encoding a result with dc as the dispatcher encodes one (nil: as
-// Options.DataConverter's nil does, the client's converter when the context
-// carries it, else the default). A record that is no longer indeterminate (someone
-// settled it already) or no longer exists is not an error: the workflow
-// runs the activity again, which answers from whatever the record now says.
+// the interceptor's store, encoding a result with Options.DataConverter as
+// the dispatcher encodes one (nil: the client's converter when the context
+// carries it, else the default). A record that is no longer indeterminate
+// (someone settled it already) or no longer exists is not an error: the
+// workflow runs the activity again, which answers from whatever the record
+// now says.
 //
 // A request is bound to the execution that runs it: one that names another
-// tenant than the one in the activity's [TenantHeader] header, or a record
-// another workflow made, is refused with the non-retryable
-// [decision.ErrorTypeForeignRecord] error, touching nothing. A worker whose
-// Options.Tenant resolves tenants otherwise (TenantFromNamespace, a
-// TenantFunc) registers [Interceptor.ResolveActivity] instead, as the
-// worker package does.
-func ResolveActivity(st store.Store, dc converter.DataConverter) func(context.Context, decision.ResolveRequest) error {
-	return resolveActivity(st, dc, TenantFromHeader, nil)
-}
-
-// ResolveActivity is the package's [ResolveActivity] on the interceptor's
-// store and converter, its requests bound to the tenant Options.Tenant
-// resolves for the execution that runs it, and its refusals reported to
-// Options.Observer ([EventForeignRecord]).
+// tenant than the one Options.Tenant resolves for the execution, or a
+// record another workflow made, is refused with the non-retryable
+// [decision.ErrorTypeForeignRecord] error, touching nothing, and reported
+// to Options.Observer ([EventForeignRecord]). Register it under
+// [decision.ResolveActivityName]; the worker package does.
 func (i *Interceptor) ResolveActivity() func(context.Context, decision.ResolveRequest) error {
 	return resolveActivity(i.opts.Store, i.opts.DataConverter, i.tenantOf, i.observe)
 }

@@ -33,7 +33,7 @@ func TestResolveFencedByToken(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
-	resolve := interceptor.ResolveActivity(h.mem, nil)
+	resolve := interceptor.ResolveActivityIn(h.mem, nil)
 	old := indeterminateRecord(t, h.mem, "k")
 	require.NoError(t, resolve(ctx, decision.ResolveRequest{Tenant: "acme", Key: "k", Action: decision.ActionFree, Token: old}))
 	newer := indeterminateRecord(t, h.mem, "k")
@@ -54,7 +54,7 @@ func TestResolveKeepsTheTrail(t *testing.T) {
 	token := indeterminateRecord(t, h.mem, "k")
 	result, err := json.Marshal("CONF-BA117-Ada")
 	require.NoError(t, err)
-	require.NoError(t, interceptor.ResolveActivity(h.mem, nil)(ctx, decision.ResolveRequest{
+	require.NoError(t, interceptor.ResolveActivityIn(h.mem, nil)(ctx, decision.ResolveRequest{
 		Tenant: "acme", Key: "k", Action: decision.ActionComplete, Result: result, Token: token,
 		By: "ops@acme", Reason: "airline confirmed", Reference: "PNR 5XK2",
 	}))

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/interceptor/metricname"
 	"github.com/tesserix/idempotency/internal/backoff"
 	"github.com/tesserix/idempotency/store"
 )
@@ -188,7 +189,7 @@ func (s settler) later(ctx context.Context, what string, err error,
 	}
 	if !s.root.reserveBackground() {
 		s.rep.orphaned(ctx, fmt.Errorf("%s (not retried: the interceptor is stopped or already retries %d claims): %w",
-			what, MaxOrphanRetries, err), final)
+			what, maxOrphanRetries, err), final)
 		return
 	}
 	s.rep.orphaned(ctx, fmt.Errorf("%s (retrying in the background): %w", what, err), final)
@@ -222,7 +223,7 @@ func (s settler) inBackground(ctx context.Context, what string,
 		scancel()
 		switch {
 		case err == nil:
-			s.rep.count(MetricOrphansRecorded)
+			s.rep.count(metricname.OrphansRecorded)
 			if settled != nil {
 				settled(ctx)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/internal/wire"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -58,7 +59,7 @@ func TestStandaloneActivityIsClaimed(t *testing.T) {
 			require.NotEmpty(t, claimed.ActivityID)
 			assert.Empty(t, claimed.WorkflowID)
 			assert.Empty(t, claimed.RunID)
-			want := h.key(t, kc.act, "acme", interceptor.StandaloneRun(namespaceIn(t, env), claimed.ActivityID), req)
+			want := h.key(t, kc.act, "acme", wire.StandaloneRun(namespaceIn(t, env), claimed.ActivityID), req)
 			assert.Equal(t, want, got.Key, "the body's key")
 			rec, err := h.lookup(t, "acme", want)
 			require.NoError(t, err)
@@ -155,7 +156,7 @@ func TestStandaloneRunNeverCollides(t *testing.T) {
 	}
 	seen := map[string][2]string{}
 	for _, p := range pairs {
-		run := interceptor.StandaloneRun(p[0], p[1])
+		run := wire.StandaloneRun(p[0], p[1])
 		assert.False(t, utf8.ValidString(run), "%q is valid UTF-8, as a workflow ID or run ID is", run)
 		if other, ok := seen[run]; ok {
 			t.Errorf("%v and %v share the run %q", p, other, run)
@@ -174,10 +175,10 @@ func TestStandaloneRunNeverCollides(t *testing.T) {
 // the key encoding: records written under it must keep matching.
 func TestStandaloneRunIsPinned(t *testing.T) {
 	t.Parallel()
-	assert.Equal(t, "\xffactivity:7:default:book-ada-ba117", interceptor.StandaloneRun("default", "book-ada-ba117"))
-	assert.Equal(t, "\xffactivity:0::x", interceptor.StandaloneRun("", "x"))
+	assert.Equal(t, "\xffactivity:7:default:book-ada-ba117", wire.StandaloneRun("default", "book-ada-ba117"))
+	assert.Equal(t, "\xffactivity:0::x", wire.StandaloneRun("", "x"))
 	d := activity.Effectful((&acts{}).Book, "flight")
-	key, err := d.Key("acme", interceptor.StandaloneRun("default", "book-ada-ba117"), []any{BookRequest{Flight: "BA117", RequestID: "a"}})
+	key, err := d.Key("acme", wire.StandaloneRun("default", "book-ada-ba117"), []any{BookRequest{Flight: "BA117", RequestID: "a"}})
 	require.NoError(t, err)
 	assert.Equal(t, pinnedStandaloneKey, string(key))
 }

@@ -42,11 +42,10 @@ func (e *TransactionalError) Is(target error) bool {
 	return target == store.ErrNotTransactional || target == activity.ErrInvalidDeclaration
 }
 
-// CheckTransactional returns the [*TransactionalError] with which
+// checkTransactional returns the [*TransactionalError] with which
 // [Interceptor.Declare] refuses d on an interceptor recording in st, or nil:
-// d is not transactional, or st can run it. The worker package calls it to
-// refuse a registration before it registers anything.
-func CheckTransactional(st store.Store, d *activity.Declaration) error {
+// d is not transactional, or st can run it.
+func checkTransactional(st store.Store, d *activity.Declaration) error {
 	if !d.IsTransactional() {
 		return nil
 	}
@@ -154,7 +153,7 @@ func (x *execution) beginTransaction(ctx context.Context) (store.Transaction, er
 		// store that changed type, which Options does not allow.
 		sctx, cancel := storeContext(ctx, x.opts.StoreTimeout)
 		defer cancel()
-		cause := CheckTransactional(x.opts.Store, x.decl)
+		cause := checkTransactional(x.opts.Store, x.decl)
 		x.settler().release(sctx, cause, false)
 		return nil, x.misconfigured(ctx, decision.ErrorTypeStoreUnavailable, cause)
 	}

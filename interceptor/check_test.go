@@ -298,7 +298,7 @@ func TestCheckDecisionOnGoneKey(t *testing.T) {
 	require.NotEmpty(t, o.Check)
 	require.NoError(t, h.mem.Resolve(context.Background(), store.ResolveParams{Tenant: "acme", Key: o.Key, Decision: store.ActionFree}))
 
-	resolve := interceptor.ResolveActivity(h.mem, nil)
+	resolve := interceptor.ResolveActivityIn(h.mem, nil)
 	require.NoError(t, resolve(context.Background(), decision.ResolveRequest{Tenant: o.Tenant, Key: o.Key,
 		Action: decision.ActionComplete, Result: []byte(`{"flight":"BA117","call":1}`), By: "ops",
 		Token: o.Token, Check: o.Check, Retention: o.Retention}))
@@ -380,7 +380,7 @@ func TestCheckTimedOutCallDecidedOnGoneKey(t *testing.T) {
 	// The record is gone (swept, forgotten) by the time a person decides.
 	_, err = h.mem.Forget(context.Background(), store.ForgetParams{Tenant: "acme"})
 	require.NoError(t, err)
-	resolve := interceptor.ResolveActivity(h.mem, nil)
+	resolve := interceptor.ResolveActivityIn(h.mem, nil)
 	require.NoError(t, resolve(context.Background(), decision.ResolveRequest{Tenant: o.Tenant, Key: o.Key,
 		Action: decision.ActionComplete, Result: []byte(`{"flight":"BA117","call":1}`), By: "ops",
 		Token: o.Token, Check: o.Check, Retention: o.Retention}))

@@ -27,6 +27,7 @@ import (
 	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
 	"github.com/tesserix/idempotency/internal/compat"
+	"github.com/tesserix/idempotency/internal/wire"
 )
 
 // The compatibility fixtures of what crosses the wire between a workflow,
@@ -127,7 +128,7 @@ var compatNames = map[string]string{
 	"interceptor.AppliedFailed":                 decision.AppliedFailed,
 	"interceptor.TenantHeader":                  interceptor.TenantHeader,
 	"interceptor.TenantMemo":                    interceptor.TenantMemo,
-	"interceptor.RouterChangeID":                interceptor.RouterChangeID,
+	"interceptor.RouterChangeID":                wire.RouterChangeID,
 	"interceptor.DefaultPendingSearchAttribute": interceptor.DefaultPendingSearchAttribute,
 }
 

@@ -85,7 +85,7 @@
 // What the store keeps is encoded with Options.DataConverter. Left nil, the
 // dispatcher uses the converter of the client the worker runs on when the
 // client carries the worker package's plugin (it hands the converter over
-// through [WithDataConverter]), else the SDK's default converter, which keeps
+// in the activity's context), else the SDK's default converter, which keeps
 // results in the store in the clear. Changing the converter leaves earlier
 // records readable only if its codecs still decode them; a record that
 // cannot be decoded fails the call with [decision.ErrorTypeOutcomeUnreadable].

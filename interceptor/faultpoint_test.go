@@ -56,6 +56,7 @@ import (
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/internal/wire"
 	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
 	"github.com/tesserix/idempotency/store/storetest"
@@ -726,10 +727,10 @@ func (w *fpWorld) env(c fpCall, dl *fpDeadline) *testsuite.TestActivityEnvironme
 	}
 	put(interceptor.TenantHeader, w.tenant)
 	if c.gen > 0 {
-		put(interceptor.KeySecretHeader, c.gen)
+		put(wire.KeySecretHeader, c.gen)
 	}
 	if c.runScope != "" {
-		put(interceptor.RunScopeHeader, c.runScope)
+		put(wire.RunScopeHeader, c.runScope)
 	}
 	env.SetHeader(h)
 	if w.kind.standalone {

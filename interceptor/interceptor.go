@@ -25,7 +25,7 @@ type Scope uint8
 const (
 	// ScopeRun scopes keys by the workflow run, as the specification
 	// does: by the run ID a reset keeps (workflow.Info.OriginalRunID, see
-	// RunScopeChangeID), so a run made by a reset finds the records of
+	// wire.RunScopeChangeID), so a run made by a reset finds the records of
 	// the run it was reset from. A workflow retry or a continue-as-new
 	// starts a run of its own, and an activity repeated there is a new
 	// key: its effect happens again.
@@ -41,7 +41,7 @@ const (
 	// failed run completed is not repeated by the run that retries it —
 	// but a new start of the same workflow ID begins a chain of its own,
 	// with keys of its own. A workflow records at its first activity call
-	// that it scopes so (see [FirstRunScopeChangeID]), so switching the
+	// that it scopes so (see [wire.FirstRunScopeChangeID]), so switching the
 	// option never moves a running workflow's keys.
 	ScopeFirstRun
 )
@@ -75,20 +75,23 @@ const (
 	DefaultClaimRetry = 15 * time.Second
 )
 
-// The smallest non-zero values [New] accepts for the duration options. Below
-// them the dispatcher could not work as documented (a lease renewed every
-// Lease/3 needs a tick the runtime can keep; a store call needs time to
-// cross the network), so New refuses them, naming the field.
+// The smallest non-zero values [New] accepts for the duration options, as
+// the Options documentation gives them. Below them the dispatcher could not
+// work as documented (a lease renewed every Lease/3 needs a tick the
+// runtime can keep; a store call needs time to cross the network), so New
+// refuses them, naming the field.
 const (
-	MinLease           = 30 * time.Millisecond
-	MinWaitHeartbeat   = time.Millisecond
-	MinRecordBackoff   = time.Millisecond
-	MinStoreTimeout    = time.Millisecond
-	MinDecisionTimeout = time.Second
+	minLease           = 30 * time.Millisecond
+	minWaitHeartbeat   = time.Millisecond
+	minRecordBackoff   = time.Millisecond
+	minStoreTimeout    = time.Millisecond
+	minDecisionTimeout = time.Second
 )
 
 // Options configure the dispatcher. The zero value of each field but Store
-// has a documented default.
+// has a documented default. [New] refuses a Lease under 30 milliseconds, a
+// WaitHeartbeat, RecordBackoff or StoreTimeout under a millisecond, and a
+// DecisionTimeout under a second, naming the field.
 type Options struct {
 	// Store keeps the records. Required.
 	Store store.Store
@@ -114,7 +117,7 @@ type Options struct {
 	// workflow or activity without a tenant, and every declared call in it
 	// fails at once, non-retryable, with [decision.ErrorTypeNoTenant]. The value in
 	// force when a workflow starts, empty included, is recorded in its
-	// history (see [TenantChangeID]), so changing it applies to new
+	// history (see [wire.TenantChangeID]), so changing it applies to new
 	// workflows only. With NexusTenant nil it is also the tenant of every
 	// Nexus request the worker's declared operations take.
 	DefaultTenant string
@@ -136,7 +139,7 @@ type Options struct {
 	// Scope chooses the run ID, the workflow ID or the first run of the
 	// chain as the key's run. Defaults to [ScopeRun]. A standalone
 	// activity's key is scoped by its activity ID whatever the Scope (see
-	// [StandaloneRun]).
+	// [wire.StandaloneRun]).
 	Scope Scope
 	// Lease is how long a claim holds before a waiting duplicate may presume
 	// its holder dead. The dispatcher renews it every third of its length
@@ -184,7 +187,7 @@ type Options struct {
 	// its lease run out until a duplicate declared the holder lost — and
 	// after a run's last call no duplicate comes. The background attempts
 	// are fenced by the claim's token, so a key taken over in the meantime
-	// is never overwritten. At most [MaxOrphanRetries] run at once;
+	// is never overwritten. At most 1,024 run at once;
 	// [Interceptor.Stop] ends them. Negative turns it off. Defaults to
 	// 5 minutes ([DefaultOrphanRetry]).
 	OrphanRetry time.Duration
@@ -201,10 +204,10 @@ type Options struct {
 	// worker's own converter and codecs, exactly like an undeclared one's.
 	// Defaults to the client's converter when the worker's client was built
 	// with the worker package's plugin in its options (worker.NewPlugin,
-	// worker.ClientPlugin, worker.Dial, worker.ClientOptions; see
-	// [WithDataConverter]), else to converter.GetDefaultDataConverter(),
-	// which stores results in the clear: set it to the client's when
-	// payloads must be encrypted at rest in the store too.
+	// worker.ClientPlugin, worker.Dial, worker.ClientOptions), else to
+	// converter.GetDefaultDataConverter(), which stores results in the
+	// clear: set it to the client's when payloads must be encrypted at rest
+	// in the store too.
 	DataConverter converter.DataConverter
 	// Observer receives every event. Defaults to none; the worker package
 	// installs one that logs through zap.
@@ -221,7 +224,7 @@ type Options struct {
 	// (and so worker.New) registers. Off
 	// by default: the workflow receives the typed error and handles it
 	// itself. A workflow records at its first activity call whether it is
-	// routed (see [RouterChangeID]), so turning this on or off applies to
+	// routed (see [wire.RouterChangeID]), so turning this on or off applies to
 	// new workflows and never breaks the replay of running ones.
 	AwaitDecision bool
 	// DecisionTimeout bounds the wait for a decision; when it passes, the
@@ -244,7 +247,7 @@ type Options struct {
 	// attribute or an error message cannot try likely argument values (a
 	// card's last four digits, an amount) against it. A workflow records at
 	// its first activity call the generation of the secret in force (see
-	// [KeySecretChangeID]) and keeps it for its life, so setting, changing
+	// [wire.KeySecretChangeID]) and keeps it for its life, so setting, changing
 	// or removing this option never changes a running workflow's keys.
 	// Off by default. Switch it on, and rotate it, in two deploys: first
 	// give every worker the secret in KeySecrets, then make it KeySecret
@@ -276,7 +279,7 @@ type Options struct {
 	// heartbeating activity (decision.ProbeOnScheduleActivityName): a
 	// handful of history events per wait instead of a timer and an
 	// activity per ask (up to 24 each). A workflow records at its first
-	// such wait whether it does (see [ProbeOnScheduleChangeID]), so the
+	// such wait whether it does (see [wire.ProbeOnScheduleChangeID]), so the
 	// option applies to new waits of new workflows. Off by default: turn it
 	// on only once every worker runs a release that has it, since earlier
 	// releases can neither replay such a workflow nor run the activity.
@@ -289,7 +292,7 @@ type Options struct {
 	// reaches the workflow when the probe answers, on that wait, that
 	// nothing landed (the retryable [decision.ErrorTypeNotLanded]), or
 	// after five such runs in a row. A workflow records where this first
-	// happens whether it does (see [ProbeRerunChangeID]). Off by default:
+	// happens whether it does (see [wire.ProbeRerunChangeID]). Off by default:
 	// turn it on only once every worker runs a release that has it, since
 	// earlier releases cannot replay the wait, and their Probe activity
 	// answers "settled" on a key under which no record stands, which runs
@@ -332,16 +335,16 @@ type Interceptor struct {
 
 	bgMu      sync.Mutex
 	bgRunning int  // goroutines running or reserved
-	bgLimit   int  // MaxOrphanRetries; tests lower it
+	bgLimit   int  // maxOrphanRetries; tests lower it
 	bgStopped bool // Stop was called
 }
 
-// MaxOrphanRetries bounds the orphaned claims (see Options.OrphanRetry) one
+// maxOrphanRetries bounds the orphaned claims (see Options.OrphanRetry) one
 // interceptor retries in the background at once, so a long outage under
 // load cannot pile up goroutines and outcomes without end. A claim orphaned
 // while that many are retrying stays pending, as without OrphanRetry, and
 // its EventOrphaned says so.
-const MaxOrphanRetries = 1024
+const maxOrphanRetries = 1024
 
 // Stop ends the work the interceptor does in the background — the attempts
 // to settle claims the store could not take a write for when their body
@@ -359,7 +362,7 @@ func (i *Interceptor) Stop() {
 }
 
 // reserveBackground reserves room for one background goroutine: false
-// after Stop or when MaxOrphanRetries already run.
+// after Stop or when maxOrphanRetries already run.
 func (i *Interceptor) reserveBackground() bool {
 	i.bgMu.Lock()
 	defer i.bgMu.Unlock()
@@ -430,11 +433,11 @@ func New(opts Options) (*Interceptor, error) {
 		value    time.Duration
 		min, def time.Duration
 	}{
-		{"Lease", opts.Lease, MinLease, DefaultLease},
-		{"WaitHeartbeat", opts.WaitHeartbeat, MinWaitHeartbeat, DefaultWaitHeartbeat},
-		{"RecordBackoff", opts.RecordBackoff, MinRecordBackoff, DefaultRecordBackoff},
-		{"StoreTimeout", opts.StoreTimeout, MinStoreTimeout, DefaultStoreTimeout},
-		{"DecisionTimeout", opts.DecisionTimeout, MinDecisionTimeout, 0},
+		{"Lease", opts.Lease, minLease, DefaultLease},
+		{"WaitHeartbeat", opts.WaitHeartbeat, minWaitHeartbeat, DefaultWaitHeartbeat},
+		{"RecordBackoff", opts.RecordBackoff, minRecordBackoff, DefaultRecordBackoff},
+		{"StoreTimeout", opts.StoreTimeout, minStoreTimeout, DefaultStoreTimeout},
+		{"DecisionTimeout", opts.DecisionTimeout, minDecisionTimeout, 0},
 	} {
 		switch {
 		case d.value < 0:
@@ -461,7 +464,7 @@ func New(opts Options) (*Interceptor, error) {
 	bgCtx, bgCancel := context.WithCancel(context.Background())
 	return &Interceptor{opts: opts, decls: make(map[string]*activity.Declaration), secrets: secrets,
 		tenantFromHeader: tenantFromHeader,
-		bgCtx:            bgCtx, bgCancel: bgCancel, bgLimit: MaxOrphanRetries}, nil
+		bgCtx:            bgCtx, bgCancel: bgCancel, bgLimit: maxOrphanRetries}, nil
 }
 
 // ErrAlreadyDeclared is returned by [Interceptor.Declare] for a second
@@ -487,7 +490,7 @@ func (i *Interceptor) Declare(decls ...*activity.Declaration) error {
 		if err := i.checkRetention(d); err != nil {
 			return err
 		}
-		if err := CheckTransactional(i.opts.Store, d); err != nil {
+		if err := checkTransactional(i.opts.Store, d); err != nil {
 			return err
 		}
 	}
@@ -534,6 +537,14 @@ func (i *Interceptor) Declaration(name string) (*activity.Declaration, bool) {
 	defer i.mu.RUnlock()
 	d, ok := i.decls[name]
 	return d, ok
+}
+
+// CheckTransactional returns the [*TransactionalError] with which
+// [Interceptor.Declare] refuses d, or nil: d is not transactional, or the
+// interceptor's store can run it. The worker package calls it to refuse a
+// registration before it registers anything.
+func (i *Interceptor) CheckTransactional(d *activity.Declaration) error {
+	return checkTransactional(i.opts.Store, d)
 }
 
 // Store returns the store the interceptor records in.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tesserix/idempotency/interceptor/metricname"
 	"strconv"
 
 	"go.temporal.io/sdk/converter"
@@ -13,31 +14,10 @@ import (
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
+	"github.com/tesserix/idempotency/internal/wire"
 	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
 )
-
-// KeySecretChangeID is the workflow.GetVersion change ID under which a
-// workflow records, at its first activity call, the generation of the
-// secret its calls' keys are derived under (Options.KeySecret): the
-// version is the generation itself (1 to keyspace.MaxSecretGeneration).
-// Each call it schedules then carries the generation in the
-// [KeySecretHeader] header, and the dispatcher derives the call's key and
-// check under the secret of that generation (Options.KeySecret or one of
-// Options.KeySecrets).
-//
-// A workflow that made its first call without a secret records nothing
-// (workflow.DefaultVersion on replay) and its keys stay unkeyed for its
-// life, whatever the configuration later says; one keyed under a
-// generation stays under it, also on a worker whose KeySecret is another.
-// Only a version marker is written, which every release replays (the SDK
-// skips version markers the code does not ask for).
-const KeySecretChangeID = "idempotency.key-secret"
-
-// KeySecretHeader is the header in which a workflow's calls carry the
-// generation of the secret their keys are derived under (see
-// [KeySecretChangeID]), as an integer.
-const KeySecretHeader = "idempotency-key-secret"
 
 // secretsByGeneration indexes the configured secrets by generation,
 // refusing a nil one and two of one generation.
@@ -72,11 +52,11 @@ func (o *workflowOutbound) markKeySecret(ctx workflow.Context) {
 			// by a worker a rotation reached first), or none. Replay
 			// writes no command, so the bound is only GetVersion's
 			// check.
-			if v := o.Next.GetVersion(ctx, KeySecretChangeID, workflow.DefaultVersion, keyspace.MaxSecretGeneration); v >= 1 {
+			if v := o.Next.GetVersion(ctx, wire.KeySecretChangeID, workflow.DefaultVersion, keyspace.MaxSecretGeneration); v >= 1 {
 				o.secretGen = int(v)
 			}
 		case cur != nil:
-			o.secretGen = int(o.Next.GetVersion(ctx, KeySecretChangeID, workflow.DefaultVersion, workflow.Version(cur.Generation())))
+			o.secretGen = int(o.Next.GetVersion(ctx, wire.KeySecretChangeID, workflow.DefaultVersion, workflow.Version(cur.Generation())))
 		}
 	}
 	if o.secretGen < 1 {
@@ -87,11 +67,11 @@ func (o *workflowOutbound) markKeySecret(ctx workflow.Context) {
 		return
 	}
 	if p, err := converter.GetDefaultDataConverter().ToPayload(o.secretGen); err == nil {
-		h[KeySecretHeader] = p
+		h[wire.KeySecretHeader] = p
 	}
 }
 
-// keySecret returns the secret the [KeySecretHeader] header of an
+// keySecret returns the secret the [wire.KeySecretHeader] header of an
 // activity's context asks its key to be derived under: nil when it has
 // none. A generation this worker does not hold fails the call, retryably:
 // a worker that holds it (or this one, once deployed with it) runs it.
@@ -101,20 +81,20 @@ func (x *execution) keySecret(ctx context.Context) (*keyspace.Secret, error) {
 		// is the caller's: the worker's own secret (see NexusOperation).
 		return x.opts.KeySecret, nil
 	}
-	p, ok := sdkinterceptor.Header(ctx)[KeySecretHeader]
+	p, ok := sdkinterceptor.Header(ctx)[wire.KeySecretHeader]
 	if !ok {
 		return nil, nil
 	}
 	var gen int
 	if err := converter.GetDefaultDataConverter().FromPayload(p, &gen); err != nil || gen < 1 {
-		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, fmt.Errorf("idempotency: the %s header does not hold a secret's generation (%v)", KeySecretHeader, err))
+		return nil, x.notDeduplicable(ctx, activity.ReasonKeyNotDerivable, fmt.Errorf("idempotency: the %s header does not hold a secret's generation (%v)", wire.KeySecretHeader, err))
 	}
 	if s := x.root.secrets[gen]; s != nil {
 		return s, nil
 	}
 	cause := fmt.Errorf("idempotency: the workflow's keys are derived under the secret of generation %d, which this worker does not hold: "+
 		"give it in interceptor.Options.KeySecrets (or KeySecret) of every worker of the task queue", gen)
-	x.rep.endEvent(ctx, EventMisconfigured, MetricMisconfigured, cause)
+	x.rep.endEvent(ctx, EventMisconfigured, metricname.Misconfigured, cause)
 	return nil, temporal.NewApplicationError(fmt.Sprintf("idempotency: activity %q was not run: %v", x.decl.Name(), cause),
 		decision.ErrorTypeUnknownKeySecret)
 }
@@ -126,7 +106,7 @@ func (x *execution) keySecret(ctx context.Context) (*keyspace.Secret, error) {
 // workflow ID its earlier runs share), or a Nexus request (whose key no
 // history pins to a generation, derived under whichever KeySecret the
 // worker that takes it has). Each run records the generation in
-// force when it first calls (KeySecretChangeID) — a reset to before the
+// force when it first calls (wire.KeySecretChangeID) — a reset to before the
 // first call drops the earlier run's marker, and a continue-as-new or a
 // retry starts a history of its own — so after a switch or a rotation the
 // two runs' keys would differ and the effect would run again. So when no

@@ -13,12 +13,13 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tesserix/idempotency/decision"
+	"github.com/tesserix/idempotency/interceptor/metricname"
 	"github.com/tesserix/idempotency/keyspace"
 	"github.com/tesserix/idempotency/store"
 )
 
 // A workflow records only the generation of the secret its keys are
-// derived under (KeySecretChangeID). Two workers that hold different bytes
+// derived under (wire.KeySecretChangeID). Two workers that hold different bytes
 // under one generation — a secret file that gained a trailing newline on
 // one of them — would derive different keys for one call, and both would
 // run it. So each tenant's store binds a generation to the bytes its keys
@@ -77,7 +78,7 @@ func (x *execution) bindSecret(ctx context.Context, tenant string, s *keyspace.S
 			if err != nil {
 				cause = fmt.Errorf("idempotency: keys of tenant %q under the secret of generation %d are not derived: %w", tenant, s.Generation(), err)
 			}
-			x.rep.endEvent(ctx, EventMisconfigured, MetricMisconfigured, cause)
+			x.rep.endEvent(ctx, EventMisconfigured, metricname.Misconfigured, cause)
 			return temporal.NewApplicationError(fmt.Sprintf("idempotency: activity %q was not run: %v", x.decl.Name(), cause),
 				decision.ErrorTypeUnknownKeySecret)
 		case errors.Is(err, store.ErrInvalid), !retry.again(ctx, err):

@@ -13,6 +13,7 @@ import (
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/internal/wire"
 	"github.com/tesserix/idempotency/keyspace"
 )
 
@@ -32,7 +33,7 @@ func keyedHeader(t testing.TB, tenant string, gen int) *commonpb.Header {
 	if gen > 0 {
 		p, err := converter.GetDefaultDataConverter().ToPayload(gen)
 		require.NoError(t, err)
-		h.Fields[interceptor.KeySecretHeader] = p
+		h.Fields[wire.KeySecretHeader] = p
 	}
 	return h
 }

@@ -42,7 +42,7 @@ func TestNewRefuses(t *testing.T) {
 		{"NegativeRecordBackoff", interceptor.Options{Store: mem, RecordBackoff: -1}, "RecordBackoff"},
 		{"NegativeStoreTimeout", interceptor.Options{Store: mem, StoreTimeout: -1}, "StoreTimeout"},
 		{"TinyLease", interceptor.Options{Store: mem, Lease: 2}, "Lease"},
-		{"LeaseBelowMinimum", interceptor.Options{Store: mem, Lease: interceptor.MinLease - 1}, "Lease"},
+		{"LeaseBelowMinimum", interceptor.Options{Store: mem, Lease: interceptor.LeaseFloor - 1}, "Lease"},
 		{"TinyWaitHeartbeat", interceptor.Options{Store: mem, WaitHeartbeat: 1}, "WaitHeartbeat"},
 		{"TinyRecordBackoff", interceptor.Options{Store: mem, RecordBackoff: 1}, "RecordBackoff"},
 		{"TinyStoreTimeout", interceptor.Options{Store: mem, StoreTimeout: 1}, "StoreTimeout"},

@@ -1,12 +1,10 @@
 package interceptor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 
@@ -15,51 +13,8 @@ import (
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
+	"github.com/tesserix/idempotency/internal/wire"
 )
-
-// DecisionChangeID is the workflow.GetVersion change ID under which a
-// workflow records, when the first [decision.SignalName] reaches it, that it
-// takes decision signals by the rules of version 1:
-//
-//   - A decision is accepted in the same step as it is checked, so the
-//     first decision accepted on a key wins and every later one — another
-//     signal, or an update, even one delivered in the same workflow task —
-//     is rejected with the reason ("already decided"). Under
-//     workflow.DefaultVersion a signal is checked on arrival and accepted
-//     later, and two decisions delivered together are both applied.
-//   - The signal must say who decided (Decision.By), as the update must.
-//   - The part of the check that depends on the worker's declarations
-//     (does the result decode into the activity's return type?) is
-//     recorded in the history, so a worker deployed later with other
-//     declarations replays the verdict as it was given.
-//
-// A change ID of its own, asked when a decision signal arrives, rather
-// than a version 2 of RouterChangeID, which is recorded at the workflow's
-// first call: the rules apply to every decision made after the deploy, also
-// in workflows that were already waiting (unless they received a decision
-// signal before it, whose replay has fixed the answer), and a worker of an
-// earlier release, whose GetVersion of RouterChangeID allows at most 1,
-// is not made to fail every routed workflow. Histories recorded before (no
-// marker: workflow.DefaultVersion) take their signals as they were taken
-// then, by the configuration of the worker replaying them.
-const DecisionChangeID = "idempotency.decision"
-
-// DecisionOrderChangeID is the workflow.GetVersion change ID under which a
-// workflow records, when a [decision.SignalName] names a key no call of it
-// waits on yet, that it takes the signal by the rules of version 1: the
-// calls of the workflow get their turn first, so a call whose failure
-// arrived in the same workflow task as the signal opens its wait, and the
-// signal is then taken on it. Only a key still waited on by no call after
-// that turn is rejected ("no call is waiting").
-//
-// Under workflow.DefaultVersion the signal is checked before the call has
-// seen its failure: a person who signals while no workflow worker polls
-// (decision.Send falls back to the signal when the server takes no Update)
-// is told no call is waiting, and the workflow then waits for the decision
-// it was sent. The version is asked only where the signal finds no wait,
-// so histories recorded without the marker replay as they ran, the signal
-// rejected.
-const DecisionOrderChangeID = "idempotency.decision-order"
 
 // The handlers' descriptions, which the Web UI and the temporal CLI show
 // beside them (the workflow's metadata query): what each is for and, for
@@ -99,7 +54,7 @@ func (o *workflowOutbound) register(ctx workflow.Context) {
 		for {
 			var raw json.RawMessage
 			signals.Receive(ctx, &raw)
-			asBefore := o.Next.GetVersion(ctx, DecisionChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion
+			asBefore := o.Next.GetVersion(ctx, wire.DecisionChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion
 			o.letWaitsOpen(ctx, raw)
 			if asBefore {
 				o.takeSignalAsBefore(ctx, raw)
@@ -112,7 +67,7 @@ func (o *workflowOutbound) register(ctx workflow.Context) {
 
 // letWaitsOpen gives the workflow's calls a turn before a decision signal
 // that names a key no call waits on is taken, by the rules of
-// DecisionOrderChangeID version 1: a call whose failure arrived in the same
+// wire.DecisionOrderChangeID version 1: a call whose failure arrived in the same
 // workflow task as the signal opens its wait in that turn. It returns at
 // once for a signal that names a waited-on key, or none.
 func (o *workflowOutbound) letWaitsOpen(ctx workflow.Context, raw json.RawMessage) {
@@ -120,7 +75,7 @@ func (o *workflowOutbound) letWaitsOpen(ctx workflow.Context, raw json.RawMessag
 	if strictJSON(raw, &d) != nil || d.Key == "" || o.waits[d.Key] != nil {
 		return
 	}
-	if o.Next.GetVersion(ctx, DecisionOrderChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if o.Next.GetVersion(ctx, wire.DecisionOrderChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return
 	}
 	// The first check of the condition yields; the dispatcher runs every
@@ -139,7 +94,7 @@ func (o *workflowOutbound) letWaitsOpen(ctx workflow.Context, raw json.RawMessag
 	})
 }
 
-// takeSignal takes a decision signal by the rules of DecisionChangeID
+// takeSignal takes a decision signal by the rules of wire.DecisionChangeID
 // version 1: checked and, if it may be applied, accepted in one step, with
 // the verdict that depends on declarations recorded; then applied.
 func (o *workflowOutbound) takeSignal(ctx workflow.Context, raw json.RawMessage) {
@@ -160,7 +115,7 @@ func (o *workflowOutbound) takeSignal(ctx workflow.Context, raw json.RawMessage)
 }
 
 // takeSignalAsBefore takes a decision signal as the router did before
-// DecisionChangeID, for histories recorded then: checked on arrival, with
+// wire.DecisionChangeID, for histories recorded then: checked on arrival, with
 // the declarations of the worker at hand, and accepted later, when the
 // goroutine that applies it runs.
 func (o *workflowOutbound) takeSignalAsBefore(ctx workflow.Context, raw json.RawMessage) {
@@ -197,7 +152,7 @@ func (o *workflowOutbound) recordedVerdict(ctx workflow.Context, w *wait, d *dec
 	activityType, result := w.pending.Outcome.Activity, d.Result
 	var verdict string
 	if err := o.Next.SideEffect(ctx, func(workflow.Context) any {
-		if err := o.checkResult(activityType, result); err != nil {
+		if err := (declaredResults{o.root}).check(activityType, result); err != nil {
 			return err.Error()
 		}
 		return ""
@@ -232,43 +187,10 @@ func (o *workflowOutbound) pendingAnswer() ([]decision.PendingDecision, error) {
 		// Filled as the query is answered, never kept: a query writes
 		// nothing to the history, so the declarations it reads may differ
 		// between deployments.
-		p.ResultExample = o.resultExample(p.Outcome.Activity)
+		p.ResultExample = declaredResults{o.root}.example(p.Outcome.Activity)
 		out = append(out, p)
 	}
 	return append(out, o.rejected...), nil
-}
-
-// resultExample is the zero value of the declared result type of
-// activityType as JSON — the shape of a complete decision's result — or
-// nil when this worker does not hold the declaration or the activity
-// returns no result. Only queries, the validator and the current details
-// (none of them in the history) read it.
-//
-//workflowcheck:ignore
-func (o *workflowOutbound) resultExample(activityType string) json.RawMessage {
-	out := o.resultType(activityType)
-	if out == nil {
-		return nil
-	}
-	b, err := json.Marshal(reflect.Zero(out).Interface())
-	if err != nil {
-		return nil
-	}
-	return b
-}
-
-// resultType is the declared result type of activityType, or nil when
-// this worker does not hold the declaration or the activity returns only
-// an error.
-//
-//workflowcheck:ignore
-func (o *workflowOutbound) resultType(activityType string) reflect.Type {
-	if decl, ok := o.root.Declaration(activityType); ok {
-		if ft := reflect.TypeOf(decl.Func()); ft != nil && ft.Kind() == reflect.Func && ft.NumOut() == 2 {
-			return ft.Out(0)
-		}
-	}
-	return nil
 }
 
 // validateUpdate is the update's validator: everything a decision is
@@ -287,7 +209,7 @@ func (o *workflowOutbound) validateUpdate(_ workflow.Context, raw json.RawMessag
 func (o *workflowOutbound) checkDecision(raw json.RawMessage, d *decision.Decision) error {
 	w, err := o.acceptable(raw, d)
 	if err == nil && d.Action == decision.ActionComplete {
-		err = o.checkResult(w.pending.Outcome.Activity, d.Result)
+		err = declaredResults{o.root}.check(w.pending.Outcome.Activity, d.Result)
 	}
 	if err == nil {
 		err = checkBy(d)
@@ -374,61 +296,14 @@ func (o *workflowOutbound) checkState(d *decision.Decision) (*wait, error) {
 	return nil, fmt.Errorf("idempotency: unknown action %q (complete, free, retry or fail)", d.Action)
 }
 
-// validate is checkState, then, for a complete decision, checkResult: the
-// check of decision signals before DecisionChangeID.
+// validate is checkState, then, for a complete decision, declaredResults.check: the
+// check of decision signals before wire.DecisionChangeID.
 func (o *workflowOutbound) validate(d *decision.Decision) error {
 	w, err := o.checkState(d)
 	if err == nil && d.Action == decision.ActionComplete {
-		err = o.checkResult(w.pending.Outcome.Activity, d.Result)
+		err = declaredResults{o.root}.check(w.pending.Outcome.Activity, d.Result)
 	}
 	return err
-}
-
-// checkResult reports whether raw is an explicit result that decodes into
-// the declared return type of the activity, when this worker holds its
-// declaration. What it answers depends on the worker's declarations: only
-// the validator reads it, or a verdict recorded in the history.
-//
-// workflowcheck flags it for reading the declarations (reflection, and
-// encoding/json): that is the part that may differ between deployments,
-// and why it runs only in the update's validator (never replayed) or in a
-// SideEffect whose verdict the history keeps (recordedVerdict).
-//
-//workflowcheck:ignore
-func (o *workflowOutbound) checkResult(activityType string, raw json.RawMessage) error {
-	var out reflect.Type
-	known := false
-	if decl, ok := o.root.Declaration(activityType); ok {
-		if ft := reflect.TypeOf(decl.Func()); ft != nil && ft.Kind() == reflect.Func {
-			known = true
-			if ft.NumOut() == 2 {
-				out = ft.Out(0)
-			}
-		}
-	}
-	if known && out == nil {
-		if len(raw) > 0 {
-			return fmt.Errorf("idempotency: activity %s returns no result; complete takes none", activityType)
-		}
-		return nil
-	}
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return fmt.Errorf("idempotency: complete needs a result: what activity %s returned, as JSON", activityType)
-	}
-	if !known {
-		if !json.Valid(raw) {
-			return errors.New("idempotency: the result is not JSON")
-		}
-		return nil
-	}
-	if err := strictJSON(raw, reflect.New(out).Interface()); err != nil {
-		example := ""
-		if b, merr := json.Marshal(reflect.Zero(out).Interface()); merr == nil {
-			example = fmt.Sprintf(" (its shape: %s)", b)
-		}
-		return fmt.Errorf("idempotency: the result does not decode into %s, what activity %s returns%s: %w", out, activityType, example, err)
-	}
-	return nil
 }
 
 // accept marks w decided by d. Called in the step that checked d, it makes

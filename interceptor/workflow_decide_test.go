@@ -226,7 +226,7 @@ func TestAwaitDecisionHonoursCancellation(t *testing.T) {
 func TestResolveCompleteRecordsWhenTheRecordIsGone(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	resolve := interceptor.ResolveActivity(h.mem, nil)
+	resolve := interceptor.ResolveActivityIn(h.mem, nil)
 	want := Booking{Flight: "BA117", Call: 9}
 	require.NoError(t, resolve(context.Background(), decision.ResolveRequest{
 		Tenant: "acme", Key: "v1:" + strings.Repeat("ab", 32), Action: decision.ActionComplete, Result: rawJSON(t, want),

@@ -26,7 +26,7 @@ func TestOneDecisionFreesOnceForDuplicates(t *testing.T) {
 	h := newHarness(t, func(o *interceptor.Options) { o.AwaitDecision = true })
 	env := h.workflowEnv(t, "acme")
 	var resolves atomic.Int32
-	resolve := interceptor.ResolveActivity(h.mem, nil)
+	resolve := interceptor.ResolveActivityIn(h.mem, nil)
 	env.RegisterActivityWithOptions(func(ctx context.Context, req decision.ResolveRequest) error {
 		resolves.Add(1)
 		return resolve(ctx, req)

@@ -12,21 +12,12 @@ import (
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
+	"github.com/tesserix/idempotency/internal/wire"
 )
-
-// RouterChangeID is the workflow.GetVersion change ID under which a
-// workflow records, at its first activity call, whether its indeterminate
-// outcomes wait for a person (version 1) or reach the workflow code
-// (workflow.DefaultVersion, also the answer for histories recorded before
-// the router existed). The recorded answer wins over the worker's current
-// Options.AwaitDecision, so turning it on or off never changes what a
-// running workflow does on replay: it applies to workflows that make their
-// first activity call after the change.
-const RouterChangeID = "idempotency.router"
 
 // InterceptWorkflow implements interceptor.WorkerInterceptor. It registers
 // the decision handlers ([decision.QueryName], [decision.UpdateName], [decision.SignalName])
-// in every workflow and, in workflows routed under [RouterChangeID], makes a
+// in every workflow and, in workflows routed under [wire.RouterChangeID], makes a
 // call that fails indeterminate wait for a person (Options.AwaitDecision).
 func (i *Interceptor) InterceptWorkflow(
 	_ workflow.Context,
@@ -65,23 +56,23 @@ type workflowOutbound struct {
 
 	versionKnown bool
 	routed       bool
-	settleKnown  bool // SettleChangeID asked
+	settleKnown  bool // wire.SettleChangeID asked
 	settle       bool
 
 	tenantSource  tenantSource // where the workflow's tenant came from
 	tenantProblem string       // why it has none, when its memo gave none
 	tenant        string       // the tenant, when it came from the memo or a default
 
-	scopeKnown bool   // RunScopeChangeID asked
+	scopeKnown bool   // wire.RunScopeChangeID asked
 	scopeRun   string // the run ID its calls' keys are scoped by; "" for the current one
 
-	onScheduleKnown bool // ProbeOnScheduleChangeID asked
+	onScheduleKnown bool // wire.ProbeOnScheduleChangeID asked
 	onSchedule      bool
 
-	probeRerunKnown bool // ProbeRerunChangeID asked
+	probeRerunKnown bool // wire.ProbeRerunChangeID asked
 	probeRerun      bool
 
-	secretKnown bool // KeySecretChangeID asked
+	secretKnown bool // wire.KeySecretChangeID asked
 	secretGen   int  // the generation of the secret its keys are derived under; 0 for none
 
 	waits      map[string]*wait           // key → the wait open on it
@@ -100,7 +91,7 @@ type wait struct {
 	applied  bool
 	err      error // the decision could not be applied
 
-	// Set while the probe is asked again (SettleChangeID).
+	// Set while the probe is asked again (wire.SettleChangeID).
 	probe       *decision.ProbeSchedule
 	cancelProbe workflow.CancelFunc
 	// outcome and token, when set, are what a probe's decision records:
@@ -111,14 +102,14 @@ type wait struct {
 }
 
 // isRouted reports whether this workflow routes indeterminate outcomes to a
-// person, asking the history once (see RouterChangeID).
+// person, asking the history once (see wire.RouterChangeID).
 func (o *workflowOutbound) isRouted(ctx workflow.Context) bool {
 	if !o.versionKnown {
 		o.versionKnown = true
 		// Off and not replaying: nothing to record, nothing to read. Off
 		// and replaying: the history may say this run was routed.
 		if o.root.opts.AwaitDecision || o.Next.IsReplaying(ctx) {
-			o.routed = o.Next.GetVersion(ctx, RouterChangeID, workflow.DefaultVersion, 1) >= 1
+			o.routed = o.Next.GetVersion(ctx, wire.RouterChangeID, workflow.DefaultVersion, 1) >= 1
 		}
 	}
 	return o.routed
@@ -177,14 +168,14 @@ func (o *workflowOutbound) route(ctx workflow.Context, activityType string, call
 			}
 			out, indeterminate := activity.AsIndeterminate(err)
 			if indeterminate && out.Reason == activity.ReasonTimedOut && !o.settles(ctx) {
-				// Recorded before SettleChangeID: a timeout reached the
+				// Recorded before wire.SettleChangeID: a timeout reached the
 				// workflow code as it was.
 				indeterminate = false
 			}
 			if indeterminate && probeSettled && o.settles(ctx) &&
 				(probeReruns >= probeRerunMax || !o.waitsAfterProbeRerun(ctx)) {
 				// The probe settled this call's key and the call, run
-				// again, failed again. Recorded before ProbeRerunChangeID
+				// again, failed again. Recorded before wire.ProbeRerunChangeID
 				// (or the probe made it run again probeRerunMax times):
 				// it reaches the workflow with its error, as without
 				// AwaitDecision, rather than going round again.
@@ -201,7 +192,7 @@ func (o *workflowOutbound) route(ctx workflow.Context, activityType string, call
 				return
 			}
 			// again: this wait is on the outcome of a run the probe's
-			// answer made (ProbeRerunChangeID).
+			// answer made (wire.ProbeRerunChangeID).
 			again := probeSettled
 			d, werr := o.await(ctx, out)
 			switch {
@@ -341,7 +332,7 @@ func (o *workflowOutbound) showDetails(ctx workflow.Context, open []string) {
 				"Send the Update %s with the decision below, its action complete (the effect happened: result is what the activity returned), "+
 				"free (it did not), retry or fail, and by naming you; the query %s has the details.\n\nKEY: `%s`\n\ntenant: %s\n\n"+
 				"Update input: `%s`",
-			p.Activity, p.Reason, decision.UpdateName, decision.QueryName, p.Key, p.Tenant, o.template(p))
+			p.Activity, p.Reason, decision.UpdateName, decision.QueryName, p.Key, p.Tenant, declaredResults{o.root}.template(p))
 	default:
 		first = fmt.Sprintf(
 			"waiting for a person's decision on %d keys; query %s, decide with update %s",
@@ -356,37 +347,12 @@ func (o *workflowOutbound) showDetails(ctx workflow.Context, open []string) {
 	workflow.SetCurrentDetails(ctx, first)
 }
 
-// template is a decision on the outcome's key, as the Update takes it, with
-// an example result of the activity's declared type (see resultExample):
-// valid JSON, to be pasted and filled in. Without the declaration on this
-// worker it carries no result, and is refused until one is added. It
-// reads the declarations and encodes JSON, which workflowcheck flags: the
-// current details are not in the history, so what they say may differ
-// between deployments.
-//
-//workflowcheck:ignore
-func (o *workflowOutbound) template(p activity.IndeterminateOutcome) string {
-	t := struct {
-		Key    string          `json:"key"`
-		Action decision.Action `json:"action"`
-		Result json.RawMessage `json:"result,omitempty"`
-		By     string          `json:"by"`
-		Reason string          `json:"reason"`
-	}{Key: p.Key, Action: decision.ActionComplete, Result: o.resultExample(p.Activity),
-		By: "you@example.com", Reason: "confirmed with the downstream"}
-	b, err := json.Marshal(t)
-	if err != nil {
-		return ""
-	}
-	return string(b)
-}
-
 // waitConfig is the configuration a wait began under, recorded in the
 // history.
 type waitConfig struct {
 	Timeout         time.Duration `json:"timeout"`
 	SearchAttribute string        `json:"search_attribute,omitempty"`
-	// Probe is the schedule of asking the probe again (SettleChangeID).
+	// Probe is the schedule of asking the probe again (wire.SettleChangeID).
 	Probe *probeConfig `json:"probe,omitempty"`
 }
 
@@ -409,7 +375,7 @@ func decodeWaitConfig(raw json.RawMessage) (waitConfig, error) {
 }
 
 // resolveOptions are the activity options of the Resolve activity in
-// histories recorded before SettleChangeID: a worker that died with a
+// histories recorded before wire.SettleChangeID: a worker that died with a
 // decision accepted left it unapplied for a minute.
 var resolveOptions = workflow.ActivityOptions{
 	StartToCloseTimeout: time.Minute,
@@ -417,7 +383,7 @@ var resolveOptions = workflow.ActivityOptions{
 }
 
 // settledResolveOptions size the Resolve activity like the store call it
-// is (SettleChangeID): a decision accepted as its worker dies is applied by
+// is (wire.SettleChangeID): a decision accepted as its worker dies is applied by
 // the next attempt within seconds.
 var settledResolveOptions = workflow.ActivityOptions{
 	StartToCloseTimeout: resolveTimeout,

@@ -28,7 +28,7 @@ func decisionEnv(t *testing.T, timeout time.Duration) (*harness, *testsuite.Test
 		o.DecisionTimeout = timeout
 	})
 	env := h.workflowEnv(t, "acme")
-	env.RegisterActivityWithOptions(interceptor.ResolveActivity(h.mem, nil),
+	env.RegisterActivityWithOptions(interceptor.ResolveActivityIn(h.mem, nil),
 		sdkactivity.RegisterOptions{Name: decision.ResolveActivityName})
 	// The first call's answer is lost after the effect; later calls succeed.
 	h.acts.on("Book", func(_ context.Context, call int, _ BookRequest) error {
@@ -151,7 +151,7 @@ func TestAwaitDecisionOff(t *testing.T) {
 func TestResolveActivityRefusesUnknownAction(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	resolve := interceptor.ResolveActivity(h.mem, nil)
+	resolve := interceptor.ResolveActivityIn(h.mem, nil)
 	err := resolve(context.Background(), decision.ResolveRequest{Tenant: "t", Key: "k", Action: decision.ActionRetry})
 	require.Error(t, err)
 	assert.NoError(t, resolve(context.Background(), decision.ResolveRequest{Tenant: "t", Key: "k", Action: decision.ActionFree}),
@@ -163,7 +163,7 @@ func TestResolveActivityRefusesUnknownAction(t *testing.T) {
 func TestResolveActivityInvalidIsNonRetryable(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	resolve := interceptor.ResolveActivity(h.mem, nil)
+	resolve := interceptor.ResolveActivityIn(h.mem, nil)
 	for _, req := range []decision.ResolveRequest{
 		{Tenant: "ac\x00me", Key: "k", Action: decision.ActionFree},
 		{Tenant: "acme", Key: "", Action: decision.ActionFree},

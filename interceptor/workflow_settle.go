@@ -11,65 +11,16 @@ import (
 
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
+	"github.com/tesserix/idempotency/internal/wire"
 )
 
-// SettleChangeID is the workflow.GetVersion change ID under which a routed
-// workflow (see [RouterChangeID]) records that it settles by the rules of
-// version 1 what the library can settle without a person:
-//
-//   - A call that ran nothing because the store did not answer
-//     ([activity.NotRun]) is run again after a durable timer, backing off
-//     (storeWaitFirst doubling to storeWaitCap, at most storeWaitMax
-//     times), instead of failing the workflow; nobody is asked.
-//   - A call whose attempts Temporal ended with a timeout that carries the
-//     dispatcher's [activity.TimeoutMarker] is routed like an indeterminate
-//     outcome (reason [activity.ReasonTimedOut]).
-//   - While a call waits for a person on a key whose activity declares a
-//     probe ([activity.IndeterminateOutcome].Probe), the [decision.ProbeActivityName]
-//     activity asks the probe again on a backoff schedule recorded with the
-//     wait (the first ask at once when nobody asked the probe about the
-//     outcome, each ask heartbeating and scheduled again when its worker
-//     dies); the first of a definite probe answer and a person's decision
-//     settles the key, fenced by the record's token, and the other is
-//     rejected with the reason. A call the probe settled that, run
-//     again, fails indeterminate again reaches the workflow with its error
-//     instead of waiting once more (a downstream that always times out),
-//     unless the workflow recorded [ProbeRerunChangeID].
-//   - The wait for a person is a timer with a summary, so the Web UI's
-//     default History view and the history show it, and the decision is
-//     recorded by [decision.ResolveActivityName] with a start-to-close of seconds
-//     (resolveTimeout), so a decision accepted as its worker dies is applied
-//     within seconds.
-//
-// It is asked where the first of these begins (never at a workflow's
-// start), so histories recorded before it replay as they ran.
-const SettleChangeID = "idempotency.settle"
-
-// ProbeRerunChangeID is the workflow.GetVersion change ID under which a
-// routed workflow that settles (see [SettleChangeID]) records, where a call
-// the probe's answer ran again first fails indeterminate again, that such
-// a call waits once more (version 1; Options.WaitAfterProbeRerun) instead
-// of reaching the workflow with its error. The probe's answer said what
-// the earlier run did, or (settled) only that its record no longer asks
-// for a decision — the holder gone, the record completed or newer — never
-// what the run it caused did: that outcome is as unknown as any, and waits
-// for the probe or a person like any. It reaches the workflow only when
-// the probe answers, on that wait, that nothing landed (the error is then
-// [decision.ErrorTypeNotLanded]: the call keeps failing, the key is free,
-// and running it once more would go round without end on a downstream that
-// fails every call), or after probeRerunMax such runs in a row. Histories
-// without the marker hand the error on as they did. Releases before it
-// cannot replay the wait that follows: the option stays off until every
-// worker runs a release that has it.
-const ProbeRerunChangeID = "idempotency.probe-rerun"
-
 // probeRerunMax bounds the runs in a row that the probe's answers make of
-// one call under ProbeRerunChangeID: past it, the call's failure reaches the
+// one call under wire.ProbeRerunChangeID: past it, the call's failure reaches the
 // workflow as it did before.
 const probeRerunMax = 5
 
 // waitsAfterProbeRerun reports whether a call the probe's answer ran again
-// that fails indeterminate again waits once more (ProbeRerunChangeID),
+// that fails indeterminate again waits once more (wire.ProbeRerunChangeID),
 // asking the history once, where that first happens.
 func (o *workflowOutbound) waitsAfterProbeRerun(ctx workflow.Context) bool {
 	if !o.probeRerunKnown {
@@ -77,13 +28,13 @@ func (o *workflowOutbound) waitsAfterProbeRerun(ctx workflow.Context) bool {
 		// Off and not replaying: nothing to record. Replaying: the
 		// history says, whatever the option.
 		if o.root.opts.WaitAfterProbeRerun || o.Next.IsReplaying(ctx) {
-			o.probeRerun = o.Next.GetVersion(ctx, ProbeRerunChangeID, workflow.DefaultVersion, 1) >= 1
+			o.probeRerun = o.Next.GetVersion(ctx, wire.ProbeRerunChangeID, workflow.DefaultVersion, 1) >= 1
 		}
 	}
 	return o.probeRerun
 }
 
-// keepsFailing is the error a call under ProbeRerunChangeID reaches the
+// keepsFailing is the error a call under wire.ProbeRerunChangeID reaches the
 // workflow with when, run again on the probe's answer and failed again
 // with err (indeterminate on out), the probe answers that nothing landed:
 // the retryable [decision.ErrorTypeNotLanded], as the dispatcher's own
@@ -172,11 +123,11 @@ type storeWait struct {
 }
 
 // settles reports whether this workflow settles by the rules of
-// SettleChangeID, asking the history once.
+// wire.SettleChangeID, asking the history once.
 func (o *workflowOutbound) settles(ctx workflow.Context) bool {
 	if !o.settleKnown {
 		o.settleKnown = true
-		o.settle = o.Next.GetVersion(ctx, SettleChangeID, workflow.DefaultVersion, 1) >= 1
+		o.settle = o.Next.GetVersion(ctx, wire.SettleChangeID, workflow.DefaultVersion, 1) >= 1
 	}
 	return o.settle
 }
@@ -299,19 +250,6 @@ func (o *workflowOutbound) startProbing(ctx workflow.Context, w *wait, cfg probe
 	})
 }
 
-// ProbeOnScheduleChangeID is the workflow.GetVersion change ID under
-// which a workflow records, where it first asks a probe again, that it
-// asks on the whole schedule in one activity
-// ([decision.ProbeOnScheduleActivityName]; Options.ProbeOnSchedule): a
-// handful of history events per wait (the activity scheduled, started,
-// completed or cancelled) instead of a timer and an activity per ask.
-// Histories without the marker ask as they did; a history with it asks in
-// one activity on every worker of this release, whatever its
-// Options.ProbeOnSchedule. Releases before it replay neither the activity
-// nor its absence: the option stays off until every worker runs a release
-// that has it.
-const ProbeOnScheduleChangeID = "idempotency.probe-schedule"
-
 // probesOnSchedule reports whether this workflow asks probes on the
 // schedule in one activity, asking the history once.
 func (o *workflowOutbound) probesOnSchedule(ctx workflow.Context) bool {
@@ -320,7 +258,7 @@ func (o *workflowOutbound) probesOnSchedule(ctx workflow.Context) bool {
 		// Off and not replaying: nothing to record. Replaying: the
 		// history says, whatever the option.
 		if o.root.opts.ProbeOnSchedule || o.Next.IsReplaying(ctx) {
-			o.onSchedule = o.Next.GetVersion(ctx, ProbeOnScheduleChangeID, workflow.DefaultVersion, 1) >= 1
+			o.onSchedule = o.Next.GetVersion(ctx, wire.ProbeOnScheduleChangeID, workflow.DefaultVersion, 1) >= 1
 		}
 	}
 	return o.onSchedule

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tesserix/idempotency/activity"
+	"github.com/tesserix/idempotency/internal/wire"
 )
 
 // TenantMemo is the memo field a workflow started without the tenant header
@@ -21,18 +22,6 @@ import (
 // tenant, and running under the worker's instead would guess.
 const TenantMemo = "idempotency-tenant"
 
-// TenantChangeID is the workflow.GetVersion change ID under which a
-// workflow records, at its start, that the tenant it runs under when
-// neither the [TenantHeader] header nor the [TenantMemo] memo gives one was
-// fixed by its history (version 1): the worker's Options.DefaultTenant in
-// force then, possibly none, is recorded beside it (a side effect) and read back on every
-// replay, so redeploying workers with another DefaultTenant applies to new
-// workflows only. Histories recorded before (no marker:
-// workflow.DefaultVersion) keep reading DefaultTenant from the worker that
-// replays them, as they always did. Workflows whose tenant comes from the
-// header or the memo record nothing: those are in the history already.
-const TenantChangeID = "idempotency.tenant"
-
 // tenantSource says where a workflow's tenant came from.
 type tenantSource uint8
 
@@ -40,8 +29,8 @@ const (
 	tenantNone       tenantSource = iota
 	tenantFromHeader              // the start's header
 	tenantFromMemo                // the start's memo
-	tenantRecorded                // the DefaultTenant recorded under TenantChangeID
-	tenantConfigured              // DefaultTenant as the replaying worker has it (histories before TenantChangeID)
+	tenantRecorded                // the DefaultTenant recorded under wire.TenantChangeID
+	tenantConfigured              // DefaultTenant as the replaying worker has it (histories before wire.TenantChangeID)
 )
 
 // workflowTenant returns ctx carrying the tenant the workflow runs under
@@ -63,7 +52,7 @@ func (i *Interceptor) workflowTenant(ctx workflow.Context, o *workflowOutbound) 
 	// with no default too: a workflow that started without a tenant keeps
 	// none, rather than take whatever default each later worker has and
 	// derive its keys under a different tenant at each redeploy.
-	if o.Next.GetVersion(ctx, TenantChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if o.Next.GetVersion(ctx, wire.TenantChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		// Recorded before the tenant was fixed by the history: as then.
 		if problem != "" {
 			o.Next.GetLogger(ctx).Warn("idempotency: the tenant memo does not hold a tenant", "memo", TenantMemo, "problem", problem)
@@ -138,7 +127,7 @@ func (o *workflowOutbound) markTenantProblem(ctx workflow.Context) {
 
 // rerunContext returns the context a call run again after a person's
 // decision on out runs with. A workflow whose history predates
-// TenantChangeID took its tenant from the configuration of the worker that
+// wire.TenantChangeID took its tenant from the configuration of the worker that
 // replays it, which may differ from the one out's record was made under (a
 // DefaultTenant changed by a redeploy): the call then runs under the
 // record's tenant, so it finds what the person decided instead of deriving

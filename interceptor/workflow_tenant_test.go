@@ -16,6 +16,7 @@ import (
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/internal/wire"
 )
 
 // headerlessEnv is a workflow environment whose workflow carries no tenant
@@ -152,7 +153,7 @@ func TestRerunAfterDecisionUnderTheDecidedTenant(t *testing.T) {
 			h := newHarness(t, func(o *interceptor.Options) { o.AwaitDecision = true; o.DefaultTenant = "acme-eu" })
 			env := headerlessEnv(t, h, nil)
 			if tc.legacy {
-				env.OnGetVersion(interceptor.TenantChangeID, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+				env.OnGetVersion(wire.TenantChangeID, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 			}
 			var tenants []string
 			h.acts.on("Plain", func(ctx context.Context, call int, _ BookRequest) error {

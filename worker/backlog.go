@@ -6,7 +6,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 
-	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/interceptor/metricname"
 	"github.com/tesserix/idempotency/store"
 )
 
@@ -52,6 +52,6 @@ func (b *backlogGauges) report(ctx context.Context, st store.Store, logger log.L
 
 func (b *backlogGauges) set(activityType string, indeterminate, stale int) {
 	h := b.h.WithTags(map[string]string{"activity_type": activityType})
-	h.Gauge(interceptor.MetricBacklogIndeterminate).Update(float64(indeterminate))
-	h.Gauge(interceptor.MetricBacklogStale).Update(float64(stale))
+	h.Gauge(metricname.BacklogIndeterminate).Update(float64(indeterminate))
+	h.Gauge(metricname.BacklogStale).Update(float64(stale))
 }

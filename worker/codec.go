@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 
-	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/internal/clientconv"
 )
 
 // converterCarrier hands a client's data converter to the idempotency
@@ -19,7 +19,7 @@ import (
 // workers, ahead of their own interceptors; its NewClient binds it to the
 // converter the client ends up with, after every plugin configured it.
 // Every activity, and every Nexus operation's handler, then runs with that
-// converter in its context ([interceptor.WithDataConverter]).
+// converter in its context ([clientconv.With]).
 type converterCarrier struct {
 	sdkinterceptor.ClientInterceptorBase
 	sdkinterceptor.WorkerInterceptorBase
@@ -68,7 +68,7 @@ type carrierInbound struct {
 }
 
 func (a *carrierInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
-	return a.Next.ExecuteActivity(interceptor.WithDataConverter(ctx, a.dc), in)
+	return a.Next.ExecuteActivity(clientconv.With(ctx, a.dc), in)
 }
 
 func (c *converterCarrier) InterceptNexusOperation(
@@ -95,5 +95,5 @@ type carrierNexus struct {
 var _ sdkinterceptor.NexusOperationInboundInterceptor = (*carrierNexus)(nil)
 
 func (n *carrierNexus) StartOperation(ctx context.Context, in sdkinterceptor.NexusStartOperationInput) (nexus.HandlerStartOperationResult[any], error) {
-	return n.Next.StartOperation(interceptor.WithDataConverter(ctx, n.dc), in)
+	return n.Next.StartOperation(clientconv.With(ctx, n.dc), in)
 }

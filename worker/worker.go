@@ -176,7 +176,7 @@ func (w *Worker) Register(decls ...*activity.Declaration) error {
 		if _, ok := w.interceptor.Declaration(d.Name()); ok || seen[d.Name()] {
 			return fmt.Errorf("%w: %w: %q", ErrRegistration, interceptor.ErrAlreadyDeclared, d.Name())
 		}
-		if err := interceptor.CheckTransactional(w.interceptor.Store(), d); err != nil {
+		if err := w.interceptor.CheckTransactional(d); err != nil {
 			return fmt.Errorf("%w: %w", ErrRegistration, err)
 		}
 		seen[d.Name()] = true

@@ -184,7 +184,7 @@ func decide(ctx context.Context, b *backend, out io.Writer, req decideRequest) e
 	if reset := resetRun(desc, err); reset != "" && req.runID == "" {
 		// Reset since the record was made: the run made by the reset
 		// scopes its keys by the same original run and waits on the key
-		// now (interceptor.RunScopeChangeID).
+		// now (wire.RunScopeChangeID).
 		runID, where = reset, "workflow "+printable(wfID)+" run "+printable(reset)+" (reset from "+printable(runID)+")"
 		desc, err = c.DescribeWorkflowExecution(ctx, wfID, runID)
 	}

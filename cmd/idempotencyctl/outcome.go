@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/internal/wire"
 )
 
 // outcomeConverter is the SDK's default data converter with one change: a
@@ -74,7 +75,7 @@ func viewOutcome(outcome []byte) outcomeView {
 	if proto.Unmarshal(outcome, &p) == nil && len(p.GetPayloads()) > 0 {
 		v.encoding = string(p.GetPayloads()[0].GetMetadata()[converter.MetadataEncoding])
 	}
-	if v.encoding == interceptor.FailureEncoding {
+	if v.encoding == wire.FailureEncoding {
 		// A definite failure (activity.Policy.DefiniteErrors), unless a
 		// codec hides it.
 		var f failurepb.Failure
