@@ -34,6 +34,7 @@ import (
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/internal/wire"
 )
 
 var update = flag.Bool("update", false, "write the specification's vectors instead of checking them")
@@ -184,7 +185,7 @@ func TestVectorsOutcomes(t *testing.T) {
 		require.NoError(t, proto.Unmarshal(b, &ps))
 		require.Len(t, ps.GetPayloads(), 1, name)
 		p := ps.GetPayloads()[0]
-		require.Equal(t, interceptor.FailureEncoding, string(p.GetMetadata()[converter.MetadataEncoding]), name)
+		require.Equal(t, wire.FailureEncoding, string(p.GetMetadata()[converter.MetadataEncoding]), name)
 		vec.Payloads = append(vec.Payloads, payloadOf(p))
 		var f failurepb.Failure
 		require.NoError(t, proto.Unmarshal(p.GetData(), &f))
