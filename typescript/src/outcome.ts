@@ -17,11 +17,32 @@ export const FAILURE_ENCODING = 'binary/x-idempotency-failure';
 
 const failureConverter = new DefaultFailureConverter();
 
-/** Encodes value as the dispatcher records an outcome: the payloads of it, in protobuf wire form; undefined and null record nothing (an empty outcome), as Go records a nil result. */
+/**
+ * Encodes value as the dispatcher records an outcome: the payloads of it,
+ * in protobuf wire form. undefined (an activity that returns nothing)
+ * records nothing, an empty outcome, as Go records a nil result; null is a
+ * binary/null payload, as Go records a nil pointer. With the default
+ * converter, JSON is escaped as Go's encoding/json escapes it (<, >, &,
+ * U+2028, U+2029), so a string records the bytes Go records.
+ */
 export function encodeOutcome(value: unknown, converter: PayloadConverter = defaultPayloadConverter): Uint8Array {
-  if (value === undefined || value === null) return new Uint8Array();
-  const p = converter.toPayload(value);
+  if (value === undefined) return new Uint8Array();
+  let p: Payload;
+  if (value === null) {
+    p = { metadata: { encoding: Buffer.from('binary/null') } };
+  } else {
+    p = converter.toPayload(value);
+    const enc = p.metadata?.encoding ? Buffer.from(p.metadata.encoding).toString() : '';
+    if (converter === defaultPayloadConverter && enc === 'json/plain' && p.data) {
+      p = { ...p, data: Buffer.from(goEscape(Buffer.from(p.data).toString('utf8'))) };
+    }
+  }
   return temporal.api.common.v1.Payloads.encode({ payloads: [p] }).finish();
+}
+
+/** Escapes JSON text as Go's encoding/json does (HTML-safe); the characters only appear inside strings. */
+function goEscape(json: string): string {
+  return json.replace(/[<>&\u2028\u2029]/g, (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'));
 }
 
 /** Encodes err as a recorded definite failure. */
