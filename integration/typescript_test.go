@@ -44,16 +44,16 @@ var (
 
 // typescriptWorker returns the path of the TypeScript side-by-side worker
 // script, building the package (npm run build) when its output is older
-// than its sources. It skips the test when node or the package's
-// node_modules (npm ci in typescript/) is missing.
+// than its sources. A missing node or package node_modules is a missing
+// service (testenv.Unreachable: a failure unless skipping is asked for).
 func typescriptWorker(t *testing.T) (node, script string) {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("skipping the TypeScript side-by-side test: node is not on PATH (install Node 20, then npm ci in typescript/)")
+		testenv.Unreachable(t, "node (install Node 20, then npm ci in typescript/)", err)
 	}
 	if _, err := os.Stat(filepath.Join(typescriptDir, "node_modules")); err != nil {
-		t.Skip("skipping the TypeScript side-by-side test: typescript/node_modules is missing (run npm ci in typescript/)")
+		testenv.Unreachable(t, "typescript/node_modules (run npm ci in typescript/; make test does)", err)
 	}
 	script, err = filepath.Abs(filepath.Join(typescriptDir, "dist", "sidebyside", "worker.js"))
 	require.NoError(t, err)

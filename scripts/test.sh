@@ -60,6 +60,20 @@ for m in $CONTRIB_MODULES; do
 	echo "== $m"
 	(cd "$root/$m" && gotest -count=1 -timeout "$TEST_TIMEOUT" ./...)
 done
+# The TypeScript interceptor (typescript/): its own tests on the real
+# PostgreSQL and the spec's vectors, counted in the closing line; its
+# node_modules also serve the side-by-side test in integration/.
+echo "== typescript (npm ci, npm test)"
+npm_rc=0
+(cd "$root/typescript" && npm ci --no-audit --no-fund --loglevel=error && npm test) 2>&1 | tee "$tmp/npm-test" || npm_rc=$?
+awk -v tally="$TEST_TALLY" '
+	/^# pass / { p = $3 } /^# fail / { f = $3 } /^# skipped / { s = $3 }
+	END {
+		if ((getline line < tally) > 0) { split(line, c, " ") } else { c[1] = c[2] = c[3] = 0 }
+		close(tally)
+		printf "%d %d %d\n", c[1] + p, c[2] + f, c[3] + s > tally
+	}' "$tmp/npm-test"
+[ "$npm_rc" = 0 ]
 for m in $SERVER_MODULES; do
 	echo "== $m (GOTOOLCHAIN=$SERVER_TOOLCHAIN)"
 	(cd "$root/$m" && export GOTOOLCHAIN="$SERVER_TOOLCHAIN" && gotest -count=1 -timeout "$TEST_TIMEOUT" ./...)
