@@ -13,12 +13,10 @@
 package spec_test
 
 import (
-	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -34,32 +32,15 @@ import (
 	"github.com/tesserix/idempotency/activity"
 	"github.com/tesserix/idempotency/decision"
 	"github.com/tesserix/idempotency/interceptor"
+	"github.com/tesserix/idempotency/internal/compat"
 	"github.com/tesserix/idempotency/internal/wire"
 )
 
 var update = flag.Bool("update", false, "write the specification's vectors instead of checking them")
 
-type file[V any] struct {
-	Version     int    `json:"version"`
-	GeneratedBy string `json:"generated_by"`
-	Vectors     []V    `json:"vectors"`
-}
-
 func checkFile[V any](t *testing.T, name, test string, vectors []V) {
 	t.Helper()
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	require.NoError(t, enc.Encode(file[V]{Version: 1, GeneratedBy: test, Vectors: vectors}))
-	path := filepath.Join("vectors", name)
-	if *update {
-		require.NoError(t, os.WriteFile(path, b.Bytes(), 0o644))
-		return
-	}
-	got, err := os.ReadFile(path)
-	require.NoError(t, err, "run with -update to write it")
-	require.Equal(t, b.String(), string(got), "%s differs from what the code computes; if the file is the one that is wrong, run with -update", path)
+	compat.CheckSpecFile(t, filepath.Join("vectors", name), test, vectors, *update)
 }
 
 // payload is a Temporal Payload spelled out: its metadata (values as
