@@ -296,8 +296,9 @@ WHERE tenant = @tenant AND key = @key AND NOT EXISTS (SELECT 1 FROM ins)`, claim
 		// the claim's paths): a fresh key is inserted; a key that stands
 		// is left alone and read. Only when the standing row is expired,
 		// or pending under the superseded token, does Store.Claim go on
-		// to the claim statement above, which replaces it. Parameters: claimInsertArgs and claimReadArgs (the
-		// claim's own row, when it inserted one, is not read back).
+		// to the claim statement above, which replaces it. Parameters:
+		// claimInsertArgs and claimReadArgs (the claim's own row, when it
+		// inserted one, is not read back).
 		claimInsert: q(`INSERT INTO {t} (tenant, key, state, holder, token, lease_until, expires_at, created_at, updated_at, outcome, reason,
 	origin_workflow_id, origin_run_id, origin_activity_type, origin_activity_id, origin_attempt, check_digest, retention_us)
 VALUES (@tenant, @key, {pending}, @holder, @token, @lease_until, @expires_at, @now, @now, NULL, '', @origin_workflow_id, @origin_run_id, @origin_activity_type, @origin_activity_id, @origin_attempt, @check_digest, @retention_us)
